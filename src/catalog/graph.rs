@@ -1,0 +1,191 @@
+//! The step graph of one topology: catalog steps instantiated per site, with their dependencies.
+//!
+//! Built by ordered passes, each of which only adds to what the previous one made:
+//! 1. instances: every fabric step once, every site step at each site where its `when` holds;
+//! 2. `needs` edges: to the same site's instance when both steps are per site, else to all;
+//! 3. `needs_any` edges: to whichever alternatives exist at the same site (one must);
+//! 4. order: a topological order that keeps catalog order among independent steps, so output is
+//!    stable and reads like the seed's table.
+
+use std::collections::BTreeSet;
+
+use petgraph::Direction;
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use super::spec::{Catalog, Scope, StepSpec};
+use crate::topology::Topology;
+use crate::topology::model::{MultiKueue, WorkloadKind};
+
+/// One step at one site (or for the whole fabric).
+#[derive(Debug, Clone)]
+pub struct Instance {
+    pub spec: StepSpec,
+    pub phase: String,
+    pub site: Option<String>,
+}
+
+impl Instance {
+    /// Display and selection key: `A.3@sp`, or `B.1` for fabric steps.
+    pub fn key(&self) -> String {
+        match &self.site {
+            Some(s) => format!("{}@{}", self.spec.id, s),
+            None => self.spec.id.clone(),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct StepGraph {
+    pub graph: DiGraph<Instance, ()>,
+    /// Every instance, dependencies first.
+    pub order: Vec<NodeIndex>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum GraphError {
+    #[error("step {step} needs one of {alternatives} at site `{site}`, but none of them applies there")]
+    NoAlternative { step: String, alternatives: String, site: String },
+    #[error("the step graph has a cycle through {}", .steps.join(", "))]
+    Cycle { steps: Vec<String> },
+}
+
+/// Whether condition `when` holds at `site` (or for the fabric when `site` is None).
+fn holds(when: &str, t: &Topology, site: Option<&str>) -> bool {
+    let s = site.and_then(|n| t.sites.iter().find(|s| s.name == n));
+    match (when, s) {
+        ("new-cluster", Some(s)) => !s.cluster.existing,
+        ("existing-cluster", Some(s)) => s.cluster.existing,
+        ("has-vms", Some(s)) => s.external_workloads.iter().any(|w| w.kind == WorkloadKind::Vm),
+        ("has-bare-metal", Some(s)) => s.external_workloads.iter().any(|w| w.kind == WorkloadKind::BareMetal),
+        ("multikueue", Some(s)) => t.multikueue.as_ref().is_some_and(|m| mk_sites(m).contains(&s.name.as_str())),
+        ("multikueue", None) => t.multikueue.is_some(),
+        ("gateway", Some(s)) => t.gateway.as_ref().is_some_and(|g| g.site == s.name),
+        ("gateway", None) => t.gateway.is_some(),
+        // Site conditions on a fabric step: true when some site satisfies them.
+        (w, None) => t.sites.iter().any(|s| holds(w, t, Some(&s.name))),
+        _ => false,
+    }
+}
+
+fn mk_sites(m: &MultiKueue) -> Vec<&str> {
+    std::iter::once(m.manager.as_str()).chain(m.workers.iter().map(String::as_str)).collect()
+}
+
+impl StepGraph {
+    pub fn build(catalog: &Catalog, t: &Topology) -> Result<StepGraph, GraphError> {
+        let mut graph = DiGraph::new();
+        // Pass 1: instances.
+        for phase in &catalog.phases {
+            for spec in &phase.steps {
+                let applies = |site: Option<&str>| spec.when.as_deref().is_none_or(|w| holds(w, t, site));
+                let mut add = |site: Option<&str>| {
+                    graph.add_node(Instance {
+                        spec: spec.clone(),
+                        phase: phase.phase.clone(),
+                        site: site.map(String::from),
+                    })
+                };
+                match spec.scope {
+                    Scope::Fabric if applies(None) => {
+                        add(None);
+                    }
+                    Scope::Site => {
+                        for s in &t.sites {
+                            if applies(Some(&s.name)) {
+                                add(Some(&s.name));
+                            }
+                        }
+                    }
+                    Scope::Fabric => {}
+                }
+            }
+        }
+        let nodes: Vec<NodeIndex> = graph.node_indices().collect();
+        let find = |g: &DiGraph<Instance, ()>, id: &str| -> Vec<NodeIndex> {
+            nodes.iter().copied().filter(|n| g[*n].spec.id == id).collect()
+        };
+        // Pass 2: `needs`.
+        for &n in &nodes {
+            let (needs, site) = (graph[n].spec.needs.clone(), graph[n].site.clone());
+            for dep in needs {
+                for d in find(&graph, &dep) {
+                    let same_site_only = site.is_some() && graph[d].site.is_some();
+                    if !same_site_only || graph[d].site == site {
+                        graph.update_edge(d, n, ());
+                    }
+                }
+            }
+        }
+        // Pass 3: `needs_any`, always at the same site.
+        for &n in &nodes {
+            let alternatives = graph[n].spec.needs_any.clone();
+            if alternatives.is_empty() {
+                continue;
+            }
+            let site = graph[n].site.clone();
+            let found: Vec<NodeIndex> = alternatives
+                .iter()
+                .flat_map(|a| find(&graph, a))
+                .filter(|d| site.is_none() || graph[*d].site == site)
+                .collect();
+            if found.is_empty() {
+                return Err(GraphError::NoAlternative {
+                    step: graph[n].key(),
+                    alternatives: alternatives.join(" or "),
+                    site: site.unwrap_or_default(),
+                });
+            }
+            for d in found {
+                graph.update_edge(d, n, ());
+            }
+        }
+        // Pass 4: stable topological order (Kahn, smallest insertion index first).
+        let mut indegree: Vec<usize> =
+            graph.node_indices().map(|n| graph.neighbors_directed(n, Direction::Incoming).count()).collect();
+        let mut ready: BTreeSet<NodeIndex> = graph.node_indices().filter(|n| indegree[n.index()] == 0).collect();
+        let mut order = Vec::with_capacity(graph.node_count());
+        while let Some(n) = ready.pop_first() {
+            order.push(n);
+            for m in graph.neighbors_directed(n, Direction::Outgoing) {
+                indegree[m.index()] -= 1;
+                if indegree[m.index()] == 0 {
+                    ready.insert(m);
+                }
+            }
+        }
+        if order.len() != graph.node_count() {
+            let steps = graph.node_indices().filter(|n| !order.contains(n)).map(|n| graph[n].key()).collect();
+            return Err(GraphError::Cycle { steps });
+        }
+        Ok(StepGraph { graph, order })
+    }
+
+    pub fn instances(&self) -> impl Iterator<Item = &Instance> {
+        self.order.iter().map(|n| &self.graph[*n])
+    }
+
+    /// Keys of the direct dependencies of `n`, in order.
+    pub fn dependencies(&self, n: NodeIndex) -> Vec<NodeIndex> {
+        let mut deps: Vec<NodeIndex> = self.graph.neighbors_directed(n, Direction::Incoming).collect();
+        deps.sort_by_key(|d| self.order.iter().position(|o| o == d));
+        deps
+    }
+
+    /// `n` and everything it transitively needs.
+    pub fn with_ancestors(&self, selected: &BTreeSet<NodeIndex>) -> BTreeSet<NodeIndex> {
+        let mut out = selected.clone();
+        let mut stack: Vec<NodeIndex> = selected.iter().copied().collect();
+        while let Some(n) = stack.pop() {
+            for d in self.graph.neighbors_directed(n, Direction::Incoming) {
+                if out.insert(d) {
+                    stack.push(d);
+                }
+            }
+        }
+        out
+    }
+
+    pub fn find(&self, key: &str) -> Option<NodeIndex> {
+        self.order.iter().copied().find(|n| self.graph[*n].key() == key)
+    }
+}

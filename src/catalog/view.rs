@@ -1,0 +1,93 @@
+//! `fabric graph` output: text, Graphviz dot, Mermaid.
+
+use std::fmt::Write;
+
+use super::graph::StepGraph;
+use super::spec::Risk;
+
+pub fn risk_word(r: Risk) -> &'static str {
+    match r {
+        Risk::Low => "low",
+        Risk::Medium => "medium",
+        Risk::High => "high",
+    }
+}
+
+pub fn text(g: &StepGraph) -> String {
+    let width = g.instances().map(|i| i.key().len()).max().unwrap_or(0);
+    let title_w = g.instances().map(|i| i.spec.title.chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    let mut phase = String::new();
+    for &n in &g.order {
+        let i = &g.graph[n];
+        if i.phase != phase {
+            phase.clone_from(&i.phase);
+            if !out.is_empty() {
+                out.push('\n');
+            }
+        }
+        let deps: Vec<String> = g.dependencies(n).iter().map(|d| g.graph[*d].key()).collect();
+        let deps = if deps.is_empty() { "—".to_string() } else { deps.join(", ") };
+        let _ = writeln!(
+            out,
+            "{:width$}  {:title_w$}  risk {:6}  needs {deps}",
+            i.key(),
+            i.spec.title,
+            risk_word(i.spec.risk),
+        );
+    }
+    out
+}
+
+fn quote(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+pub fn dot(g: &StepGraph) -> String {
+    let mut out = String::from("digraph fabric {\n  rankdir=LR;\n  node [shape=box, fontname=\"sans-serif\"];\n");
+    let mut phases: Vec<&str> = g.instances().map(|i| i.phase.as_str()).collect();
+    phases.dedup();
+    for p in phases {
+        let _ = writeln!(out, "  subgraph \"cluster_{p}\" {{\n    label=\"Phase {p}\";");
+        for i in g.instances().filter(|i| i.phase == p) {
+            let color = match i.spec.risk {
+                Risk::Low => "",
+                Risk::Medium => ", color=orange",
+                Risk::High => ", color=red, penwidth=2",
+            };
+            let _ = writeln!(out, "    \"{}\" [label=\"{}\\n{}\"{color}];", i.key(), i.key(), quote(&i.spec.title));
+        }
+        out.push_str("  }\n");
+    }
+    for &n in &g.order {
+        for d in g.dependencies(n) {
+            let _ = writeln!(out, "  \"{}\" -> \"{}\";", g.graph[d].key(), g.graph[n].key());
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn mermaid_id(key: &str) -> String {
+    key.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+pub fn mermaid(g: &StepGraph) -> String {
+    let mut out = String::from("flowchart LR\n");
+    let mut phases: Vec<&str> = g.instances().map(|i| i.phase.as_str()).collect();
+    phases.dedup();
+    for p in phases {
+        let _ = writeln!(out, "  subgraph phase_{p}[\"Phase {p}\"]");
+        for i in g.instances().filter(|i| i.phase == p) {
+            let title = i.spec.title.replace('"', "#quot;");
+            let _ = writeln!(out, "    {}[\"{}: {}\"]", mermaid_id(&i.key()), i.key(), title);
+        }
+        out.push_str("  end\n");
+    }
+    for &n in &g.order {
+        for d in g.dependencies(n) {
+            let _ = writeln!(out, "  {} --> {}", mermaid_id(&g.graph[d].key()), mermaid_id(&g.graph[n].key()));
+        }
+    }
+    out
+}

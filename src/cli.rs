@@ -1,0 +1,58 @@
+//! The command line: global flags and one subcommand per file in `command/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fabric",
+    version,
+    about = "Plan and apply a multi-site K3s fabric (Cilium, WireGuard, Karmada, Kueue) from one topology file",
+    long_about = "fabric reads one topology file describing every site, builds the dependency graph of the \
+                  seed's steps A.1–D.4, shows what would change (plan) and changes it step by step (apply).",
+    after_help = "Examples:\n  fabric --example plan --offline       plan the embedded example, contacting nothing\n  \
+                  fabric -f topology.yaml validate      check a topology and show every problem\n  \
+                  fabric graph --format mermaid         the step graph as a Mermaid diagram"
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Topology file [default: ./topology.yaml]
+    #[arg(short = 'f', long = "topology", global = true, env = "FABRIC_TOPOLOGY", value_name = "FILE")]
+    pub topology: Option<PathBuf>,
+    /// Use the embedded example topology (the whole seed); only offline work is allowed with it
+    #[arg(long, global = true, conflicts_with = "topology")]
+    pub example: bool,
+    /// Never color output (NO_COLOR is honoured too)
+    #[arg(long, global = true)]
+    pub no_color: bool,
+    /// More output (-v, -vv)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Less output: errors and the result only
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Validate(crate::command::validate::Opts),
+    Graph(crate::command::graph::Opts),
+    Plan(crate::command::plan::Opts),
+    Schema(crate::command::schema::Opts),
+}
+
+/// Output formats shared by commands that machines read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Human,
+    Json,
+    Markdown,
+}

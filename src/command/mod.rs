@@ -1,0 +1,110 @@
+//! One module per subcommand: its options and its `run`.
+
+pub mod graph;
+pub mod plan;
+pub mod schema;
+pub mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use miette::{Diagnostic, Report};
+
+use crate::cli::{Cli, Command, Global};
+use crate::style::Style;
+use crate::topology::{self, LoadError, Loaded};
+
+/// The example topology, embedded so the README's first command works from any directory.
+pub const EXAMPLE: &str = include_str!("../../topology.example.yaml");
+pub const EXAMPLE_NAME: &str = "topology.example.yaml (embedded)";
+
+/// Exit codes, as terraform: 0 nothing to do, 1 error, 2 changes (with --detailed-exitcode).
+pub enum Done {
+    Ok,
+    Changes,
+}
+
+pub fn run(cli: Cli) -> Result<Done, Report> {
+    let Cli { global, command } = cli;
+    match command {
+        Command::Validate(o) => validate::run(&global, o),
+        Command::Graph(o) => graph::run(&global, o),
+        Command::Plan(o) => plan::run(&global, o),
+        Command::Schema(o) => schema::run(&global, o),
+    }
+}
+
+pub fn exit_code(r: &Result<Done, Report>) -> ExitCode {
+    match r {
+        Ok(Done::Ok) => ExitCode::SUCCESS,
+        Ok(Done::Changes) => ExitCode::from(2),
+        Err(_) => ExitCode::from(1),
+    }
+}
+
+/// A command-line level error with a hint, rendered like every other diagnostic.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{message}")]
+pub struct UsageError {
+    pub message: String,
+    #[help]
+    pub help: Option<String>,
+    #[diagnostic(code)]
+    pub code: Option<String>,
+}
+
+pub fn usage(code: &str, message: impl Into<String>, help: impl Into<String>) -> Report {
+    Report::new(UsageError { message: message.into(), help: Some(help.into()), code: Some(code.into()) })
+}
+
+pub fn topology_path(g: &Global) -> PathBuf {
+    g.topology.clone().unwrap_or_else(|| PathBuf::from("topology.yaml"))
+}
+
+/// Loads the topology the flags name, printing warnings (unless -q); on failure prints every
+/// diagnostic and returns the summary error.
+pub fn load(g: &Global) -> Result<Loaded, Report> {
+    let result = if g.example {
+        topology::load_str(EXAMPLE_NAME, EXAMPLE.to_string())
+    } else {
+        let path = topology_path(g);
+        if !path.exists() && g.topology.is_none() {
+            return Err(usage(
+                "fabric::no-topology",
+                "no topology.yaml in this directory",
+                "name a file with -f FILE (or $FABRIC_TOPOLOGY), or try the embedded example with --example",
+            ));
+        }
+        topology::load_file(&path)
+    };
+    match result {
+        Ok(l) => {
+            if !g.quiet {
+                print_diags(&l.warnings, g);
+            }
+            Ok(l)
+        }
+        Err(LoadError::Invalid { file, diags }) => {
+            print_diags(&diags, g);
+            let e = LoadError::Invalid { file, diags };
+            Err(usage("topology::invalid", e.to_string(), "fix the problems above, then run `fabric validate` again"))
+        }
+        Err(e @ LoadError::Io { .. }) => Err(usage("topology::io", e.to_string(), "check the path given with -f")),
+    }
+}
+
+pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {
+    for d in diags {
+        eprintln!("{}", render_diag(d, Style::stderr(g.no_color).color));
+    }
+}
+
+/// Renders a diagnostic with miette's graphical handler (colors only when asked).
+pub fn render_diag(d: &dyn Diagnostic, color: bool) -> String {
+    let theme = if color { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_context_lines(1);
+    let mut s = String::new();
+    // Writing into a String cannot fail.
+    let _ = handler.render_report(&mut s, d);
+    s
+}

@@ -1,0 +1,93 @@
+//! `fabric plan`: what apply would change, per step and resource.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use miette::Report;
+
+use super::{Done, load, usage};
+use crate::cli::{Format, Global};
+use crate::plan::{self, select::Selection, view};
+use crate::resources;
+use crate::style::Style;
+
+/// Show what `apply` would change, step by step
+///
+/// Exit status: 0 no changes, 1 error (including a refused step), 2 changes with
+/// --detailed-exitcode. `--offline` reads nothing: every resource is planned as absent.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --offline --phase B --with-deps\n  \
+                        fabric plan --offline --site sp --format markdown --detailed-exitcode"
+)]
+pub struct Opts {
+    /// Only steps of this phase (A, B, C, D, G); repeatable
+    #[arg(long = "phase", value_name = "P")]
+    pub phases: Vec<String>,
+    /// Only this step (A.3) or step instance (A.3@sp); repeatable
+    #[arg(long = "step", value_name = "S")]
+    pub steps: Vec<String>,
+    /// Only this site's steps and resources; repeatable
+    #[arg(long = "site", value_name = "NAME")]
+    pub sites: Vec<String>,
+    /// Also select every step the selected ones need
+    #[arg(long)]
+    pub with_deps: bool,
+    /// Read nothing live: plan every resource as absent (for CI without credentials)
+    #[arg(long)]
+    pub offline: bool,
+    /// Output format
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// Exit 2 when there are changes, 0 when there are none
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    /// Also write the plan (JSON) to this file
+    #[arg(long, value_name = "PLANFILE")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    let Opts { phases, steps, sites, with_deps, offline, format, detailed_exitcode, out } = o;
+    if !offline {
+        let help = if g.example {
+            "the example topology holds production addresses: it is only ever planned with --offline"
+        } else {
+            "this build plans with --offline only: reading live state over SSH and the Kubernetes API is not available yet"
+        };
+        return Err(usage("plan::needs-offline", "live planning is not available", help));
+    }
+    let loaded = load(g)?;
+    let t = &loaded.topology;
+    let (catalog, graph) = super::graph::build(t)?;
+    let selection = Selection { phases, steps, sites: sites.clone(), with_deps };
+    // Offline, nothing is known to exist: a step with resources always has pending changes.
+    let pending = |n| !resources::for_instance(&graph.graph[n], t).is_empty();
+    let selected = selection
+        .resolve(&catalog, &graph, t, pending)
+        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+    let p = plan::offline(t, &loaded.file, &graph, &selected, &sites);
+    let text = match format {
+        Format::Human => view::human(&p, &Style::stdout(g.no_color)),
+        Format::Json => view::json(&p),
+        Format::Markdown => view::markdown(&p),
+    };
+    print!("{text}");
+    if let Some(path) = out {
+        std::fs::write(&path, view::json(&p)).map_err(|e| {
+            usage(
+                "plan::out",
+                format!("cannot write {}: {e}", path.display()),
+                "check the directory exists and is writable",
+            )
+        })?;
+    }
+    if p.summary.refused_steps > 0 {
+        return Err(usage(
+            "plan::refused",
+            format!("{} selected step(s) refused: a decision they need is undecided", p.summary.refused_steps),
+            "decide it in the topology's `decisions:`, or leave those steps out with --phase/--step/--site",
+        ));
+    }
+    Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })
+}

@@ -1,0 +1,117 @@
+//! `fabric validate`: every problem of a topology at once.
+
+use clap::{Args, ValueEnum};
+use miette::Report;
+
+use super::{Done, load};
+use crate::catalog::{Catalog, StepGraph, refusal};
+use crate::cli::Global;
+use crate::topology::problem::{Diag, DiagJson, Problem, Severity};
+use crate::topology::{self, LoadError};
+
+/// Check a topology file: YAML, structure, names, references, prefixes, quotas, versions, decisions
+///
+/// Exit status: 0 when valid (warnings allowed), 1 when there is any error. Every problem is
+/// reported at once, each with file:line:column and a hint.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  fabric -f topology.yaml validate\n  fabric validate --format json | jq '.[] | .message'"
+)]
+pub struct Opts {
+    /// Output format of the diagnostics
+    #[arg(long, value_enum, default_value_t = ValidateFormat::Human)]
+    pub format: ValidateFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ValidateFormat {
+    Human,
+    Json,
+}
+
+/// Warnings that validate adds on top of the loader's: steps that plan and apply will refuse.
+pub fn refusal_warnings(l: &topology::Loaded) -> Result<Vec<Diag>, Report> {
+    let catalog = Catalog::embedded().map_err(|e| {
+        super::usage("catalog::invalid", e.to_string(), "the embedded catalog is broken: please report this")
+    })?;
+    let graph = StepGraph::build(&catalog, &l.topology).map_err(|e| {
+        super::usage("graph::invalid", e.to_string(), "check the sites' clusters and external workloads")
+    })?;
+    let refusals = refusal::refusals(&graph, &l.topology);
+    // One warning per open decision, naming every step it blocks.
+    let mut by_field: Vec<(String, Problem, Vec<String>)> = Vec::new();
+    for (n, p) in refusals {
+        let key = p.path.to_string();
+        let step = graph.graph[n].key();
+        match by_field.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, _, steps)) => steps.push(step),
+            None => by_field.push((key, p, vec![step])),
+        }
+    }
+    Ok(by_field
+        .into_iter()
+        .map(|(field, p, steps)| {
+            let w = Problem::warning(
+                "plan::undecided",
+                p.path.clone(),
+                format!("`{field}` is undecided: plan and apply will refuse {}", steps.join(", ")),
+            )
+            .label("undecided")
+            .help(p.help.unwrap_or_default());
+            l.diag(w)
+        })
+        .collect())
+}
+
+pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    if o.format == ValidateFormat::Human {
+        let loaded = load(g)?;
+        let extra = refusal_warnings(&loaded)?;
+        if !g.quiet {
+            super::print_diags(&extra, g);
+        }
+        let warnings = loaded.warnings.len() + extra.len();
+        if !g.quiet {
+            let t = &loaded.topology;
+            println!(
+                "{}: valid ({} sites, {} services, {} warning{})",
+                loaded.file,
+                t.sites.len(),
+                t.services.len(),
+                warnings,
+                if warnings == 1 { "" } else { "s" }
+            );
+        }
+        return Ok(Done::Ok);
+    }
+    // JSON: the same diagnostics as data on stdout, exit 1 on any error.
+    let file;
+    let result = if g.example {
+        file = super::EXAMPLE_NAME.to_string();
+        topology::load_str(&file, super::EXAMPLE.to_string())
+    } else {
+        file = super::topology_path(g).display().to_string();
+        topology::load_file(&super::topology_path(g))
+    };
+    let (diags, ok) = match result {
+        Ok(l) => {
+            let mut d = l.warnings.clone();
+            d.extend(refusal_warnings(&l)?);
+            (d, true)
+        }
+        Err(LoadError::Invalid { diags, .. }) => {
+            let ok = !diags.iter().any(|d| d.problem.severity == Severity::Error);
+            (diags, ok)
+        }
+        Err(e @ LoadError::Io { .. }) => {
+            return Err(super::usage("topology::io", e.to_string(), "check the path given with -f"));
+        }
+    };
+    let json: Vec<DiagJson> = diags.iter().map(DiagJson::from).collect();
+    println!("{}", serde_json::json!({ "file": file, "valid": ok, "diagnostics": json }));
+    if ok {
+        Ok(Done::Ok)
+    } else {
+        Err(super::usage("topology::invalid", format!("{file} is not valid"), "see the diagnostics printed as JSON"))
+    }
+}

@@ -1,0 +1,15 @@
+//! fabric: plan and apply a multi-site research fabric from one topology file.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = fabric::cli::Cli::parse();
+    let color = fabric::style::Style::stderr(cli.global.no_color).color;
+    let result = fabric::command::run(cli);
+    if let Err(report) = &result {
+        eprintln!("{}", fabric::command::render_diag(report.as_ref(), color));
+    }
+    fabric::command::exit_code(&result)
+}

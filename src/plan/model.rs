@@ -1,0 +1,137 @@
+//! The plan: desired against observed, per step and resource.
+//!
+//! Like terraform's plan, this is data that views only read. Fields that drive apply (`changes`,
+//! `observed_fingerprint` later) are separate from display-only text (`summary`).
+
+use serde::Serialize;
+
+use crate::resources::{ProviderKind, Resource};
+
+/// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
+pub const FORMAT_VERSION: &str = "1.0";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Create,
+    Update,
+    Delete,
+    NoOp,
+}
+
+impl Action {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Action::Create => "+",
+            Action::Update => "~",
+            Action::Delete => "-",
+            Action::NoOp => " ",
+        }
+    }
+    pub fn word(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Delete => "delete",
+            Action::NoOp => "no-op",
+        }
+    }
+}
+
+/// How the plan learned the live state.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Mode {
+    /// Nothing was read: every resource is planned as absent.
+    Offline,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub address: String,
+    pub action: Action,
+    pub provider: ProviderKind,
+    pub target: String,
+    /// Display only.
+    pub summary: String,
+    pub sensitive: bool,
+}
+
+impl Change {
+    pub fn create(r: &Resource) -> Change {
+        Change {
+            address: r.address.clone(),
+            action: Action::Create,
+            provider: r.provider,
+            target: r.target.clone(),
+            summary: r.summary.clone(),
+            sensitive: r.sensitive,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StepPlan {
+    /// `A.3@sp`, or `B.1` for a fabric-wide step.
+    pub key: String,
+    pub id: String,
+    pub site: Option<String>,
+    pub phase: String,
+    pub title: String,
+    pub risk: crate::catalog::spec::Risk,
+    /// Keys of the steps this one needs.
+    pub needs: Vec<String>,
+    pub changes: Vec<Change>,
+    /// Why the step cannot run (an open decision); such a step has no changes.
+    pub refused: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct Summary {
+    pub create: usize,
+    pub update: usize,
+    pub delete: usize,
+    pub no_op: usize,
+    pub refused_steps: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Unreachable {
+    pub target: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub format_version: &'static str,
+    pub fabric: String,
+    pub topology_file: String,
+    pub mode: Mode,
+    pub steps: Vec<StepPlan>,
+    pub unreachable: Vec<Unreachable>,
+    pub summary: Summary,
+}
+
+impl Plan {
+    pub fn summarize(&mut self) {
+        let mut s = Summary::default();
+        for step in &self.steps {
+            if step.refused.is_some() {
+                s.refused_steps += 1;
+            }
+            for c in &step.changes {
+                match c.action {
+                    Action::Create => s.create += 1,
+                    Action::Update => s.update += 1,
+                    Action::Delete => s.delete += 1,
+                    Action::NoOp => s.no_op += 1,
+                }
+            }
+        }
+        self.summary = s;
+    }
+
+    pub fn has_changes(&self) -> bool {
+        self.summary.create + self.summary.update + self.summary.delete > 0
+    }
+}

@@ -1,0 +1,122 @@
+//! Views of a plan: human (terminal), JSON (machines), Markdown (pull-request comments).
+//! Views only read the model.
+
+use std::fmt::Write;
+
+use super::model::{Action, Mode, Plan};
+use crate::catalog::view::risk_word;
+use crate::style::Style;
+
+fn mode_line(p: &Plan) -> &'static str {
+    match p.mode {
+        Mode::Offline => "offline: nothing was read, every resource is planned as absent",
+    }
+}
+
+fn summary_line(p: &Plan) -> String {
+    let s = &p.summary;
+    let mut line = format!("Plan: {} to create, {} to update, {} to delete.", s.create, s.update, s.delete);
+    if s.refused_steps > 0 {
+        let _ = write!(line, " {} step{} refused.", s.refused_steps, if s.refused_steps == 1 { "" } else { "s" });
+    }
+    if !p.unreachable.is_empty() {
+        let _ = write!(line, " {} target(s) unreachable.", p.unreachable.len());
+    }
+    line
+}
+
+pub fn human(p: &Plan, st: &Style) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "{} {} ({})", st.bold("fabric plan:"), p.fabric, p.topology_file);
+    let _ = writeln!(out, "{}\n", st.dim(mode_line(p)));
+    let width = p.steps.iter().flat_map(|s| &s.changes).map(|c| c.address.len()).max().unwrap_or(0).min(72);
+    for step in &p.steps {
+        let risk = format!("risk {}", risk_word(step.risk));
+        let risk = match step.risk {
+            crate::catalog::spec::Risk::High => st.red(&risk),
+            crate::catalog::spec::Risk::Medium => st.yellow(&risk),
+            crate::catalog::spec::Risk::Low => st.dim(&risk),
+        };
+        let _ = writeln!(out, "{}  {}  {}", st.bold(&step.key), step.title, risk);
+        if let Some(r) = &step.refused {
+            let _ = writeln!(out, "  {} {}", st.red("refused:"), r);
+        } else if step.changes.is_empty() {
+            let _ = writeln!(out, "  {}", st.dim("no changes"));
+        }
+        for c in &step.changes {
+            let sym = match c.action {
+                Action::Create => st.green("+"),
+                Action::Update => st.yellow("~"),
+                Action::Delete => st.red("-"),
+                Action::NoOp => " ".into(),
+            };
+            let sensitive = if c.sensitive { " (sensitive)" } else { "" };
+            let _ = writeln!(out, "  {sym} {:width$}  {}{}", c.address, st.dim(&c.summary), sensitive);
+        }
+        out.push('\n');
+    }
+    for u in &p.unreachable {
+        let _ = writeln!(out, "{} {}: {}", st.red("unreachable:"), u.target, u.reason);
+    }
+    let _ = writeln!(out, "{}", st.bold(&summary_line(p)));
+    out
+}
+
+pub fn json(p: &Plan) -> String {
+    // Sensitive resources carry only addresses and summaries, never content, so nothing to mask yet.
+    serde_json::to_string_pretty(p).expect("plan serializes") + "\n"
+}
+
+fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+pub fn markdown(p: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "### fabric plan: `{}`\n", p.fabric);
+    let _ = writeln!(out, "_{}_ · topology `{}`\n", mode_line(p), p.topology_file);
+    let _ = writeln!(out, "**{}**\n", summary_line(p));
+    let _ = writeln!(out, "| step | title | risk | create | update | delete | status |");
+    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
+    for s in &p.steps {
+        let count = |a: Action| s.changes.iter().filter(|c| c.action == a).count();
+        let status = if s.refused.is_some() {
+            "refused"
+        } else if s.changes.iter().any(|c| c.action != Action::NoOp) {
+            "changes"
+        } else {
+            "up to date"
+        };
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {} | {} | {} |",
+            s.key,
+            md_escape(&s.title),
+            risk_word(s.risk),
+            count(Action::Create),
+            count(Action::Update),
+            count(Action::Delete),
+            status
+        );
+    }
+    out.push('\n');
+    for s in p.steps.iter().filter(|s| s.refused.is_some()) {
+        let _ = writeln!(out, "> **{} refused:** {}\n", s.key, md_escape(s.refused.as_deref().unwrap_or_default()));
+    }
+    let _ = writeln!(out, "<details><summary>Changes by resource</summary>\n\n```diff");
+    for s in &p.steps {
+        if s.changes.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "# {} {}", s.key, s.title);
+        for c in &s.changes {
+            let sensitive = if c.sensitive { " (sensitive)" } else { "" };
+            let _ = writeln!(out, "{} {}  # {}{}", c.action.symbol(), c.address, c.summary, sensitive);
+        }
+    }
+    let _ = writeln!(out, "```\n\n</details>");
+    for u in &p.unreachable {
+        let _ = writeln!(out, "\n:warning: `{}` unreachable: {}", u.target, md_escape(&u.reason));
+    }
+    out
+}

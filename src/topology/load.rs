@@ -1,0 +1,142 @@
+//! Loading a topology: YAML tree, schema pass, typed model, rules.
+
+use std::path::Path as FsPath;
+use std::sync::{Arc, OnceLock};
+
+use super::model::Topology;
+use super::problem::{Diag, Problem, Severity};
+use super::tree::{Node, Path, Span};
+use super::{rules, schema_check};
+
+/// A topology that passed every check (it may still carry warnings).
+#[derive(Debug)]
+pub struct Loaded {
+    pub topology: Topology,
+    pub tree: Node,
+    pub file: String,
+    pub text: Arc<String>,
+    pub warnings: Vec<Diag>,
+}
+
+impl Loaded {
+    /// Ties a problem found later (by the catalog, a plan) to this file's positions.
+    pub fn diag(&self, p: Problem) -> Diag {
+        Diag::new(p, Some(&self.tree), &self.file, &self.text)
+    }
+}
+
+/// Why a topology could not be used: its diagnostics (errors and warnings), or an I/O failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read topology file {file}: {source}")]
+    Io {
+        file: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{} in {file}", count(.diags))]
+    Invalid { file: String, diags: Vec<Diag> },
+}
+
+fn count(diags: &[Diag]) -> String {
+    let e = diags.iter().filter(|d| d.problem.severity == Severity::Error).count();
+    let w = diags.len() - e;
+    let plural = |n: usize, s: &str| format!("{n} {s}{}", if n == 1 { "" } else { "s" });
+    match w {
+        0 => plural(e, "error"),
+        _ => format!("{}, {}", plural(e, "error"), plural(w, "warning")),
+    }
+}
+
+/// The JSON Schema of the topology file, generated from the model types.
+pub fn schema() -> &'static serde_json::Value {
+    static SCHEMA: OnceLock<serde_json::Value> = OnceLock::new();
+    SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Topology)).expect("schema serializes"))
+}
+
+pub fn load_file(path: &FsPath) -> Result<Loaded, LoadError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { file: file.clone(), source })?;
+    load_str(&file, text)
+}
+
+/// Parses and checks a topology. Never panics, whatever the input.
+pub fn load_str(file: &str, text: String) -> Result<Loaded, LoadError> {
+    let text = Arc::new(text);
+    let invalid = |problems: Vec<Problem>, tree: Option<&Node>| LoadError::Invalid {
+        file: file.to_string(),
+        diags: problems.into_iter().map(|p| Diag::new(p, tree, file, &text)).collect(),
+    };
+
+    let tree = match parse_tree(&text) {
+        Ok(t) => t,
+        Err(p) => return Err(invalid(vec![*p], None)),
+    };
+    let structural = schema_check::check(&tree, schema());
+    if !structural.is_empty() {
+        return Err(invalid(structural, Some(&tree)));
+    }
+    let topology: Topology = match serde_json::from_value(tree.to_json()) {
+        Ok(t) => t,
+        // The schema pass should have caught this; report rather than panic if it did not.
+        Err(e) => {
+            let p = Problem::error("topology::type", Path::root(), format!("the topology does not fit the model: {e}"))
+                .help("please report this: the schema pass accepted a file the model rejects");
+            return Err(invalid(vec![p], Some(&tree)));
+        }
+    };
+    let problems = rules::check(&topology);
+    if problems.iter().any(|p| p.severity == Severity::Error) {
+        return Err(invalid(problems, Some(&tree)));
+    }
+    let warnings = problems.into_iter().map(|p| Diag::new(p, Some(&tree), file, &text)).collect();
+    Ok(Loaded { topology, tree, file: file.to_string(), text, warnings })
+}
+
+fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
+    if text.trim().is_empty() || text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+        return Err(Box::new(
+            Problem::error("topology::syntax", Path::root(), "the topology file is empty")
+                .label("nothing here")
+                .help("start from topology.example.yaml (`fabric schema` describes every key)")
+                .at(Span::default()),
+        ));
+    }
+    let opts = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::PassThrough,
+        with_snippet: false,
+    };
+    serde_saphyr::from_str_with_options::<Node>(text, opts).map_err(|e| {
+        let span = e
+            .location()
+            .map(|l| {
+                let s = l.span();
+                match s.byte_offset() {
+                    Some(o) => Span { offset: o as usize, len: s.byte_len().unwrap_or(0) as usize },
+                    None => offset_of(text, l.line() as usize, l.column() as usize),
+                }
+            })
+            .unwrap_or_default();
+        let msg = e.to_string();
+        let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        Box::new(
+            Problem::error("topology::syntax", Path::root(), format!("invalid YAML: {msg}"))
+                .label("here")
+                .help("fix the YAML syntax; indentation must be spaces, and `key: value` needs a space after the colon")
+                .at(span),
+        )
+    })
+}
+
+/// Byte offset of a 1-based line and column.
+fn offset_of(text: &str, line: usize, column: usize) -> Span {
+    let mut off = 0;
+    for (i, l) in text.split_inclusive('\n').enumerate() {
+        if i + 1 == line {
+            let col: usize = l.chars().take(column.saturating_sub(1)).map(char::len_utf8).sum();
+            return Span { offset: off + col, len: 0 };
+        }
+        off += l.len();
+    }
+    Span { offset: text.len(), len: 0 }
+}

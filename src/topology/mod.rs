@@ -1,0 +1,13 @@
+//! The topology: the operator's declaration of the whole fabric, loaded with source positions.
+
+pub mod model;
+pub mod net;
+pub mod problem;
+pub mod rules;
+pub mod schema_check;
+pub mod tree;
+
+mod load;
+
+pub use load::{LoadError, Loaded, load_file, load_str, schema};
+pub use model::Topology;

@@ -1,0 +1,626 @@
+//! The topology file as Rust types.
+//!
+//! These types are the single definition of the file format: the loader deserializes into them,
+//! the JSON Schema (`fabric schema`, editor completion) is generated from them, and
+//! `docs/topology.md` is generated from that schema. Every doc comment here is user-facing.
+//!
+//! Values that need cross-field checks (overlaps, references, quotas) are plain data here;
+//! `rules.rs` checks them and reports positions through the source tree.
+
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::net::{Cidr, IfaceAddr};
+
+/// One fabric: every site, what runs where, and how the sites are joined.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Topology {
+    /// Version of this file format. Only `1` exists.
+    pub version: u32,
+    /// Name of the fabric; used in plan headers and as a label value on created objects.
+    pub name: String,
+    /// Pinned versions of everything fabric installs.
+    pub versions: Versions,
+    /// The seed's open decisions. A step that needs an `undecided` one is refused by plan and apply.
+    pub decisions: Decisions,
+    /// The sites. Each has a router, a K3s cluster and optionally external workloads and queues.
+    pub sites: Vec<Site>,
+    /// How the network mesh is built (Cilium, Cluster Mesh, how VMs and bare metal join).
+    #[serde(default)]
+    pub mesh: Mesh,
+    /// Placement classes: how Karmada distributes the services of each class.
+    #[serde(default)]
+    pub placement: Vec<PlacementClass>,
+    /// Workloads federated through Karmada, each in one placement class.
+    #[serde(default)]
+    pub services: Vec<Service>,
+    /// Karmada and ArgoCD.
+    pub federation: Federation,
+    /// MultiKueue: cross-site dispatch of batch jobs.
+    #[serde(default)]
+    pub multikueue: Option<MultiKueue>,
+    /// The AI gateway that routes requests between the sites' model servers.
+    #[serde(default)]
+    pub gateway: Option<Gateway>,
+}
+
+/// Versions of what gets installed. Each is pinned; `validate` checks the combinations.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Versions {
+    /// K3s release, e.g. `v1.33.5+k3s1`.
+    pub k3s: String,
+    /// Cilium chart version, e.g. `1.18.4`. External Workloads need `< 1.18`.
+    pub cilium: String,
+    /// Karmada chart version, e.g. `1.15.2`. Failover taints need `>= 1.14` (ClusterTaintPolicy).
+    pub karmada: String,
+    /// Kueue chart version, e.g. `0.15.2`. fabric writes `kueue.x-k8s.io/v1beta2`, served from 0.15.
+    pub kueue: String,
+    /// ArgoCD chart version (argo-cd Helm chart), e.g. `9.1.0`.
+    #[serde(default)]
+    pub argocd: Option<String>,
+    /// TensorZero gateway image tag, e.g. `2026.4.1`.
+    #[serde(default)]
+    pub tensorzero: Option<String>,
+}
+
+/// A decision that may still be open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigrationChoice {
+    /// Migrate the running cluster from Flannel to Cilium during a maintenance window (fast, downtime).
+    InPlace,
+    /// Build a new cluster with Cilium and let ArgoCD redeploy everything (safe, more work).
+    NewCluster,
+    /// Not decided yet: the cluster step of this site is refused.
+    Undecided,
+}
+
+/// Where the Karmada control plane runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum KarmadaHostChoice {
+    /// Inside the K3s cluster of `federation.karmada.host_site` (less infrastructure).
+    HostCluster,
+    /// On a dedicated VM (isolation); needs `federation.karmada.vm`.
+    DedicatedVm,
+    /// Not decided yet: C.1 is refused.
+    Undecided,
+}
+
+/// How many ArgoCD instances there are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgoCdChoice {
+    /// Option A: one ArgoCD that deploys to the Karmada API (simple).
+    Single,
+    /// Option B: one ArgoCD per cluster (each site keeps deploying while partitioned).
+    PerCluster,
+    /// Not decided yet: C.3 is refused.
+    Undecided,
+}
+
+/// Whether a site's public address is stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PublicAddressChoice {
+    /// Fixed: `router.public_address` is used as the WireGuard endpoint by the other sites.
+    Fixed,
+    /// Dynamic: this site dials out and keeps the tunnel alive; others do not dial it.
+    Dynamic,
+    /// Not decided yet: B.1 is refused.
+    Undecided,
+}
+
+/// How DRBD replicates between sites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DrbdChoice {
+    /// Through the Cilium mesh (encrypted, some overhead).
+    Cilium,
+    /// Over the routed network directly (fast, no encryption of its own).
+    Direct,
+    /// Not decided yet: A.4 is refused.
+    Undecided,
+}
+
+/// The seed's "Decisoes em aberto". Per-site decisions are maps from site name to choice; a site
+/// missing from such a map is `undecided`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Decisions {
+    /// Before A.1/A.2: per site whose cluster already exists (`cluster.existing: true`), migrate in place or build a new cluster.
+    #[serde(default)]
+    pub cluster_migration: BTreeMap<String, MigrationChoice>,
+    /// Before C.1: where the Karmada control plane runs.
+    pub karmada_host: KarmadaHostChoice,
+    /// Before C.3: ArgoCD option A (single) or B (per cluster).
+    pub argocd: ArgoCdChoice,
+    /// Before B.1: per site, whether its public address is fixed or dynamic.
+    #[serde(default)]
+    pub public_address: BTreeMap<String, PublicAddressChoice>,
+    /// Before A.4: DRBD across sites through Cilium or directly.
+    pub drbd_cross_site: DrbdChoice,
+}
+
+/// A site: one router, one K3s cluster, and what else joins the mesh there.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Site name, a DNS label (`franca`, `sp`). Used in resource addresses and Kubernetes names.
+    pub name: String,
+    /// The site's LAN prefix, routed to the other sites through the tunnel.
+    pub lan: Cidr,
+    /// The site's edge router, which terminates the WireGuard tunnel.
+    pub router: Router,
+    /// The site's K3s cluster.
+    pub cluster: Cluster,
+    /// VMs and bare-metal hosts that join the mesh (A.3, A.4).
+    #[serde(default)]
+    pub external_workloads: Vec<ExternalWorkload>,
+    /// Kueue ClusterQueues of this site's cluster (D.1).
+    #[serde(default)]
+    pub queues: Vec<ClusterQueue>,
+}
+
+/// Kind of router; selects the provider that configures it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RouterKind {
+    /// VyOS 1.4 or later, configured with `set` commands and commit-confirm.
+    Vyos,
+    /// A Debian router with WireGuard (kernel or wireguard-go), configured with files.
+    Linux,
+}
+
+/// A site's edge router.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Router {
+    /// Host name of the router, a DNS label.
+    pub name: String,
+    /// Which provider configures it.
+    pub kind: RouterKind,
+    /// Public IPv4 address the other sites dial. Required when the site's public address is `fixed`.
+    #[serde(default)]
+    pub public_address: Option<Ipv4Addr>,
+    /// How fabric reaches the router over SSH.
+    pub ssh: SshAccess,
+    /// The site-to-site WireGuard interface.
+    pub wireguard: WireGuard,
+}
+
+/// SSH access to a host. Unset fields fall back to `~/.ssh/config`, then to OpenSSH defaults.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SshAccess {
+    /// Address or host name to connect to (may be a `Host` alias of `~/.ssh/config`).
+    pub host: String,
+    /// TCP port of sshd.
+    #[serde(default)]
+    pub port: Option<Port>,
+    /// Login user. Non-root users need passwordless sudo.
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Private key file; otherwise ssh-agent and the default keys are tried.
+    #[serde(default)]
+    pub identity_file: Option<String>,
+    /// A jump host, `user@host:port`, as OpenSSH's ProxyJump.
+    #[serde(default)]
+    pub proxy_jump: Option<String>,
+}
+
+/// A TCP or UDP port, 1–65535.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Port(#[schemars(range(min = 1, max = 65535))] pub u16);
+
+/// The WireGuard interface of a router.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WireGuard {
+    /// Interface name on the router.
+    #[serde(default = "default_wg_interface")]
+    pub interface: String,
+    /// Tunnel address with prefix (`10.0.0.1/30`). All routers' tunnel addresses share one prefix.
+    pub address: IfaceAddr,
+    /// UDP port WireGuard listens on.
+    #[serde(default = "default_wg_port")]
+    pub listen_port: Port,
+    /// Persistent keepalive in seconds, sent by a side behind a dynamic address. Default 25 there.
+    #[serde(default)]
+    pub keepalive: Option<u16>,
+}
+
+fn default_wg_interface() -> String {
+    "wg0".into()
+}
+fn default_wg_port() -> Port {
+    Port(51820)
+}
+
+/// A K3s cluster with Cilium as its CNI.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Cluster {
+    /// Cluster name: Cilium `cluster.name`, Karmada member name. A DNS label, unique.
+    pub name: String,
+    /// Cilium `cluster.id`, 1–255, unique across the mesh.
+    pub id: u32,
+    /// True when the cluster runs today with Flannel (step A.2 migrates it); false for a new cluster (A.1).
+    #[serde(default)]
+    pub existing: bool,
+    /// Pod CIDR. Must not overlap any other prefix of the fabric (Cluster Mesh routes pods).
+    pub pod_cidr: Cidr,
+    /// Service CIDR.
+    pub service_cidr: Cidr,
+    /// Address of the Kubernetes API as the other sites reach it through the tunnel.
+    pub api_address: Ipv4Addr,
+    /// Port of the Kubernetes API.
+    #[serde(default = "default_api_port")]
+    pub api_port: Port,
+    /// kubeconfig file and context fabric uses for this cluster (credentials stay in that file).
+    pub kubeconfig: KubeAccess,
+    /// Keep kube-proxy. False: Cilium replaces it (`kubeProxyReplacement: true`).
+    #[serde(default)]
+    pub kube_proxy: bool,
+    /// Keep K3s's ServiceLB (klipper). The seed disables it.
+    #[serde(default)]
+    pub servicelb: bool,
+    /// The cluster's nodes.
+    pub nodes: Vec<Node>,
+}
+
+fn default_api_port() -> Port {
+    Port(6443)
+}
+
+/// Where fabric finds credentials for a Kubernetes API.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KubeAccess {
+    /// Path to a kubeconfig file (`~` expands to the home directory).
+    pub path: String,
+    /// Context inside that file; the file's current context when unset.
+    #[serde(default)]
+    pub context: Option<String>,
+}
+
+/// Role of a cluster node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeRole {
+    /// K3s server.
+    ControlPlane,
+    /// K3s agent with GPUs.
+    Gpu,
+    /// K3s agent without GPUs.
+    Worker,
+}
+
+/// A node of a K3s cluster.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// Node name, a DNS label, unique in the fabric.
+    pub name: String,
+    /// Server or agent, with or without GPUs.
+    pub role: NodeRole,
+    /// LAN address of the node; must be inside the site's LAN.
+    pub address: Ipv4Addr,
+    /// SSH access, needed for control-plane nodes (fabric writes the K3s config there).
+    #[serde(default)]
+    pub ssh: Option<SshAccess>,
+    /// GPUs on this node (required for role `gpu`).
+    #[serde(default)]
+    pub gpu: Option<Gpu>,
+}
+
+/// GPUs of one model on a host.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    /// GPU model as used in the `gpu.model` node label, e.g. `a5500`.
+    pub model: String,
+    /// Number of GPUs.
+    pub count: u32,
+    /// Memory of one GPU in GiB.
+    pub memory_gib: u32,
+}
+
+/// Kind of an external workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadKind {
+    /// A virtual machine (joins in step A.3).
+    Vm,
+    /// A bare-metal host such as a Proxmox node (joins in step A.4).
+    BareMetal,
+}
+
+/// A VM or bare-metal host that joins the mesh.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalWorkload {
+    /// Host name, a DNS label, unique in the fabric.
+    pub name: String,
+    /// VM (A.3) or bare metal (A.4).
+    pub kind: WorkloadKind,
+    /// LAN address; must be inside the site's LAN.
+    pub address: Ipv4Addr,
+    /// What runs there, for documentation and labels (e.g. `traefik`, `linstor-satellite`).
+    #[serde(default)]
+    pub runs: Vec<String>,
+    /// GPUs on this host, if any.
+    #[serde(default)]
+    pub gpu: Option<Gpu>,
+    /// SSH access to the host (fabric installs the join there).
+    pub ssh: SshAccess,
+}
+
+/// How VMs and bare-metal hosts join the mesh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum JoinMethod {
+    /// As K3s agents with a `NoSchedule` taint: Cilium runs on them as on any node (works with every Cilium).
+    #[default]
+    K3sAgent,
+    /// Cilium External Workloads, as the seed says: removed in Cilium 1.18, needs `versions.cilium < 1.18`.
+    CiliumExternalWorkloads,
+}
+
+/// Cilium and Cluster Mesh settings shared by all clusters.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Mesh {
+    /// How VMs and bare metal join (see docs/topology.md on External Workloads).
+    #[serde(default)]
+    pub join: JoinMethod,
+    /// Enable Hubble (flow observability).
+    #[serde(default = "yes")]
+    pub hubble: bool,
+    /// NodePort on which each cluster exposes its clustermesh-apiserver through the tunnel.
+    #[serde(default = "default_clustermesh_port")]
+    pub clustermesh_port: Port,
+}
+
+impl Default for Mesh {
+    fn default() -> Self {
+        Mesh { join: JoinMethod::default(), hubble: true, clustermesh_port: default_clustermesh_port() }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_clustermesh_port() -> Port {
+    Port(32379)
+}
+
+/// How a placement class spreads its services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum PlacementStrategy {
+    /// Divide replicas between sites by static weights (GPU services).
+    Spread,
+    /// Run at one preferred site, reachable from all as a Cilium global service (data services).
+    Affinity,
+    /// Run the full replica count at every listed site (web services).
+    Replicas,
+}
+
+/// A placement class: one Karmada PropagationPolicy.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementClass {
+    /// Class name, a DNS label; the policy file is `propagation-policies/<name>.yaml`.
+    pub name: String,
+    /// How replicas are distributed.
+    pub strategy: PlacementStrategy,
+    /// Sites the class may run at (all sites when empty).
+    #[serde(default)]
+    pub sites: Vec<String>,
+    /// For `spread`: weight per site; every weight must be positive.
+    #[serde(default)]
+    pub weights: BTreeMap<String, i64>,
+    /// For `affinity`: the preferred site.
+    #[serde(default)]
+    pub prefer: Option<String>,
+    /// Mark the services Cilium global services (`service.cilium.io/global: "true"`).
+    #[serde(default)]
+    pub global: bool,
+    /// Seconds a workload tolerates its cluster being `NoExecute`-tainted before Karmada moves it.
+    #[serde(default)]
+    pub failover_after_seconds: Option<u32>,
+}
+
+/// A service federated through Karmada.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Service {
+    /// Service (and Deployment) name, a DNS label.
+    pub name: String,
+    /// Namespace, a DNS label.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// Placement class name (`placement[].name`).
+    pub class: String,
+    /// Port the service listens on.
+    pub port: Port,
+    /// GPUs per replica (`nvidia.com/gpu` limit).
+    #[serde(default)]
+    pub gpus: u32,
+    /// Total replicas across sites.
+    #[serde(default = "one")]
+    pub replicas: u32,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+fn one() -> u32 {
+    1
+}
+
+/// Karmada and ArgoCD.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Federation {
+    /// The Karmada control plane.
+    pub karmada: Karmada,
+    /// ArgoCD, which deploys the Git repository to Karmada.
+    pub argocd: ArgoCd,
+}
+
+/// The Karmada control plane.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Karmada {
+    /// Site whose cluster hosts Karmada (or where the dedicated VM lives).
+    pub host_site: String,
+    /// The dedicated VM, when `decisions.karmada_host` is `dedicated-vm`.
+    #[serde(default)]
+    pub vm: Option<KarmadaVm>,
+    /// kubeconfig of the Karmada API server.
+    pub kubeconfig: KubeAccess,
+    /// Member clusters by site name (all sites when empty).
+    #[serde(default)]
+    pub members: Vec<String>,
+    /// Install the scheduler estimator so Karmada sees GPU capacity (C.4).
+    #[serde(default = "yes")]
+    pub estimator: bool,
+    /// Turn on the Failover feature gate and taint unhealthy clusters `NoExecute` (C.7).
+    #[serde(default = "yes")]
+    pub failover: bool,
+}
+
+/// A dedicated VM for Karmada.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct KarmadaVm {
+    /// VM host name, a DNS label.
+    pub name: String,
+    /// LAN address of the VM.
+    pub address: Ipv4Addr,
+    /// SSH access to the VM.
+    pub ssh: SshAccess,
+}
+
+/// ArgoCD.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArgoCd {
+    /// Site whose cluster runs ArgoCD (option A), or the first one (option B runs one per cluster).
+    pub site: String,
+    /// Git repository ArgoCD syncs (never contacted by fabric).
+    pub repo: String,
+    /// Branch or tag to sync.
+    #[serde(default = "default_revision")]
+    pub revision: String,
+    /// Directory in the repository with the applications.
+    #[serde(default = "default_apps_path")]
+    pub path: String,
+    /// Namespace ArgoCD runs in.
+    #[serde(default = "default_argocd_ns")]
+    pub namespace: String,
+}
+
+fn default_revision() -> String {
+    "main".into()
+}
+fn default_apps_path() -> String {
+    "apps".into()
+}
+fn default_argocd_ns() -> String {
+    "argocd".into()
+}
+
+/// A Kueue ClusterQueue with a GPU quota.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterQueue {
+    /// Queue name, a DNS label (`gpu-interactive`, `gpu-batch`).
+    pub name: String,
+    /// Nominal quota of `nvidia.com/gpu`; the site's queues together may not exceed its GPUs.
+    pub gpu_quota: u32,
+    /// Nominal CPU quota in cores.
+    #[serde(default)]
+    pub cpu_quota: Option<u32>,
+    /// Nominal memory quota in GiB.
+    #[serde(default)]
+    pub memory_gib_quota: Option<u32>,
+    /// LocalQueues that submit to this queue.
+    #[serde(default)]
+    pub local_queues: Vec<LocalQueue>,
+}
+
+/// A Kueue LocalQueue.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LocalQueue {
+    /// LocalQueue name, a DNS label.
+    pub name: String,
+    /// Namespace, a DNS label.
+    pub namespace: String,
+}
+
+/// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MultiKueue {
+    /// Site whose cluster is the MultiKueue manager.
+    pub manager: String,
+    /// Sites whose clusters run the dispatched jobs.
+    pub workers: Vec<String>,
+    /// ClusterQueue (by name) that dispatches; it must exist at the manager and every worker.
+    pub queue: String,
+}
+
+/// Kind of AI gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum GatewayKind {
+    /// TensorZero (config in `tensorzero.toml`).
+    Tensorzero,
+}
+
+/// The AI gateway.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Gateway {
+    /// Which gateway.
+    pub kind: GatewayKind,
+    /// Site whose cluster runs the gateway.
+    pub site: String,
+    /// Models the gateway serves.
+    pub models: Vec<GatewayModel>,
+}
+
+/// A model served by the gateway, with a backend per site.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayModel {
+    /// Model name clients ask for, e.g. `llama-3.1-70b`.
+    pub name: String,
+    /// Service (by name) that serves the model at each site, e.g. `vllm`.
+    pub service: String,
+    /// Backends: one route per site with its A/B weight.
+    pub routes: Vec<Route>,
+    /// Sites to try, in order, when the chosen backend fails.
+    #[serde(default)]
+    pub fallback: Vec<String>,
+}
+
+/// One backend of a gateway model.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Site of the backend.
+    pub site: String,
+    /// Relative A/B weight, positive.
+    pub weight: f64,
+}

@@ -97,13 +97,33 @@ impl Diag {
             Some(problem.label.clone()).filter(|l| !l.is_empty()),
             SourceSpan::from((primary.offset, primary.len)),
         )];
-        let related = problem.related.iter().map(|(p, l)| (locate(p), l));
-        let related = related.chain(problem.related_spans.iter().map(|(s, l)| (*s, l)));
+        let related: Vec<(Span, String)> = problem
+            .related
+            .iter()
+            .map(|(p, l)| (locate(p), l.clone()))
+            .chain(problem.related_spans.iter().cloned())
+            .collect();
+        let (line, column) = line_col(text, primary.offset);
+        let mut problem = problem;
+        let mut far = Vec::new();
         for (s, label) in related {
             let s = clamp(s, text);
-            labels.push(LabeledSpan::new_with_span(Some(label.clone()), SourceSpan::from((s.offset, s.len))));
+            let (rl, rc) = line_col(text, s.offset);
+            // miette joins a label that comes earlier in the file into one snippet with every
+            // line in between; a distant earlier place is named in the help instead.
+            if rl + 6 < line {
+                far.push(format!("{label}: {file}:{rl}:{rc}"));
+            } else {
+                labels.push(LabeledSpan::new_with_span(Some(label), SourceSpan::from((s.offset, s.len))));
+            }
         }
-        let (line, column) = line_col(text, primary.offset);
+        if !far.is_empty() {
+            let see = far.join("\n");
+            problem.help = Some(match problem.help.take() {
+                Some(h) => format!("{h}\n{see}"),
+                None => see,
+            });
+        }
         Diag {
             src: NamedSource::new(file, text.clone()).with_language("yaml"),
             labels,

@@ -226,9 +226,9 @@ fn reference(name: &str, known: &[&str], what: &str, p: Path, out: &mut Vec<Prob
     }
     let list = known.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
     let help = match super::schema_check::did_you_mean(name, known.iter().copied()) {
-        Some(s) => format!("did you mean `{s}`? Known {what}s: {list}"),
+        Some(s) => format!("did you mean `{s}`? Known: {list}"),
         None if known.is_empty() => format!("no {what} is defined"),
-        None => format!("known {what}s: {list}"),
+        None => format!("known: {list}"),
     };
     out.push(
         Problem::error("topology::reference", p, format!("there is no {what} named `{name}`"))

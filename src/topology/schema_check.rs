@@ -61,13 +61,18 @@ fn type_word(t: &str) -> &str {
     }
 }
 
-/// The closest candidate to `word`, if it is close enough to be a likely typo.
+/// The closest candidate to `word`, if it is close enough to be a likely typo (a transposition,
+/// a missing or extra letter, or a long shared prefix).
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let max_edits = (word.chars().count() / 3).max(1);
     candidates
         .into_iter()
-        .map(|c| (strsim::jaro_winkler(word, c), c))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .filter_map(|c| {
+            let edits = strsim::damerau_levenshtein(word, c);
+            let jw = strsim::jaro_winkler(word, c);
+            (edits <= max_edits || jw > 0.88).then_some((edits, c))
+        })
+        .min_by_key(|(edits, _)| *edits)
         .map(|(_, c)| c)
 }
 
@@ -152,6 +157,13 @@ impl<'a> Checker<'a> {
                     out.push(
                         Problem::error("topology::address", path.clone(), format!("`{path}`: {e}"))
                             .label("not a valid address")
+                            .help(
+                                schema
+                                    .get("description")
+                                    .and_then(J::as_str)
+                                    .unwrap_or("write an IPv4 address such as 192.168.0.10")
+                                    .to_string(),
+                            )
                             .at(node.span),
                     );
                 }
@@ -184,6 +196,10 @@ impl<'a> Checker<'a> {
                     format!("`{path}`: {what} {i} is out of range {min}–{max}"),
                 )
                 .label(format!("must be between {min} and {max}"))
+                .help(match schema.get("description").and_then(J::as_str) {
+                    Some(d) => format!("use a value from {min} to {max} ({d})"),
+                    None => format!("use a value from {min} to {max}"),
+                })
                 .at(node.span),
             );
         }
@@ -300,9 +316,15 @@ impl<'a> Checker<'a> {
         }
         if let Some(required) = schema.get("required").and_then(J::as_array) {
             for r in required.iter().filter_map(J::as_str) {
-                if !entries.iter().any(|e| e.key == r) {
-                    let desc =
-                        props.get(r).map(|s| self.resolve(s)).and_then(|s| s.get("description")).and_then(J::as_str);
+                let misspelled = entries.iter().any(|e| {
+                    !props.contains_key(&e.key) && did_you_mean(&e.key, props.keys().map(String::as_str)) == Some(r)
+                });
+                if !entries.iter().any(|e| e.key == r) && !misspelled {
+                    // The property's own description, else its type's (a `$ref` carries both).
+                    let desc = props
+                        .get(r)
+                        .and_then(|s| s.get("description").or_else(|| self.resolve(s).get("description")))
+                        .and_then(J::as_str);
                     let mut p = Problem::error(
                         "topology::missing-key",
                         path.clone(),

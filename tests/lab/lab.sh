@@ -429,7 +429,7 @@ cmd_up() {
 	# `up` on a lab that is already up fails instead of guessing: tests must
 	# start from a known state, and `down && up` is cheap.
 	local existing
-	existing=$(lab_namespaces | tr '\n' ' ')
+	existing=$(lab_namespaces | paste -sd' ' -)
 	[[ -z "$existing" ]] || die "lab '$P' is already up (namespaces: $existing); run 'lab.sh down' first"
 	if ip -4 -o addr show | awk '{print $4}' | grep -q "^${LAB_MGMT_NET//./\\.}\." ||
 		[[ -n "$(ip -4 route show "$LAB_MGMT_NET.0.0/16")" ]]; then
@@ -618,10 +618,24 @@ usage() {
 	sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'
 }
 
+# Commands on a running lab use the management range it was built with, so
+# they need not be given the same LAB_MGMT_NET as `up` was.
+load_state() {
+	local net=""
+	if [[ -f "$LAB_DIR/lab.env" ]]; then
+		net=$(sed -n 's/^LAB_MGMT_NET=//p' "$LAB_DIR/lab.env")
+	fi
+	if [[ -n "$net" ]]; then LAB_MGMT_NET="$net"; fi
+}
+
 main() {
 	validate_env
 	local cmd="${1:-}"
 	[[ $# -gt 0 ]] && shift
+	case "$cmd" in
+	deps | up) ;;
+	*) load_state ;;
+	esac
 	case "$cmd" in
 	deps) cmd_deps ;;
 	up) cmd_up "$@" ;;

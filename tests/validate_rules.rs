@@ -8,7 +8,8 @@ const EXAMPLE: &str = include_str!("../topology.example.yaml");
 
 /// The example with `from` replaced by `to` (the first occurrence after `after`, if given).
 fn mutate(after: &str, from: &str, to: &str) -> String {
-    let start = if after.is_empty() { 0 } else { EXAMPLE.find(after).unwrap_or_else(|| panic!("`{after}` not in example")) };
+    let start =
+        if after.is_empty() { 0 } else { EXAMPLE.find(after).unwrap_or_else(|| panic!("`{after}` not in example")) };
     let rel = EXAMPLE[start..].find(from).unwrap_or_else(|| panic!("`{from}` not after `{after}`"));
     let at = start + rel;
     format!("{}{}{}", &EXAMPLE[..at], to, &EXAMPLE[at + from.len()..])
@@ -43,7 +44,8 @@ fn pos(text: &str, after: &str, needle: &str) -> (usize, usize) {
 
 /// Exactly one diagnostic with `code` whose message contains `msg`, at the given position.
 fn expect_one(diags: &[Diag], code: &str, msg: &str, at: (usize, usize)) -> Diag {
-    let found: Vec<&Diag> = diags.iter().filter(|d| d.problem.code == code && d.problem.message.contains(msg)).collect();
+    let found: Vec<&Diag> =
+        diags.iter().filter(|d| d.problem.code == code && d.problem.message.contains(msg)).collect();
     assert_eq!(found.len(), 1, "want one `{code}` containing `{msg}`, got {:#?}", messages(diags));
     let d = found[0];
     assert_eq!((d.line, d.column), at, "position of `{}`", d.problem.message);
@@ -81,7 +83,12 @@ fn empty_file_is_an_error() {
 fn type_errors_point_at_the_value() {
     let text = mutate("name: franca\n      id:", "id: 1", "id: one");
     let d = errors(&text);
-    expect_one(&d, "topology::type", "sites[0].cluster.id` must be an integer", pos(&text, "name: franca\n      id:", "one"));
+    expect_one(
+        &d,
+        "topology::type",
+        "sites[0].cluster.id` must be an integer",
+        pos(&text, "name: franca\n      id:", "one"),
+    );
     // A number where a string is expected gets a hint to quote it.
     let text = mutate("", "k3s: v1.33.5+k3s1", "k3s: 1.33");
     let d = errors(&text);
@@ -102,7 +109,12 @@ fn unknown_key_suggests_the_right_one() {
 fn missing_required_key() {
     let text = mutate("", "  karmada_host: host-cluster\n", "");
     let d = errors(&text);
-    let one = expect_one(&d, "topology::missing-key", "decisions is missing the required key `karmada_host`", pos(&text, "decisions:", "decisions"));
+    let one = expect_one(
+        &d,
+        "topology::missing-key",
+        "decisions is missing the required key `karmada_host`",
+        pos(&text, "decisions:", "decisions"),
+    );
     assert!(one.problem.help.unwrap().contains("Before C.1"), "help carries the field's documentation");
 }
 
@@ -116,7 +128,8 @@ fn bad_enum_value_suggests() {
 
 #[test]
 fn duplicate_yaml_key() {
-    let text = mutate("", "  karmada_host: host-cluster\n", "  karmada_host: host-cluster\n  karmada_host: dedicated-vm\n");
+    let text =
+        mutate("", "  karmada_host: host-cluster\n", "  karmada_host: host-cluster\n  karmada_host: dedicated-vm\n");
     let d = errors(&text);
     let (l, c) = pos(&text, "host-cluster\n", "karmada_host");
     expect_one(&d, "topology::duplicate-key", "key `karmada_host` appears twice", (l, c));
@@ -126,17 +139,32 @@ fn duplicate_yaml_key() {
 fn duplicate_names() {
     let text = mutate("  - name: sp\n", "name: sp\n", "name: franca\n");
     let d = errors(&text);
-    expect_one(&d, "topology::duplicate", "site `franca` is defined twice", pos(&text, "\n  - name: franca\n    lan: 192.168.2", "franca"));
+    expect_one(
+        &d,
+        "topology::duplicate",
+        "site `franca` is defined twice",
+        pos(&text, "\n  - name: franca\n    lan: 192.168.2", "franca"),
+    );
     let text = mutate("", "name: sp-gpu3", "name: sp-gpu2");
     let d = errors(&text);
-    expect_one(&d, "topology::duplicate", "host name `sp-gpu2` is defined twice", pos(&text, "sp-gpu2, role: gpu, address: 192.168.2.23", "sp-gpu2"));
+    expect_one(
+        &d,
+        "topology::duplicate",
+        "host name `sp-gpu2` is defined twice",
+        pos(&text, "sp-gpu2, role: gpu, address: 192.168.2.23", "sp-gpu2"),
+    );
 }
 
 #[test]
 fn references_to_unknown_things() {
     let text = mutate("", "class: web-services, port: 7007", "class: web-service, port: 7007");
     let d = errors(&text);
-    let one = expect_one(&d, "topology::reference", "no placement class named `web-service`", pos(&text, "name: backstage", "web-service"));
+    let one = expect_one(
+        &d,
+        "topology::reference",
+        "no placement class named `web-service`",
+        pos(&text, "name: backstage", "web-service"),
+    );
     assert!(one.problem.help.unwrap().starts_with("did you mean `web-services`?"));
 
     let text = mutate("multikueue:", "workers: [sp]", "workers: [sao-paulo]");
@@ -153,7 +181,11 @@ fn references_to_unknown_things() {
 
     let text = mutate("multikueue:", "queue: gpu-batch", "queue: gpu-bulk");
     let d = errors(&text);
-    assert!(d.iter().any(|d| d.problem.message == "queue `gpu-bulk` does not exist at site `sp`"), "{:?}", messages(&d));
+    assert!(
+        d.iter().any(|d| d.problem.message == "queue `gpu-bulk` does not exist at site `sp`"),
+        "{:?}",
+        messages(&d)
+    );
 }
 
 #[test]
@@ -161,27 +193,60 @@ fn overlapping_prefixes_across_sites() {
     // LAN against LAN.
     let text = mutate("", "lan: 192.168.2.0/23", "lan: 192.168.0.0/22");
     let d = errors(&text);
-    let one = expect_one(&d, "topology::overlap", "LAN of `sp` 192.168.0.0/22 overlaps the LAN of `franca`", pos(&text, "name: sp", "192.168.0.0/22"));
+    let one = expect_one(
+        &d,
+        "topology::overlap",
+        "LAN of `sp` 192.168.0.0/22 overlaps the LAN of `franca`",
+        pos(&text, "name: sp", "192.168.0.0/22"),
+    );
     // The other prefix is far above: it is named with its position in the help.
-    assert!(one.problem.help.unwrap().contains("LAN of `franca` 192.168.0.0/23: t.yaml:39:10"), "the other prefix is located");
+    assert!(
+        one.problem.help.unwrap().contains("LAN of `franca` 192.168.0.0/23: t.yaml:39:10"),
+        "the other prefix is located"
+    );
     // Pod CIDR against the other site's service CIDR.
     let text = mutate("", "pod_cidr: 10.44.0.0/16", "pod_cidr: 10.43.0.0/16");
     let d = errors(&text);
-    expect_one(&d, "topology::overlap", "pod CIDR of `sp` 10.43.0.0/16 overlaps the service CIDR of `franca`", pos(&text, "name: sp\n      id", "10.43.0.0/16"));
+    expect_one(
+        &d,
+        "topology::overlap",
+        "pod CIDR of `sp` 10.43.0.0/16 overlaps the service CIDR of `franca`",
+        pos(&text, "name: sp\n      id", "10.43.0.0/16"),
+    );
     // The tunnel against a LAN.
     let text = mutate("", "lan: 192.168.2.0/23", "lan: 10.0.0.0/23");
     let d = errors(&text);
-    assert!(d.iter().any(|d| d.problem.code == "topology::overlap" && d.problem.message.contains("tunnel network 10.0.0.0/30")), "{:?}", messages(&d));
+    assert!(
+        d.iter()
+            .any(|d| d.problem.code == "topology::overlap" && d.problem.message.contains("tunnel network 10.0.0.0/30")),
+        "{:?}",
+        messages(&d)
+    );
 }
 
 #[test]
 fn cluster_ids() {
     let text = mutate("name: sp\n      id:", "id: 2", "id: 0");
-    expect_one(&errors(&text), "topology::cluster-id", "cluster id 0 is outside 1–255", pos(&text, "name: sp\n      id:", "0"));
+    expect_one(
+        &errors(&text),
+        "topology::cluster-id",
+        "cluster id 0 is outside 1–255",
+        pos(&text, "name: sp\n      id:", "0"),
+    );
     let text = mutate("name: sp\n      id:", "id: 2", "id: 256");
-    expect_one(&errors(&text), "topology::cluster-id", "cluster id 256 is outside 1–255", pos(&text, "name: sp\n      id:", "256"));
+    expect_one(
+        &errors(&text),
+        "topology::cluster-id",
+        "cluster id 256 is outside 1–255",
+        pos(&text, "name: sp\n      id:", "256"),
+    );
     let text = mutate("name: sp\n      id:", "id: 2", "id: 1");
-    expect_one(&errors(&text), "topology::cluster-id", "cluster id 1 is used twice", pos(&text, "name: sp\n      id:", "1"));
+    expect_one(
+        &errors(&text),
+        "topology::cluster-id",
+        "cluster id 1 is used twice",
+        pos(&text, "name: sp\n      id:", "1"),
+    );
 }
 
 #[test]
@@ -200,7 +265,12 @@ fn tunnel_ends() {
 #[test]
 fn names_must_be_dns_labels() {
     let text = mutate("", "name: sp-gpu3", "name: SP_gpu3");
-    let d = expect_one(&errors(&text), "topology::name", "node name `SP_gpu3` is not a valid DNS label", pos(&text, "", "SP_gpu3"));
+    let d = expect_one(
+        &errors(&text),
+        "topology::name",
+        "node name `SP_gpu3` is not a valid DNS label",
+        pos(&text, "", "SP_gpu3"),
+    );
     assert!(d.problem.help.unwrap().contains("`sp-gpu3`"));
     let text = mutate("", "name: gpu-interactive", "name: gpu.interactive");
     expect_one(&errors(&text), "topology::name", "queue name `gpu.interactive`", pos(&text, "", "gpu.interactive"));
@@ -217,7 +287,12 @@ fn ports_out_of_range() {
 #[test]
 fn gpu_quota_larger_than_the_site() {
     let text = mutate("  - name: sp\n", "gpu_quota: 1", "gpu_quota: 4");
-    expect_one(&errors(&text), "topology::quota", "quota of 4 GPUs but site `sp` has 3", pos(&text, "  - name: sp\n", "4\n"));
+    expect_one(
+        &errors(&text),
+        "topology::quota",
+        "quota of 4 GPUs but site `sp` has 3",
+        pos(&text, "  - name: sp\n", "4\n"),
+    );
     // Each queue fits, together they do not.
     let text = mutate("  - name: sp\n", "gpu_quota: 1", "gpu_quota: 2");
     let sp = text.find("  - name: sp\n").unwrap();
@@ -229,7 +304,12 @@ fn gpu_quota_larger_than_the_site() {
 #[test]
 fn weights_must_be_positive() {
     let text = mutate("gateway:", "weight: 20", "weight: 0");
-    expect_one(&errors(&text), "topology::weight", "route weight 0 for `sp` is not positive", pos(&text, "site: sp, weight: 0", "0"));
+    expect_one(
+        &errors(&text),
+        "topology::weight",
+        "route weight 0 for `sp` is not positive",
+        pos(&text, "site: sp, weight: 0", "0"),
+    );
     let text = mutate("", "weights: { franca: 1, sp: 1 }", "weights: { franca: 1, sp: -2 }");
     expect_one(&errors(&text), "topology::weight", "weight -2 for `sp` is not positive", pos(&text, "", "-2"));
 }
@@ -237,7 +317,12 @@ fn weights_must_be_positive() {
 #[test]
 fn unsupported_versions() {
     let text = mutate("", "join: k3s-agent", "join: cilium-external-workloads");
-    let d = expect_one(&errors(&text), "topology::version", "Cilium 1.18.4 has no External Workloads", pos(&text, "cilium: ", "1.18.4"));
+    let d = expect_one(
+        &errors(&text),
+        "topology::version",
+        "Cilium 1.18.4 has no External Workloads",
+        pos(&text, "cilium: ", "1.18.4"),
+    );
     assert!(d.problem.help.unwrap().contains("1.17"));
     // With Cilium 1.17, external workloads are accepted.
     let text = text.replace("cilium: 1.18.4", "cilium: 1.17.9");
@@ -256,13 +341,23 @@ fn addresses_are_checked() {
     let d = expect_one(&errors(&text), "topology::address", "host bits set", pos(&text, "", "192.168.3.0/23"));
     assert!(d.problem.message.contains("192.168.2.0/23"), "the message gives the right network");
     let text = mutate("", "address: 192.168.2.21", "address: 192.168.9.21");
-    expect_one(&errors(&text), "topology::address", "node address 192.168.9.21 is outside the LAN", pos(&text, "", "192.168.9.21"));
+    expect_one(
+        &errors(&text),
+        "topology::address",
+        "node address 192.168.9.21 is outside the LAN",
+        pos(&text, "", "192.168.9.21"),
+    );
 }
 
 #[test]
 fn decisions_are_consistent() {
     let text = mutate("", "sp: dynamic", "sp: fixed");
-    expect_one(&errors(&text), "topology::decision", "`sp` has a fixed public address but", pos(&text, "  - name: sp\n", "router"));
+    expect_one(
+        &errors(&text),
+        "topology::decision",
+        "`sp` has a fixed public address but",
+        pos(&text, "  - name: sp\n", "router"),
+    );
     let text = mutate("", "franca: fixed", "franca: dynamic");
     expect_one(&errors(&text), "topology::decision", "no site can be dialed", pos(&text, "", "public_address:\n"));
 }
@@ -277,11 +372,14 @@ fn every_problem_is_reported_at_once() {
         .replace("weight: 20", "weight: -1");
     let d = errors(&text);
     let codes: Vec<&str> = d.iter().map(|d| d.problem.code).collect();
-    for want in ["topology::name", "topology::reference", "topology::overlap", "topology::version", "topology::weight"] {
+    for want in ["topology::name", "topology::reference", "topology::overlap", "topology::version", "topology::weight"]
+    {
         assert!(codes.contains(&want), "{want} missing from {codes:?}");
     }
     // Structural problems are all reported too.
-    let text = EXAMPLE.replace("    lan: 192.168.2.0/23", "    lna: 192.168.2.0/23").replace("listen_port: 51820", "listen_port: 99999");
+    let text = EXAMPLE
+        .replace("    lan: 192.168.2.0/23", "    lna: 192.168.2.0/23")
+        .replace("listen_port: 51820", "listen_port: 99999");
     let d = errors(&text);
     assert_eq!(d.iter().filter(|d| d.problem.code == "topology::range").count(), 2, "{:?}", messages(&d));
     assert_eq!(d.iter().filter(|d| d.problem.code == "topology::unknown-key").count(), 1);
@@ -291,13 +389,27 @@ fn every_problem_is_reported_at_once() {
 #[test]
 fn placement_rules() {
     let text = mutate("", "    prefer: franca\n", "");
-    expect_one(&errors(&text), "topology::placement", "has affinity but no preferred site", pos(&text, "data-services", "affinity"));
+    expect_one(
+        &errors(&text),
+        "topology::placement",
+        "has affinity but no preferred site",
+        pos(&text, "data-services", "affinity"),
+    );
     let text = mutate("", "    failover: true", "    failover: false");
     let d = errors(&text);
-    assert_eq!(d.iter().filter(|d| d.problem.message.contains("Karmada failover is off")).count(), 2, "{:?}", messages(&d));
+    assert_eq!(
+        d.iter().filter(|d| d.problem.message.contains("Karmada failover is off")).count(),
+        2,
+        "{:?}",
+        messages(&d)
+    );
     let text = mutate("", "    sites: [franca, sp]\n    weights", "    sites: [franca]\n    weights");
     let d = errors(&text);
-    assert!(d.iter().any(|d| d.problem.message == "service `vllm` does not run at `sp` (class `gpu-services`)"), "{:?}", messages(&d));
+    assert!(
+        d.iter().any(|d| d.problem.message == "service `vllm` does not run at `sp` (class `gpu-services`)"),
+        "{:?}",
+        messages(&d)
+    );
 }
 
 #[test]

@@ -11,3 +11,4 @@ mod load;
 
 pub use load::{LoadError, Loaded, load_file, load_str, schema};
 pub use model::Topology;
+pub mod schema_doc;

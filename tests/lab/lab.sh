@@ -458,6 +458,10 @@ cmd_up() {
 	# if a management link is missing or down, packets for its address hit
 	# this blackhole instead of the root namespace's default route.
 	ip route add blackhole "$LAB_MGMT_NET.0.0/16"
+	# The same for the lab's fake internet and LANs: they exist only inside
+	# namespaces, so from the root namespace they must never route outwards.
+	ip route replace blackhole 198.18.0.0/15
+	ip route replace blackhole 172.30.0.0/16
 
 	setup_wan
 	for s in "${SITES[@]}"; do setup_site "$s"; done
@@ -517,6 +521,10 @@ cmd_down() {
 	if [[ -f "$LAB_DIR/lab.env" ]]; then
 		net=$(sed -n 's/^LAB_MGMT_NET=//p' "$LAB_DIR/lab.env")
 		ip route del blackhole "$net.0.0/16" 2>/dev/null || true
+	fi
+	if [[ -z "$(ip netns list 2>/dev/null)" ]]; then
+		ip route del blackhole 198.18.0.0/15 2>/dev/null || true
+		ip route del blackhole 172.30.0.0/16 2>/dev/null || true
 	fi
 	if [[ -e "$LAB_DIR/$MARKER" ]]; then rm -rf -- "$LAB_DIR"; fi
 	log "lab '$P' down"

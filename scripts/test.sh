@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as the README gives it and as CI (.ci/run) runs it.
+#
+# Installs what the tests need (as root: the network lab's Debian packages), then runs the
+# formatter check, clippy with warnings as errors, and every test target. Exits non-zero on the
+# first failure. Nothing here reaches outside this machine except the package registries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+if [[ "$(id -u)" == 0 ]]; then
+	step "system packages for the network lab (tests/lab/lab.sh deps)"
+	bash tests/lab/lab.sh deps
+else
+	echo "note: not root, so the lab's packages are not installed; the tests that build namespaces need root" >&2
+fi
+
+if [[ -d ../shared/specs ]]; then
+	echo "upstream specs: $(cd ../shared/specs && pwd)"
+else
+	echo "note: ../shared/specs is absent; tests that check against upstream schemas say so when they run" >&2
+fi
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --quiet -- -D warnings
+
+step "cargo test --all-targets"
+cargo test --all-targets

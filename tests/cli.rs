@@ -1,0 +1,256 @@
+//! End-to-end tests of the `fabric` binary: exit codes, output formats, selection.
+//! Nothing here contacts any host: every plan is --offline.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn fabric(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("FABRIC_TOPOLOGY")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run fabric")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A temporary file holding `text`, removed when dropped.
+struct TempFile(PathBuf);
+impl TempFile {
+    fn new(name: &str, text: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!("fabric-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        TempFile(p)
+    }
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+const EXAMPLE: &str = include_str!("../topology.example.yaml");
+
+#[test]
+fn validate_example_exits_zero() {
+    let o = fabric(&["-f", "topology.example.yaml", "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 0 warnings)\n");
+}
+
+#[test]
+fn validate_reports_file_line_column_and_exits_one() {
+    let bad = TempFile::new("bad.yaml", &EXAMPLE.replace("id: 2", "id: 300").replace("weight: 20", "weight: 0"));
+    let o = fabric(&["-f", bad.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("cluster id 300 is outside 1–255"), "{err}");
+    assert!(err.contains("route weight 0 for `sp` is not positive"), "{err}");
+    assert!(err.contains(&format!("{}:90:11", bad.path())), "file:line:col of the id: {err}");
+    assert!(err.contains("2 errors in"), "{err}");
+    // The same as JSON on stdout.
+    let o = fabric(&["-f", bad.path(), "validate", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["valid"], false);
+    let d = &v["diagnostics"][0];
+    assert_eq!((d["line"].as_u64(), d["column"].as_u64()), (Some(90), Some(11)), "{d}");
+    assert_eq!(d["code"], "topology::cluster-id");
+    assert_eq!(d["path"], "sites[1].cluster.id");
+}
+
+#[test]
+fn missing_topology_file_says_what_to_do() {
+    let o = fabric(&["-f", "/nonexistent/topology.yaml", "validate"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read topology file /nonexistent/topology.yaml"), "{}", stderr(&o));
+    let o = Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(["validate"])
+        .env_remove("FABRIC_TOPOLOGY")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--example"), "{}", stderr(&o));
+}
+
+#[test]
+fn topology_from_environment() {
+    let o = Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(["validate", "-q"])
+        .env("FABRIC_TOPOLOGY", "tests/data/three-sites.yaml")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "", "-q prints nothing on success");
+}
+
+#[test]
+fn undecided_decision_warns_in_validate_and_is_refused_by_plan() {
+    let t = TempFile::new("undecided.yaml", &EXAMPLE.replace("argocd: single", "argocd: undecided"));
+    let o = fabric(&["-f", t.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "open decisions are warnings: {}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("`decisions.argocd` is undecided: plan and apply will refuse C.3, C.4, C.5, C.6, C.7, G.1"),
+        "{err}"
+    );
+    let o = fabric(&["-f", t.path(), "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    assert!(out.contains("refused: step C.3 (ArgoCD deploys to the Karmada API) needs the decision `decisions.argocd`, which is undecided"), "{out}");
+    assert!(out.contains("refused: step C.5 needs step C.3, which is refused"), "{out}");
+    assert!(stderr(&o).contains("6 selected step(s) refused"), "{}", stderr(&o));
+    // Leaving the refused steps out of the selection plans the rest.
+    let o = fabric(&["-f", t.path(), "plan", "--offline", "--phase", "A", "--phase", "B"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A per-site decision names the site.
+    let t = TempFile::new("undecided2.yaml", &EXAMPLE.replace("  cluster_migration:\n    franca: new-cluster\n", ""));
+    let o = fabric(&["-f", t.path(), "plan", "--offline", "--step", "A.2"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("needs the decision `decisions.cluster_migration.franca`"), "{}", stdout(&o));
+}
+
+#[test]
+fn graph_formats() {
+    let o = fabric(&["--example", "graph"]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    assert!(text.contains("A.3@franca  Join VMs to the Cilium mesh"), "{text}");
+    assert!(text.contains("needs A.1@sp, A.2@franca, B.1"), "{text}");
+    let dot = stdout(&fabric(&["--example", "graph", "--format", "dot"]));
+    assert!(dot.starts_with("digraph fabric {"));
+    assert!(dot.contains("\"A.2@franca\" -> \"A.3@franca\";"), "{dot}");
+    assert!(
+        dot.contains("\"A.2@franca\" [label=\"A.2@franca\\nMigrate K3s to Cilium (existing cluster)\", color=red"),
+        "{dot}"
+    );
+    let mm = stdout(&fabric(&["--example", "graph", "--format", "mermaid"]));
+    assert!(mm.starts_with("flowchart LR\n"));
+    assert!(mm.contains("  A_1_sp --> A_4_sp\n"), "{mm}");
+}
+
+#[test]
+fn third_site_needs_no_code_change() {
+    let o = fabric(&["-f", "tests/data/three-sites.yaml", "graph"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("A.1@rio"), "{text}");
+    assert!(
+        text.contains("A.3@rio     Join VMs to the Cilium mesh               risk low     needs A.1@rio"),
+        "{text}"
+    );
+    assert!(text.contains("D.1@rio"), "{text}");
+    let o = fabric(&["-f", "tests/data/three-sites.yaml", "plan", "--offline", "--step", "B.1"]);
+    let out = stdout(&o);
+    assert!(out.contains("router.rio/wireguard:wg0"), "{out}");
+    assert!(out.contains("router.franca/vyos:protocols static route 192.168.4.0/23"), "{out}");
+}
+
+#[test]
+fn plan_offline_lists_steps_and_resources() {
+    let o = fabric(&["--example", "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("fabric plan: sp-franca (topology.example.yaml (embedded))\n"), "{out}");
+    assert!(out.contains("A.1@sp  Provision K3s with Cilium (new cluster)  risk low"));
+    assert!(out.contains("+ cluster.sp/kube-system/HelmChart/cilium"), "{out}");
+    assert!(out.contains("+ router.franca/vyos:interfaces wireguard wg0"), "{out}");
+    assert!(out.contains("K3s join token (sensitive)"), "{out}");
+    let summary = out.lines().last().unwrap();
+    assert!(summary.starts_with("Plan: ") && summary.ends_with("to create, 0 to update, 0 to delete."), "{summary}");
+    // --detailed-exitcode: 2 when there are changes.
+    let o = fabric(&["--example", "plan", "--offline", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn plan_refuses_live_planning_of_the_example() {
+    let o = fabric(&["--example", "plan"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("production addresses"), "{}", stderr(&o));
+}
+
+#[test]
+fn plan_selection() {
+    // Phase B needs phase A's pending steps.
+    let o = fabric(&["--example", "plan", "--offline", "--phase", "B"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("step B.2 needs A.1@sp, which is not selected and has pending changes"), "{err}");
+    assert!(err.contains("--with-deps"), "{err}");
+    let o = fabric(&["--example", "plan", "--offline", "--phase", "B", "--with-deps", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["A.1@sp", "A.2@franca", "B.1", "B.2", "B.3"]);
+    // A site selects that site's steps and only its resources of fabric-wide steps.
+    let o = fabric(&["--example", "plan", "--offline", "--step", "B.1", "--site", "sp", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let addrs: Vec<&str> =
+        v["steps"][0]["changes"].as_array().unwrap().iter().map(|c| c["address"].as_str().unwrap()).collect();
+    assert_eq!(
+        addrs,
+        ["router.sp/vyos:interfaces wireguard wg0", "router.sp/vyos:protocols static route 192.168.0.0/23"]
+    );
+    // Unknown names get a suggestion.
+    let o = fabric(&["--example", "plan", "--offline", "--site", "sao-paulo"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("there is no site `sao-paulo`"), "{}", stderr(&o));
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.9"]);
+    assert!(stderr(&o).contains("there is no step `A.9`"), "{}", stderr(&o));
+}
+
+#[test]
+fn plan_json_is_versioned_and_markdown_is_a_table() {
+    let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["format_version"], "1.0");
+    assert_eq!(v["mode"]["kind"], "offline");
+    assert!(v["summary"]["create"].as_u64().unwrap() > 50);
+    let c = &v["steps"][0]["changes"][0];
+    assert_eq!(c["action"], "create");
+    assert_eq!(c["address"], "host.sp-cp1/file:/etc/rancher/k3s/config.yaml");
+    let o = fabric(&["--example", "plan", "--offline", "--format", "markdown"]);
+    let md = stdout(&o);
+    assert!(md.starts_with("### fabric plan: `sp-franca`"), "{md}");
+    assert!(
+        md.contains("| `A.2@franca` | Migrate K3s to Cilium (existing cluster) | high | 2 | 0 | 0 | changes |"),
+        "{md}"
+    );
+    assert!(md.contains("```diff\n# A.1@sp"), "{md}");
+}
+
+#[test]
+fn plan_out_writes_the_json_plan() {
+    let dir = std::env::temp_dir().join(format!("fabric-plan-out-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("plan.json");
+    let o = fabric(&["--example", "plan", "--offline", "-q", "--out", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(v["fabric"], "sp-franca");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn help_explains_with_examples() {
+    for cmd in ["validate", "graph", "plan", "schema"] {
+        let o = fabric(&[cmd, "--help"]);
+        assert_eq!(o.status.code(), Some(0));
+        assert!(stdout(&o).contains("Example"), "{cmd} --help has an example");
+    }
+}

@@ -155,6 +155,17 @@ fn deep_nesting_is_an_error_not_a_crash() {
 }
 
 #[test]
+fn too_deep_input_is_named() {
+    let text = format!("version: {}1{}", "[".repeat(40), "]".repeat(40));
+    match load_str("deep.yaml", text) {
+        Err(fabric::topology::LoadError::Invalid { diags, .. }) => {
+            assert!(diags[0].problem.message.contains("nesting deeper than 32 levels"), "{}", diags[0].problem.message)
+        }
+        other => panic!("expected a depth error, got {other:?}"),
+    }
+}
+
+#[test]
 fn the_mutator_changes_the_input() {
     // Guards against a mutator that silently does nothing (which would make the property vacuous).
     let out = apply(EXAMPLE, &[Mutation::DeleteLine(10)]);

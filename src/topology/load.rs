@@ -93,6 +93,9 @@ pub fn load_str(file: &str, text: String) -> Result<Loaded, LoadError> {
     Ok(Loaded { topology, tree, file: file.to_string(), text, warnings })
 }
 
+/// Deepest nesting accepted in a topology file.
+pub const MAX_DEPTH: usize = 32;
+
 fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
     if text.trim().is_empty() || text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
         return Err(Box::new(
@@ -102,9 +105,15 @@ fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
                 .at(Span::default()),
         ));
     }
+    // A topology nests about eight levels deep. A tight depth budget keeps every recursive walk
+    // (the parser's, the schema pass's, dropping the tree) far from the stack's end, whatever
+    // the input: serde-saphyr refuses deeper input with an error instead.
+    let mut budget = serde_saphyr::budget::Budget::default();
+    budget.max_depth = MAX_DEPTH;
     let opts = serde_saphyr::options! {
         duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::PassThrough,
         with_snippet: false,
+        budget: Some(budget),
     };
     serde_saphyr::from_str_with_options::<Node>(text, opts).map_err(|e| {
         let span = e
@@ -119,6 +128,19 @@ fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
             .unwrap_or_default();
         let msg = e.to_string();
         let msg = msg.lines().next().unwrap_or("invalid YAML").to_string();
+        if msg.contains("budget breached") {
+            let what = if msg.contains("Depth") { format!("nesting deeper than {MAX_DEPTH} levels") } else { msg };
+            return Box::new(
+                Problem::error(
+                    "topology::syntax",
+                    Path::root(),
+                    format!("the file is too large or deep to be a topology: {what}"),
+                )
+                .label("here")
+                .help("a topology nests about eight levels deep; look for runaway brackets or a file that is not a topology")
+                .at(span),
+            );
+        }
         Box::new(
             Problem::error("topology::syntax", Path::root(), format!("invalid YAML: {msg}"))
                 .label("here")

@@ -28,5 +28,5 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
-step "cargo test --all-targets"
-cargo test --all-targets
+step "cargo test"
+cargo test

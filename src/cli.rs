@@ -46,6 +46,7 @@ pub enum Command {
     Validate(crate::command::validate::Opts),
     Graph(crate::command::graph::Opts),
     Plan(crate::command::plan::Opts),
+    Render(crate::command::render::Opts),
     Schema(crate::command::schema::Opts),
 }
 

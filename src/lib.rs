@@ -4,6 +4,7 @@ pub mod catalog;
 pub mod cli;
 pub mod command;
 pub mod plan;
+pub mod render;
 pub mod resources;
 pub mod style;
 pub mod topology;

@@ -1,13 +1,17 @@
-//! What each step produces: resources with stable addresses at their targets.
+//! What each step produces: resources with stable addresses and their desired state.
 //!
-//! The catalog names generators (`produces:`); each generator walks the topology, so a new site,
-//! node, service or queue yields new resources without code changes. An address is
-//! `<target>/<provider-specific path>`, e.g. `cluster.sp/kube-system/HelmChart/cilium`,
-//! `router.franca/vyos:interfaces wireguard wg0`, `host.sp-cp1/file:/etc/rancher/k3s/config.yaml`.
+//! This is the single source of truth for both `fabric render` (the GitOps files) and plan/apply
+//! (the desired state diffed against live state). The catalog names generators (`produces:`);
+//! each walks the topology, so a new site, node, service or queue yields new resources without
+//! code changes. An address is `<target>/<provider path>`, e.g.
+//! `cluster.sp/kube-system/HelmChart/cilium`, `router.franca/vyos:interfaces wireguard wg0`,
+//! `host.sp-cp1/file:/etc/rancher/k3s/config.yaml`.
 
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::catalog::Instance;
+use crate::render::{objects as o, text, vyos, yaml};
 use crate::topology::Topology;
 use crate::topology::model::*;
 
@@ -45,6 +49,24 @@ pub enum ProviderKind {
     Command,
 }
 
+/// The desired state of a resource.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", content = "value", rename_all = "lowercase")]
+pub enum Desired {
+    /// A whole Kubernetes object (applied server-side).
+    Kube(Value),
+    /// A file's content.
+    File(String),
+    /// VyOS `set` commands of a managed subtree.
+    Vyos(Vec<String>),
+    /// A wg-quick configuration (Linux routers).
+    Wireguard(String),
+    /// A command that makes the state so, with the probe that tells whether it is.
+    Command { probe: String, apply: String },
+    /// A secret fabric generates or copies at apply time: never rendered, never shown.
+    Secret(String),
+}
+
 /// One unit of desired state.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resource {
@@ -59,404 +81,112 @@ pub struct Resource {
     pub summary: String,
     /// Holds a secret: its content is never shown, logged or journaled.
     pub sensitive: bool,
+    #[serde(skip)]
+    pub desired: Desired,
+    /// The file of the GitOps repository `fabric render` writes it to, if any.
+    #[serde(skip)]
+    pub file: Option<String>,
+}
+
+/// A file of the GitOps repository that is not itself a resource (Helm values files).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtraFile {
+    pub path: String,
+    pub content: String,
+}
+
+#[derive(Default)]
+pub struct Produced {
+    pub resources: Vec<Resource>,
+    pub files: Vec<ExtraFile>,
 }
 
 struct Out<'a> {
-    list: Vec<Resource>,
+    p: Produced,
     t: &'a Topology,
 }
 
+fn ns_path(ns: Option<&str>, kind: &str, name: &str) -> String {
+    match ns {
+        Some(ns) => format!("{ns}/{kind}/{name}"),
+        None => format!("{kind}/{name}"),
+    }
+}
+
 impl Out<'_> {
-    fn push(
-        &mut self,
-        target: String,
-        site: Option<&str>,
-        provider: ProviderKind,
-        path: String,
-        summary: String,
-        sensitive: bool,
-    ) {
-        let sep = match provider {
-            ProviderKind::Kube => "/",
-            ProviderKind::File => "/file:",
-            ProviderKind::Vyos => "/vyos:",
-            ProviderKind::Wireguard => "/wireguard:",
-            ProviderKind::Command => "/command:",
-        };
-        self.list.push(Resource {
-            address: format!("{target}{sep}{path}"),
+    fn push(&mut self, r: Resource) {
+        self.p.resources.push(r);
+    }
+    /// A Kubernetes object in a site's cluster (or in Karmada when `site` is None).
+    fn kube(&mut self, site: Option<&str>, obj: Value, summary: impl Into<String>, file: Option<String>) {
+        let kind = obj["kind"].as_str().unwrap_or_default().to_string();
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let ns = obj["metadata"]["namespace"].as_str().map(String::from);
+        let target = site.map(|s| format!("cluster.{s}")).unwrap_or_else(|| "karmada".into());
+        self.push(Resource {
+            address: format!("{target}/{}", ns_path(ns.as_deref(), &kind, &name)),
             target,
             site: site.map(String::from),
-            provider,
-            summary,
-            sensitive,
+            provider: ProviderKind::Kube,
+            summary: summary.into(),
+            sensitive: kind == "Secret",
+            desired: Desired::Kube(obj),
+            file,
         });
     }
-    fn kube(&mut self, site: &str, ns: Option<&str>, kind: &str, name: &str, summary: impl Into<String>) {
-        let path = match ns {
-            Some(ns) => format!("{ns}/{kind}/{name}"),
-            None => format!("{kind}/{name}"),
-        };
-        self.push(format!("cluster.{site}"), Some(site), ProviderKind::Kube, path, summary.into(), kind == "Secret");
+    fn file(
+        &mut self,
+        host: &str,
+        site: &str,
+        path: &str,
+        desired: Desired,
+        summary: impl Into<String>,
+        file: Option<String>,
+    ) {
+        let sensitive = matches!(desired, Desired::Secret(_));
+        self.push(Resource {
+            address: format!("host.{host}/file:{path}"),
+            target: format!("host.{host}"),
+            site: Some(site.into()),
+            provider: ProviderKind::File,
+            summary: summary.into(),
+            sensitive,
+            desired,
+            file,
+        });
     }
-    fn karmada(&mut self, ns: Option<&str>, kind: &str, name: &str, summary: impl Into<String>) {
-        let path = match ns {
-            Some(ns) => format!("{ns}/{kind}/{name}"),
-            None => format!("{kind}/{name}"),
-        };
-        self.push("karmada".into(), None, ProviderKind::Kube, path, summary.into(), kind == "Secret");
+    fn command(&mut self, target: String, site: &str, name: &str, probe: String, apply: String, summary: &str) {
+        self.push(Resource {
+            address: format!("{target}/command:{name}"),
+            target,
+            site: Some(site.into()),
+            provider: ProviderKind::Command,
+            summary: summary.into(),
+            sensitive: false,
+            desired: Desired::Command { probe, apply },
+            file: None,
+        });
     }
-    fn file(&mut self, host: &str, site: &str, path: &str, summary: impl Into<String>, sensitive: bool) {
-        self.push(format!("host.{host}"), Some(site), ProviderKind::File, path.into(), summary.into(), sensitive);
+    fn extra(&mut self, path: String, content: String) {
+        let f = ExtraFile { path, content };
+        if !self.p.files.contains(&f) {
+            self.p.files.push(f);
+        }
     }
 }
 
 /// The resources `inst` produces, in a stable order.
 pub fn for_instance(inst: &Instance, t: &Topology) -> Vec<Resource> {
-    let mut out = Out { list: Vec::new(), t };
+    produce(inst, t).resources
+}
+
+/// Resources and extra files of `inst`.
+pub fn produce(inst: &Instance, t: &Topology) -> Produced {
+    let mut out = Out { p: Produced::default(), t };
     for g in &inst.spec.produces {
         generate(g, inst, &mut out);
     }
-    out.list
-}
-
-fn generate(name: &str, inst: &Instance, o: &mut Out) {
-    let t = o.t;
-    match name {
-        "k3s-server-config" => {
-            for s in sites_of(t, inst) {
-                for n in s.cluster.nodes.iter().filter(|n| n.role == NodeRole::ControlPlane) {
-                    o.file(
-                        &n.name,
-                        &s.name,
-                        "/etc/rancher/k3s/config.yaml",
-                        "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb",
-                        false,
-                    );
-                }
-            }
-        }
-        "cilium-helmchart" => {
-            for s in sites_of(t, inst) {
-                o.kube(
-                    &s.name,
-                    Some("kube-system"),
-                    "HelmChart",
-                    "cilium",
-                    format!("Cilium {} (cluster {} id {})", t.versions.cilium, s.cluster.name, s.cluster.id),
-                );
-            }
-        }
-        "join-vms" | "join-bare-metal" => {
-            let kind = if name == "join-vms" { WorkloadKind::Vm } else { WorkloadKind::BareMetal };
-            for s in sites_of(t, inst) {
-                for w in s.external_workloads.iter().filter(|w| w.kind == kind) {
-                    match t.mesh.join {
-                        JoinMethod::K3sAgent => {
-                            o.file(
-                                &w.name,
-                                &s.name,
-                                "/etc/rancher/k3s/config.yaml",
-                                format!("K3s agent config joining `{}` with a NoSchedule taint", s.cluster.name),
-                                false,
-                            );
-                            o.file(&w.name, &s.name, "/etc/rancher/k3s/token", "K3s join token", true);
-                            o.push(
-                                format!("host.{}", w.name),
-                                Some(&s.name),
-                                ProviderKind::Command,
-                                "k3s-agent".into(),
-                                "install and start k3s-agent".into(),
-                                false,
-                            );
-                        }
-                        JoinMethod::CiliumExternalWorkloads => {
-                            o.kube(
-                                &s.name,
-                                None,
-                                "CiliumExternalWorkload",
-                                &w.name,
-                                format!("external workload {}", w.address),
-                            );
-                            o.push(
-                                format!("host.{}", w.name),
-                                Some(&s.name),
-                                ProviderKind::Command,
-                                "cilium-agent".into(),
-                                "install cilium-agent as an external workload".into(),
-                                false,
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        "wireguard-tunnel" => {
-            for s in &t.sites {
-                let target = format!("router.{}", s.name);
-                let wg = &s.router.wireguard;
-                match s.router.kind {
-                    RouterKind::Vyos => {
-                        o.push(
-                            target.clone(),
-                            Some(&s.name),
-                            ProviderKind::Vyos,
-                            format!("interfaces wireguard {}", wg.interface),
-                            format!(
-                                "{} {} port {}, private key generated on the router",
-                                wg.interface, wg.address, wg.listen_port.0
-                            ),
-                            false,
-                        );
-                        for peer in t.sites.iter().filter(|p| p.name != s.name) {
-                            o.push(
-                                target.clone(),
-                                Some(&s.name),
-                                ProviderKind::Vyos,
-                                format!("protocols static route {}", peer.lan),
-                                format!("route to {} via {}", peer.name, peer.router.wireguard.address.addr),
-                                false,
-                            );
-                        }
-                    }
-                    RouterKind::Linux => {
-                        o.push(
-                            target.clone(),
-                            Some(&s.name),
-                            ProviderKind::Wireguard,
-                            wg.interface.clone(),
-                            format!(
-                                "{} {} port {}, key generated on the host",
-                                wg.interface, wg.address, wg.listen_port.0
-                            ),
-                            false,
-                        );
-                        for peer in t.sites.iter().filter(|p| p.name != s.name) {
-                            o.push(
-                                target.clone(),
-                                Some(&s.name),
-                                ProviderKind::Command,
-                                format!("route {}", peer.lan),
-                                format!("route to {} via {}", peer.name, peer.router.wireguard.address.addr),
-                                false,
-                            );
-                        }
-                    }
-                }
-            }
-        }
-        "clustermesh" => {
-            for s in &t.sites {
-                o.kube(&s.name, Some("kube-system"), "Secret", "cilium-ca", "Cluster Mesh CA shared by every cluster");
-                o.kube(
-                    &s.name,
-                    Some("kube-system"),
-                    "HelmChartConfig",
-                    "cilium",
-                    format!("clustermesh-apiserver on NodePort {}, peers: {}", t.mesh.clustermesh_port.0, peers(t, s)),
-                );
-                o.kube(
-                    &s.name,
-                    Some("kube-system"),
-                    "Secret",
-                    "cilium-clustermesh",
-                    "credentials to reach the other clusters' clustermesh-apiservers",
-                );
-            }
-        }
-        "global-service-test" => {
-            for s in &t.sites {
-                o.kube(&s.name, Some("default"), "Deployment", "fabric-echo", "test backend");
-                o.kube(&s.name, Some("default"), "Service", "fabric-echo", "service.cilium.io/global: \"true\"");
-            }
-        }
-        "karmada-control-plane" => {
-            let host = &t.federation.karmada.host_site;
-            o.kube(host, None, "Namespace", "karmada-system", "Karmada namespace");
-            o.kube(
-                host,
-                Some("kube-system"),
-                "HelmChart",
-                "karmada",
-                format!(
-                    "Karmada {} with the Failover feature gate {}",
-                    t.versions.karmada,
-                    if t.federation.karmada.failover { "on" } else { "off" }
-                ),
-            );
-        }
-        "karmada-members" => {
-            for s in members(t) {
-                o.kube(
-                    &s.name,
-                    Some("karmada-cluster"),
-                    "ServiceAccount",
-                    "karmada-member",
-                    "identity Karmada uses in the member",
-                );
-                o.kube(&s.name, None, "ClusterRoleBinding", "karmada-member", "cluster-admin for Karmada's push mode");
-                o.kube(&s.name, Some("karmada-cluster"), "Secret", "karmada-member-token", "service-account token");
-                o.karmada(Some("karmada-cluster"), "Secret", &s.cluster.name, "member credentials (from the token)");
-                o.karmada(
-                    None,
-                    "Cluster",
-                    &s.cluster.name,
-                    format!(
-                        "member `{}` at https://{}:{}",
-                        s.cluster.name, s.cluster.api_address, s.cluster.api_port.0
-                    ),
-                );
-            }
-        }
-        "argocd-karmada" => {
-            let a = &t.federation.argocd;
-            let sites: Vec<&Site> = match t.decisions.argocd {
-                ArgoCdChoice::PerCluster => t.sites.iter().collect(),
-                _ => t.sites.iter().filter(|s| s.name == a.site).collect(),
-            };
-            for s in sites {
-                o.kube(
-                    &s.name,
-                    Some(&a.namespace),
-                    "Secret",
-                    "karmada-api",
-                    "ArgoCD cluster secret for the Karmada API",
-                );
-                o.kube(
-                    &s.name,
-                    Some(&a.namespace),
-                    "Application",
-                    "fabric-apps",
-                    format!("{} @ {} path {} → Karmada API", a.repo, a.revision, a.path),
-                );
-            }
-        }
-        "karmada-estimator" => {
-            let host = &t.federation.karmada.host_site;
-            for s in members(t) {
-                o.kube(
-                    host,
-                    Some("karmada-system"),
-                    "Deployment",
-                    &format!("karmada-scheduler-estimator-{}", s.cluster.name),
-                    "GPU capacity estimator",
-                );
-            }
-        }
-        "propagation-policies" => {
-            for c in &t.placement {
-                for ns in namespaces_of(t, &c.name) {
-                    o.karmada(
-                        Some(&ns),
-                        "PropagationPolicy",
-                        &c.name,
-                        format!("{:?} placement of {}", c.strategy, services_of(t, &c.name, &ns).join(", "))
-                            .to_lowercase(),
-                    );
-                }
-            }
-        }
-        "override-policies" => {
-            for s in members(t) {
-                for ns in gpu_namespaces(t) {
-                    o.karmada(
-                        Some(&ns),
-                        "OverridePolicy",
-                        &format!("gpu-{}", s.name),
-                        format!("gpu.model={} at {}", gpu_model(s).unwrap_or("-"), s.name),
-                    );
-                }
-            }
-        }
-        "failover" if t.federation.karmada.failover => {
-            o.karmada(None, "ClusterTaintPolicy", "fabric-not-ready", "NoExecute taint on members that are not Ready");
-        }
-        "kueue-local" => {
-            for s in sites_of(t, inst) {
-                o.kube(&s.name, Some("kube-system"), "HelmChart", "kueue", format!("Kueue {}", t.versions.kueue));
-                o.kube(&s.name, None, "ResourceFlavor", &flavor(s), "GPU flavor of the site");
-                for q in &s.queues {
-                    if is_dispatch_queue(t, s, q) {
-                        continue; // created with its admission check by D.3
-                    }
-                    o.kube(&s.name, None, "ClusterQueue", &q.name, format!("{} GPUs", q.gpu_quota));
-                    for l in &q.local_queues {
-                        o.kube(&s.name, Some(&l.namespace), "LocalQueue", &l.name, format!("→ {}", q.name));
-                    }
-                }
-            }
-        }
-        "multikueue-config" => {
-            if let Some(mk) = &t.multikueue {
-                let m = &mk.manager;
-                o.kube(m, None, "AdmissionCheck", "multikueue", "MultiKueue admission check");
-                o.kube(m, None, "MultiKueueConfig", "multikueue", format!("workers: {}", mk.workers.join(", ")));
-                for w in &mk.workers {
-                    o.kube(m, Some("kueue-system"), "Secret", &format!("multikueue-{w}"), "worker kubeconfig");
-                    o.kube(m, None, "MultiKueueCluster", w, format!("worker `{w}`"));
-                }
-            }
-        }
-        "multikueue-queue" => {
-            if let Some(mk) = &t.multikueue
-                && let Some(s) = t.sites.iter().find(|s| s.name == mk.manager)
-                && let Some(q) = s.queues.iter().find(|q| q.name == mk.queue)
-            {
-                o.kube(
-                    &s.name,
-                    None,
-                    "ClusterQueue",
-                    &q.name,
-                    format!("{} GPUs, dispatched by MultiKueue", q.gpu_quota),
-                );
-                for l in &q.local_queues {
-                    o.kube(&s.name, Some(&l.namespace), "LocalQueue", &l.name, format!("→ {}", q.name));
-                }
-            }
-        }
-        "multikueue-test-job" => {
-            if let Some(mk) = &t.multikueue
-                && let Some(l) = t
-                    .sites
-                    .iter()
-                    .find(|s| s.name == mk.manager)
-                    .and_then(|s| s.queues.iter().find(|q| q.name == mk.queue))
-                    .and_then(|q| q.local_queues.first())
-            {
-                o.kube(
-                    &mk.manager,
-                    Some(&l.namespace),
-                    "Job",
-                    "fabric-multikueue-test",
-                    format!("1 GPU through LocalQueue {}", l.name),
-                );
-            }
-        }
-        "gateway-config" => {
-            if let Some(g) = &t.gateway {
-                o.kube(
-                    &g.site,
-                    Some("tensorzero"),
-                    "ConfigMap",
-                    "tensorzero-config",
-                    format!(
-                        "{} model(s): {}",
-                        g.models.len(),
-                        g.models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                );
-                o.kube(
-                    &g.site,
-                    Some("tensorzero"),
-                    "Deployment",
-                    "tensorzero-gateway",
-                    format!("TensorZero {}", t.versions.tensorzero.as_deref().unwrap_or("(unpinned)")),
-                );
-            }
-        }
-        // The catalog check refuses names outside GENERATORS, so nothing else reaches here.
-        _ => {}
-    }
+    out.p
 }
 
 fn sites_of<'a>(t: &'a Topology, inst: &Instance) -> Vec<&'a Site> {
@@ -469,23 +199,440 @@ pub fn members(t: &Topology) -> Vec<&Site> {
     t.sites.iter().filter(|s| m.is_empty() || m.contains(&s.name)).collect()
 }
 
-fn peers(t: &Topology, s: &Site) -> String {
-    t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect::<Vec<_>>().join(", ")
+fn generate(name: &str, inst: &Instance, o: &mut Out) {
+    let t = o.t;
+    match name {
+        "k3s-server-config" => {
+            for s in sites_of(t, inst) {
+                let text = yaml::to_string(&text::k3s_server_config(s));
+                for n in s.cluster.nodes.iter().filter(|n| n.role == NodeRole::ControlPlane) {
+                    o.file(
+                        &n.name,
+                        &s.name,
+                        "/etc/rancher/k3s/config.yaml",
+                        Desired::File(text.clone()),
+                        "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb",
+                        Some(format!("config/k3s/{}/server.yaml", s.name)),
+                    );
+                }
+            }
+        }
+        "cilium-helmchart" => {
+            for s in sites_of(t, inst) {
+                let summary = format!("Cilium {} (cluster {} id {})", t.versions.cilium, s.cluster.name, s.cluster.id);
+                o.kube(
+                    Some(&s.name),
+                    o::cilium_helm_chart(t, s),
+                    summary,
+                    Some(format!("apps/cilium/helmchart-{}.yaml", s.name)),
+                );
+                // The seed's values file: the whole configuration of the site, mesh included.
+                let mut values = o::cilium_values(t, s);
+                o::merge(&mut values, &o::clustermesh_values(t, s));
+                o.extra(format!("apps/cilium/values-{}.yaml", s.name), yaml::to_string(&values));
+            }
+        }
+        "join-vms" | "join-bare-metal" => {
+            let kind = if name == "join-vms" { WorkloadKind::Vm } else { WorkloadKind::BareMetal };
+            for s in sites_of(t, inst) {
+                for (i, w) in s.external_workloads.iter().enumerate().filter(|(_, w)| w.kind == kind) {
+                    join(o, s, w, i);
+                }
+            }
+        }
+        "wireguard-tunnel" => {
+            for s in &t.sites {
+                tunnel(o, s);
+            }
+        }
+        "clustermesh" => {
+            for s in &t.sites {
+                let secret = o::secret_placeholder(t, "cilium-ca", "kube-system", "Opaque");
+                o.kube(Some(&s.name), secret, "Cluster Mesh CA shared by every cluster", None);
+                let cfg = o::helm_chart_config(t, "cilium", &o::clustermesh_values(t, s));
+                let peers: Vec<&str> =
+                    t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
+                let summary = format!(
+                    "clustermesh-apiserver on NodePort {}, peers: {}",
+                    t.mesh.clustermesh_port.0,
+                    peers.join(", ")
+                );
+                o.kube(Some(&s.name), cfg, summary, Some(format!("apps/cilium/clustermesh-{}.yaml", s.name)));
+            }
+        }
+        "global-service-test" => {
+            for s in &t.sites {
+                let (deploy, svc) = o::global_test_service(t);
+                let file = Some("apps/tests/global-service.yaml".to_string());
+                o.kube(Some(&s.name), deploy, "test backend", file.clone());
+                o.kube(Some(&s.name), svc, "service.cilium.io/global: \"true\"", file);
+            }
+        }
+        "karmada-control-plane" => {
+            let host = t.federation.karmada.host_site.as_str();
+            o.kube(Some(host), o::namespace(t, "karmada-system"), "Karmada namespace", None);
+            let gate = if t.federation.karmada.failover { "on" } else { "off" };
+            let summary = format!("Karmada {} with the Failover feature gate {gate}", t.versions.karmada);
+            o.kube(Some(host), o::karmada_helm_chart(t), summary, Some("apps/karmada/helmchart.yaml".into()));
+            o.extra("apps/karmada/values.yaml".into(), yaml::to_string(&o::karmada_values(t)));
+        }
+        "karmada-members" => {
+            for s in members(t) {
+                let site = Some(s.name.as_str());
+                o.kube(site, o::namespace(t, "karmada-cluster"), "namespace of Karmada's identity", None);
+                o.kube(
+                    site,
+                    o::service_account(t, "karmada-member", "karmada-cluster"),
+                    "identity Karmada uses in the member",
+                    None,
+                );
+                let crb = o::cluster_role_binding(t, "karmada-member", "karmada-member", "karmada-cluster");
+                o.kube(site, crb, "cluster-admin for Karmada's push mode", None);
+                let mut token = o::secret_placeholder(
+                    t,
+                    "karmada-member-token",
+                    "karmada-cluster",
+                    "kubernetes.io/service-account-token",
+                );
+                token["metadata"]["annotations"] =
+                    serde_json::json!({ "kubernetes.io/service-account.name": "karmada-member" });
+                o.kube(site, token, "service-account token", None);
+                let creds = o::secret_placeholder(t, &s.cluster.name, "karmada-cluster", "Opaque");
+                o.kube(None, creds, "member credentials (from the token)", None);
+                let summary = format!(
+                    "member `{}` at https://{}:{}",
+                    s.cluster.name, s.cluster.api_address, s.cluster.api_port.0
+                );
+                o.kube(None, o::karmada_cluster(t, s), summary, Some(format!("apps/karmada/clusters/{}.yaml", s.name)));
+            }
+        }
+        "argocd-karmada" => {
+            let a = &t.federation.argocd;
+            let sites: Vec<&Site> = match t.decisions.argocd {
+                ArgoCdChoice::PerCluster => t.sites.iter().collect(),
+                _ => t.sites.iter().filter(|s| s.name == a.site).collect(),
+            };
+            for s in sites {
+                let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
+                secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
+                o.kube(Some(&s.name), secret, "ArgoCD cluster secret for the Karmada API", None);
+                let summary = format!("{} @ {} path {} → Karmada API", a.repo, a.revision, a.path);
+                o.kube(
+                    Some(&s.name),
+                    o::argocd_application(t),
+                    summary,
+                    Some(format!("apps/argocd/application-{}.yaml", s.name)),
+                );
+            }
+        }
+        "karmada-estimator" => {
+            // The chart's schedulerEstimator component runs one estimator per member; C.4 makes
+            // sure the scheduler uses them (a HelmChartConfig over C.1's chart).
+            let host = t.federation.karmada.host_site.as_str();
+            let values = serde_json::json!({ "scheduler": { "enableSchedulerEstimator": true }, "components": ["schedulerEstimator"] });
+            let summary = format!(
+                "scheduler estimator for {}",
+                members(t).iter().map(|s| s.cluster.name.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            o.kube(
+                Some(host),
+                o::helm_chart_config(t, "karmada", &values),
+                summary,
+                Some("apps/karmada/estimator.yaml".into()),
+            );
+        }
+        "propagation-policies" => {
+            for c in &t.placement {
+                for ns in namespaces(t.services.iter().filter(|s| s.class == c.name)) {
+                    let services: Vec<&Service> =
+                        t.services.iter().filter(|s| s.class == c.name && s.namespace == ns).collect();
+                    let names: Vec<&str> = services.iter().map(|s| s.name.as_str()).collect();
+                    let summary =
+                        format!("{} placement of {}", format!("{:?}", c.strategy).to_lowercase(), names.join(", "));
+                    let file = Some(format!("apps/karmada/propagation-policies/{}.yaml", c.name));
+                    o.kube(None, o::propagation_policy(t, c, &ns, &services), summary, file);
+                }
+            }
+        }
+        "override-policies" => {
+            for s in members(t) {
+                let Some(model) = gpu_model(s) else { continue };
+                for ns in namespaces(t.services.iter().filter(|s| s.gpus > 0)) {
+                    let services: Vec<&Service> =
+                        t.services.iter().filter(|x| x.gpus > 0 && x.namespace == ns).collect();
+                    let file = Some(format!("apps/karmada/override-policies/{}.yaml", s.name));
+                    o.kube(
+                        None,
+                        o::override_policy(t, s, &ns, &services, model),
+                        format!("gpu.model={model} at {}", s.name),
+                        file,
+                    );
+                }
+            }
+        }
+        "failover" if t.federation.karmada.failover => {
+            let file = Some("apps/karmada/failover/cluster-taint-policy.yaml".to_string());
+            o.kube(None, o::cluster_taint_policy(t), "NoExecute taint on members that are not Ready", file);
+        }
+        "kueue-local" => {
+            for s in sites_of(t, inst) {
+                let site = Some(s.name.as_str());
+                let queues_file = Some(format!("apps/kueue/cluster-queues/gpu-{}.yaml", s.name));
+                o.kube(
+                    site,
+                    o::kueue_helm_chart(t, s),
+                    format!("Kueue {}", t.versions.kueue),
+                    Some(format!("apps/kueue/helmchart-{}.yaml", s.name)),
+                );
+                o.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(t, s)));
+                let fl = flavor(s);
+                o.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
+                for q in &s.queues {
+                    if is_dispatch_queue(t, s, q) {
+                        continue; // created with its admission check by D.3
+                    }
+                    o.kube(
+                        site,
+                        o::cluster_queue(t, s, q, &fl, None),
+                        format!("{} GPUs", q.gpu_quota),
+                        queues_file.clone(),
+                    );
+                    for l in &q.local_queues {
+                        o.kube(site, o::local_queue(t, l, &q.name), format!("→ {}", q.name), queues_file.clone());
+                    }
+                }
+            }
+        }
+        "multikueue-config" => {
+            if let Some(mk) = &t.multikueue {
+                let m = Some(mk.manager.as_str());
+                let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
+                o.kube(m, o::admission_check(t), "MultiKueue admission check", file.clone());
+                o.kube(m, o::multikueue_config(t, mk), format!("workers: {}", mk.workers.join(", ")), file.clone());
+                for w in &mk.workers {
+                    let secret = o::secret_placeholder(t, &format!("multikueue-{w}"), "kueue-system", "Opaque");
+                    o.kube(m, secret, "worker kubeconfig", None);
+                    o.kube(m, o::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
+                }
+            }
+        }
+        "multikueue-queue" => {
+            if let Some(mk) = &t.multikueue
+                && let Some(s) = t.sites.iter().find(|s| s.name == mk.manager)
+                && let Some(q) = s.queues.iter().find(|q| q.name == mk.queue)
+            {
+                let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
+                let cq = o::cluster_queue(t, s, q, &flavor(s), Some("multikueue"));
+                o.kube(Some(&s.name), cq, format!("{} GPUs, dispatched by MultiKueue", q.gpu_quota), file.clone());
+                for l in &q.local_queues {
+                    o.kube(Some(&s.name), o::local_queue(t, l, &q.name), format!("→ {}", q.name), file.clone());
+                }
+            }
+        }
+        "multikueue-test-job" => {
+            if let Some(mk) = &t.multikueue
+                && let Some(l) = t
+                    .sites
+                    .iter()
+                    .find(|s| s.name == mk.manager)
+                    .and_then(|s| s.queues.iter().find(|q| q.name == mk.queue))
+                    .and_then(|q| q.local_queues.first())
+            {
+                let file = Some("apps/tests/multikueue-job.yaml".to_string());
+                o.kube(
+                    Some(&mk.manager),
+                    o::multikueue_test_job(t, l),
+                    format!("1 GPU through LocalQueue {}", l.name),
+                    file,
+                );
+            }
+        }
+        "gateway-config" => {
+            if let Some(g) = &t.gateway {
+                let toml = text::tensorzero_toml(t, g);
+                o.extra("apps/tensorzero/tensorzero.toml".into(), toml.clone());
+                let site = Some(g.site.as_str());
+                let file = Some("apps/tensorzero/gateway.yaml".to_string());
+                o.kube(site, o::namespace(t, "tensorzero"), "gateway namespace", file.clone());
+                let models: Vec<&str> = g.models.iter().map(|m| m.name.as_str()).collect();
+                let cm = o::config_map(t, "tensorzero-config", "tensorzero", "tensorzero.toml", &toml);
+                o.kube(site, cm, format!("{} model(s): {}", models.len(), models.join(", ")), file.clone());
+                let summary = format!("TensorZero {}", t.versions.tensorzero.as_deref().unwrap_or("(unpinned)"));
+                o.kube(site, o::gateway_deployment(t, g), summary, file);
+                gateway_site_services(o, g);
+            }
+        }
+        // The catalog check refuses names outside GENERATORS, so nothing else reaches here.
+        _ => {}
+    }
 }
 
-fn namespaces_of(t: &Topology, class: &str) -> Vec<String> {
-    let mut ns: Vec<String> = t.services.iter().filter(|s| s.class == class).map(|s| s.namespace.clone()).collect();
-    ns.sort();
-    ns.dedup();
-    ns
+/// How a VM or bare-metal host joins (A.3/A.4), per `mesh.join`.
+fn join(o: &mut Out, s: &Site, w: &ExternalWorkload, index: usize) {
+    let t = o.t;
+    match t.mesh.join {
+        JoinMethod::K3sAgent => {
+            let cfg = yaml::to_string(&text::k3s_agent_config(s, w));
+            let summary = format!("K3s agent config joining `{}` with a NoSchedule taint", s.cluster.name);
+            o.file(
+                &w.name,
+                &s.name,
+                "/etc/rancher/k3s/config.yaml",
+                Desired::File(cfg),
+                summary,
+                Some(format!("config/k3s/{}/agent-{}.yaml", s.name, w.name)),
+            );
+            let token = Desired::Secret(format!("node token of {}", s.cluster.name));
+            o.file(&w.name, &s.name, "/etc/rancher/k3s/token", token, "K3s join token", None);
+            o.command(
+                format!("host.{}", w.name),
+                &s.name,
+                "k3s-agent",
+                "systemctl is-active --quiet k3s-agent".into(),
+                "curl -sfL https://get.k3s.io | INSTALL_K3S_EXEC=agent sh -".into(),
+                "install and start k3s-agent",
+            );
+        }
+        JoinMethod::CiliumExternalWorkloads => {
+            let cew = o::cilium_external_workload(t, s, w, index);
+            o.kube(
+                Some(&s.name),
+                cew,
+                format!("external workload {}", w.address),
+                Some(format!("apps/cilium/external-workloads-{}.yaml", s.name)),
+            );
+            o.command(
+                format!("host.{}", w.name),
+                &s.name,
+                "cilium-agent",
+                "docker inspect -f '{{.State.Running}}' cilium".into(),
+                "cilium clustermesh vm install install-external-workload.sh && ./install-external-workload.sh".into(),
+                "install cilium-agent as an external workload",
+            );
+        }
+    }
 }
 
-fn services_of(t: &Topology, class: &str, ns: &str) -> Vec<String> {
-    t.services.iter().filter(|s| s.class == class && s.namespace == ns).map(|s| s.name.clone()).collect()
+/// B.1 at one router.
+fn tunnel(o: &mut Out, s: &Site) {
+    let t = o.t;
+    let target = format!("router.{}", s.name);
+    let wg = &s.router.wireguard;
+    match s.router.kind {
+        RouterKind::Vyos => {
+            let all = vyos::commands(t, s);
+            let file = Some(format!("config/vyos/wireguard/{}.conf", s.name));
+            let iface = format!("interfaces wireguard {}", wg.interface);
+            let pick = |prefix: &str| -> Vec<String> {
+                all.iter().filter(|c| c.starts_with(&format!("set {prefix}"))).cloned().collect()
+            };
+            o.push(Resource {
+                address: format!("{target}/vyos:{iface}"),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Vyos,
+                summary: format!(
+                    "{} {} port {}, private key generated on the router",
+                    wg.interface, wg.address, wg.listen_port.0
+                ),
+                sensitive: false,
+                desired: Desired::Vyos(pick(&iface)),
+                file: file.clone(),
+            });
+            for p in t.sites.iter().filter(|p| p.name != s.name) {
+                let route = format!("protocols static route {}", p.lan);
+                o.push(Resource {
+                    address: format!("{target}/vyos:{route}"),
+                    target: target.clone(),
+                    site: Some(s.name.clone()),
+                    provider: ProviderKind::Vyos,
+                    summary: format!("route to {} via {}", p.name, wg.interface),
+                    sensitive: false,
+                    desired: Desired::Vyos(pick(&route)),
+                    file: file.clone(),
+                });
+            }
+            o.push(Resource {
+                address: format!("{target}/vyos:system config-management commit-confirm"),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Vyos,
+                summary: "commit-confirm reverts by reload".into(),
+                sensitive: false,
+                desired: Desired::Vyos(pick("system config-management commit-confirm")),
+                file,
+            });
+            // The whole file, comments included, is what render writes.
+            o.extra(format!("config/vyos/wireguard/{}.conf", s.name), vyos::conf_file(t, s));
+        }
+        RouterKind::Linux => {
+            o.push(Resource {
+                address: format!("{target}/wireguard:{}", wg.interface),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Wireguard,
+                summary: format!(
+                    "{} {} port {}, key generated on the host",
+                    wg.interface, wg.address, wg.listen_port.0
+                ),
+                sensitive: false,
+                desired: Desired::Wireguard(text::wireguard_conf(t, s)),
+                file: Some(format!("config/wireguard/{}.conf", s.name)),
+            });
+            for p in t.sites.iter().filter(|p| p.name != s.name) {
+                o.command(
+                    target.clone(),
+                    &s.name,
+                    &format!("route {}", p.lan),
+                    format!("ip route show {} dev {}", p.lan, wg.interface),
+                    format!("ip route replace {} dev {}", p.lan, wg.interface),
+                    &format!("route to {} via {}", p.name, wg.interface),
+                );
+            }
+        }
+    }
 }
 
-fn gpu_namespaces(t: &Topology) -> Vec<String> {
-    let mut ns: Vec<String> = t.services.iter().filter(|s| s.gpus > 0).map(|s| s.namespace.clone()).collect();
+/// Per-site global services the gateway addresses (`<service>-<site>`), in every cluster that
+/// runs a backend and in the gateway's.
+fn gateway_site_services(o: &mut Out, g: &Gateway) {
+    let t = o.t;
+    let mut done: Vec<(String, String)> = vec![];
+    for m in &g.models {
+        let Some(svc) = t.services.iter().find(|s| s.name == m.service) else { continue };
+        let sites: Vec<&str> =
+            m.routes.iter().map(|r| r.site.as_str()).chain(m.fallback.iter().map(String::as_str)).collect();
+        for site in sites {
+            let name = text::site_service(&svc.name, site);
+            for cluster_site in [site, g.site.as_str()] {
+                if done.contains(&(cluster_site.to_string(), name.clone())) {
+                    continue;
+                }
+                done.push((cluster_site.to_string(), name.clone()));
+                let mut obj = o::object(t, "v1", "Service", &name, Some(&svc.namespace));
+                obj["metadata"] = serde_json::json!({
+                    "name": name, "namespace": svc.namespace,
+                    "labels": obj["metadata"]["labels"].clone(),
+                    "annotations": { "service.cilium.io/global": "true", "service.cilium.io/shared": (cluster_site == site).to_string() },
+                });
+                obj.insert(
+                    "spec".into(),
+                    serde_json::json!({ "selector": { "app": svc.name, "fabric.io/site": site }, "ports": [{ "port": svc.port.0 }] }),
+                );
+                let summary = format!("{} backends at {site}, for the gateway", svc.name);
+                o.kube(
+                    Some(cluster_site),
+                    Value::Object(obj),
+                    summary,
+                    Some("apps/tensorzero/site-services.yaml".into()),
+                );
+            }
+        }
+    }
+}
+
+fn namespaces<'a>(services: impl Iterator<Item = &'a Service>) -> Vec<String> {
+    let mut ns: Vec<String> = services.map(|s| s.namespace.clone()).collect();
     ns.sort();
     ns.dedup();
     ns

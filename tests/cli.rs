@@ -204,7 +204,11 @@ fn plan_selection() {
         v["steps"][0]["changes"].as_array().unwrap().iter().map(|c| c["address"].as_str().unwrap()).collect();
     assert_eq!(
         addrs,
-        ["router.sp/vyos:interfaces wireguard wg0", "router.sp/vyos:protocols static route 192.168.0.0/23"]
+        [
+            "router.sp/vyos:interfaces wireguard wg0",
+            "router.sp/vyos:protocols static route 192.168.0.0/23",
+            "router.sp/vyos:system config-management commit-confirm"
+        ]
     );
     // Unknown names get a suggestion.
     let o = fabric(&["--example", "plan", "--offline", "--site", "sao-paulo"]);

@@ -2,6 +2,7 @@
 
 pub mod graph;
 pub mod plan;
+pub mod render;
 pub mod schema;
 pub mod validate;
 
@@ -30,6 +31,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Validate(o) => validate::run(&global, o),
         Command::Graph(o) => graph::run(&global, o),
         Command::Plan(o) => plan::run(&global, o),
+        Command::Render(o) => render::run(&global, o),
         Command::Schema(o) => schema::run(&global, o),
     }
 }

@@ -1,0 +1,481 @@
+//! Kubernetes objects and Helm values, built from the topology.
+//!
+//! Every builder is a pure function of the topology: same input, same bytes. Objects carry the
+//! labels fabric uses to find what it created (and so what it may prune). Field names follow the
+//! upstream schemas in `../shared/specs/crds`; the conformance test validates every object.
+
+use serde_json::{Map, Value, json};
+
+use crate::topology::Topology;
+use crate::topology::model::*;
+
+/// Label on every object fabric creates; the value is the fabric's name.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+pub const PART_OF: &str = "app.kubernetes.io/part-of";
+/// Taint and label of hosts that join a cluster as external workloads (`mesh.join: k3s-agent`).
+pub const EXTERNAL_TAINT: &str = "fabric.io/external-workload=true:NoSchedule";
+pub const EXTERNAL_LABEL: &str = "fabric.io/external-workload";
+/// Node label with the GPU model, as the seed's override policies select on.
+pub const GPU_MODEL_LABEL: &str = "gpu.model";
+
+pub fn object(t: &Topology, api: &str, kind: &str, name: &str, ns: Option<&str>) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert("name".into(), json!(name));
+    if let Some(ns) = ns {
+        meta.insert("namespace".into(), json!(ns));
+    }
+    meta.insert("labels".into(), json!({ MANAGED_BY: "fabric", PART_OF: t.name }));
+    let mut m = Map::new();
+    m.insert("apiVersion".into(), json!(api));
+    m.insert("kind".into(), json!(kind));
+    m.insert("metadata".into(), Value::Object(meta));
+    m
+}
+
+fn with(mut m: Map<String, Value>, key: &str, v: Value) -> Value {
+    m.insert(key.into(), v);
+    Value::Object(m)
+}
+
+/// A K3s HelmChart (helm.cattle.io/v1) installing `chart` with `values` (as YAML text).
+pub fn helm_chart(
+    t: &Topology,
+    name: &str,
+    repo: &str,
+    chart: &str,
+    version: &str,
+    target_ns: &str,
+    values: &Value,
+) -> Value {
+    let spec = json!({
+        "repo": repo,
+        "chart": chart,
+        "version": version,
+        "targetNamespace": target_ns,
+        "createNamespace": true,
+        "valuesContent": super::yaml::to_string(values),
+    });
+    with(object(t, "helm.cattle.io/v1", "HelmChart", name, Some("kube-system")), "spec", spec)
+}
+
+/// A K3s HelmChartConfig layering `values` over the HelmChart of the same name.
+pub fn helm_chart_config(t: &Topology, name: &str, values: &Value) -> Value {
+    let spec = json!({ "valuesContent": super::yaml::to_string(values) });
+    with(object(t, "helm.cattle.io/v1", "HelmChartConfig", name, Some("kube-system")), "spec", spec)
+}
+
+// ---- Cilium -------------------------------------------------------------------------------
+
+/// Cilium values of a site without Cluster Mesh (steps A.1/A.2).
+pub fn cilium_values(t: &Topology, s: &Site) -> Value {
+    let mut v = json!({
+        "cluster": { "name": s.cluster.name, "id": s.cluster.id },
+        "ipam": { "mode": "kubernetes" },
+        // K3s without kube-proxy: Cilium reaches the API through K3s's local proxy on every node.
+        "kubeProxyReplacement": !s.cluster.kube_proxy,
+        "k8sServiceHost": "127.0.0.1",
+        "k8sServicePort": 6444,
+        "operator": { "replicas": 1 },
+    });
+    if t.mesh.hubble {
+        v["hubble"] = json!({ "enabled": true, "relay": { "enabled": true }, "ui": { "enabled": true } });
+    }
+    v
+}
+
+/// Cluster Mesh values of a site (step B.2): its clustermesh-apiserver and every other cluster.
+pub fn clustermesh_values(t: &Topology, s: &Site) -> Value {
+    let peers: Vec<Value> = t
+        .sites
+        .iter()
+        .filter(|p| p.name != s.name)
+        .map(|p| json!({ "name": p.cluster.name, "ips": [p.cluster.api_address.to_string()], "port": t.mesh.clustermesh_port.0 }))
+        .collect();
+    json!({
+        "clustermesh": {
+            "useAPIServer": true,
+            "apiserver": {
+                "service": { "type": "NodePort", "nodePort": t.mesh.clustermesh_port.0 },
+                // Certificates are issued from the shared CA (Secret kube-system/cilium-ca, the
+                // same in every cluster, created by fabric and never rendered).
+                "tls": { "auto": { "enabled": true, "method": "cronJob" } },
+            },
+            "config": { "enabled": true, "clusters": peers },
+        },
+    })
+}
+
+/// Deep merge of `b` into `a` (objects merge, everything else is replaced).
+pub fn merge(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in y {
+                merge(x.entry(k.clone()).or_insert(Value::Null), v);
+            }
+        }
+        (a, b) => *a = b.clone(),
+    }
+}
+
+pub fn cilium_helm_chart(t: &Topology, s: &Site) -> Value {
+    helm_chart(
+        t,
+        "cilium",
+        "https://helm.cilium.io/",
+        "cilium",
+        &t.versions.cilium,
+        "kube-system",
+        &cilium_values(t, s),
+    )
+}
+
+pub fn cilium_external_workload(t: &Topology, s: &Site, w: &ExternalWorkload, index: usize) -> Value {
+    // Each workload gets a /30 for its tunnel device and health endpoint from the top /24 of the
+    // site's pod CIDR, which fabric leaves to external workloads.
+    let base = u32::from(s.cluster.pod_cidr.network) | (!0u32 >> s.cluster.pod_cidr.len) & !0xff;
+    let cidr = format!("{}/30", std::net::Ipv4Addr::from(base + 4 * index as u32));
+    with(object(t, "cilium.io/v2", "CiliumExternalWorkload", &w.name, None), "spec", json!({ "ipv4-alloc-cidr": cidr }))
+}
+
+pub fn global_test_service(t: &Topology) -> (Value, Value) {
+    let labels = json!({ "app": "fabric-echo" });
+    let deploy = json!({
+        "replicas": 1,
+        "selector": { "matchLabels": labels },
+        "template": {
+            "metadata": { "labels": labels },
+            "spec": { "containers": [{ "name": "echo", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["netexec", "--http-port=8080"], "ports": [{ "containerPort": 8080 }] }] },
+        },
+    });
+    let mut svc = object(t, "v1", "Service", "fabric-echo", Some("default"));
+    svc["metadata"]["annotations"] = json!({ "service.cilium.io/global": "true", "service.cilium.io/shared": "true" });
+    let svc = with(svc, "spec", json!({ "selector": labels, "ports": [{ "port": 80, "targetPort": 8080 }] }));
+    (with(object(t, "apps/v1", "Deployment", "fabric-echo", Some("default")), "spec", deploy), svc)
+}
+
+// ---- Karmada ------------------------------------------------------------------------------
+
+/// Helm values of the Karmada control plane (C.1), with the estimator (C.4) and failover (C.7).
+pub fn karmada_values(t: &Topology) -> Value {
+    let k = &t.federation.karmada;
+    let mut components = vec![];
+    if k.estimator {
+        components.push(json!("schedulerEstimator"));
+    }
+    json!({
+        "installMode": "host",
+        "components": components,
+        "apiServer": { "serviceType": "NodePort", "nodePort": 32443 },
+        "scheduler": { "enableSchedulerEstimator": k.estimator },
+        // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
+        "controllerManager": { "featureGates": { "Failover": k.failover, "GracefulEviction": k.failover } },
+    })
+}
+
+pub fn karmada_helm_chart(t: &Topology) -> Value {
+    helm_chart(
+        t,
+        "karmada",
+        "https://raw.githubusercontent.com/karmada-io/karmada/master/charts",
+        "karmada",
+        &t.versions.karmada,
+        "karmada-system",
+        &karmada_values(t),
+    )
+}
+
+/// A member `Cluster` in push mode; its credentials come from a Secret fabric creates from a
+/// ServiceAccount token of the member (never rendered).
+pub fn karmada_cluster(t: &Topology, s: &Site) -> Value {
+    with(
+        object(t, "cluster.karmada.io/v1alpha1", "Cluster", &s.cluster.name, None),
+        "spec",
+        json!({
+            "apiEndpoint": format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0),
+            "secretRef": { "namespace": "karmada-cluster", "name": s.cluster.name },
+            "syncMode": "Push",
+            "region": s.name,
+        }),
+    )
+}
+
+fn cluster_names(t: &Topology, sites: &[String]) -> Vec<String> {
+    let pick: Vec<&Site> = t.sites.iter().filter(|s| sites.is_empty() || sites.contains(&s.name)).collect();
+    pick.iter().map(|s| s.cluster.name.clone()).collect()
+}
+
+fn cluster_of(t: &Topology, site: &str) -> String {
+    t.sites.iter().find(|s| s.name == site).map(|s| s.cluster.name.clone()).unwrap_or_else(|| site.to_string())
+}
+
+/// The PropagationPolicy of one placement class in one namespace (C.5).
+pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
+    let selectors: Vec<Value> = services
+        .iter()
+        .flat_map(|s| {
+            [
+                json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name }),
+                json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }),
+            ]
+        })
+        .collect();
+    let clusters = cluster_names(t, &c.sites);
+    let mut placement = json!({ "clusterAffinity": { "clusterNames": clusters } });
+    match c.strategy {
+        PlacementStrategy::Spread => {
+            let weights: Vec<Value> = c
+                .weights
+                .iter()
+                .map(|(site, w)| json!({ "targetCluster": { "clusterNames": [cluster_of(t, site)] }, "weight": w }))
+                .collect();
+            placement["replicaScheduling"] = json!({
+                "replicaSchedulingType": "Divided",
+                "replicaDivisionPreference": "Weighted",
+                "weightPreference": { "staticWeightList": weights },
+            });
+            placement["spreadConstraints"] =
+                json!([{ "spreadByField": "cluster", "maxGroups": clusters.len(), "minGroups": 1 }]);
+        }
+        PlacementStrategy::Affinity => {
+            let prefer = c.prefer.as_deref().map(|p| cluster_of(t, p)).unwrap_or_default();
+            placement["clusterAffinity"] = json!({ "clusterNames": [prefer] });
+            placement["replicaScheduling"] = json!({ "replicaSchedulingType": "Duplicated" });
+        }
+        PlacementStrategy::Replicas => {
+            placement["replicaScheduling"] = json!({ "replicaSchedulingType": "Duplicated" });
+        }
+    }
+    if let Some(secs) = c.failover_after_seconds {
+        placement["clusterTolerations"] = json!([
+            { "key": "cluster.karmada.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": secs },
+            { "key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": secs },
+        ]);
+    }
+    let mut spec = json!({ "resourceSelectors": selectors, "placement": placement });
+    if c.failover_after_seconds.is_some() {
+        spec["failover"] =
+            json!({ "application": { "decisionConditions": { "tolerationSeconds": 60 }, "purgeMode": "Gracefully" } });
+    }
+    with(object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &c.name, Some(ns)), "spec", spec)
+}
+
+/// The OverridePolicy of one member (C.6): GPU services select the member's GPU model.
+pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], gpu_model: &str) -> Value {
+    let selectors: Vec<Value> =
+        services.iter().map(|svc| json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name })).collect();
+    let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
+    let mut plaintext = vec![json!({
+        "path": format!("/spec/template/spec/nodeSelector/{}", GPU_MODEL_LABEL.replace('/', "~1")),
+        "operator": "add",
+        "value": gpu_model,
+    })];
+    // The gateway addresses each site's backends by this label (see `text::site_service`).
+    plaintext
+        .push(json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }));
+    // The seed's "resource limits": one GPU per replica, with the model's memory noted.
+    plaintext.push(json!({
+        "path": "/metadata/annotations/fabric.io~1gpu-memory-gib",
+        "operator": "add",
+        "value": per_gpu.to_string(),
+    }));
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("gpu-{}", s.name), Some(ns)),
+        "spec",
+        json!({
+            "resourceSelectors": selectors,
+            "overrideRules": [{
+                "targetCluster": { "clusterNames": [s.cluster.name] },
+                "overriders": { "plaintext": plaintext },
+            }],
+        }),
+    )
+}
+
+/// Taints members that are not Ready or unreachable with NoExecute (C.7), which Karmada 1.14+
+/// no longer does by itself.
+pub fn cluster_taint_policy(t: &Topology) -> Value {
+    let clusters = cluster_names(t, &t.federation.karmada.members);
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "fabric-not-ready", None),
+        "spec",
+        json!({
+            "targetClusters": { "clusterNames": clusters },
+            "addOnConditions": [{ "conditionType": "Ready", "operator": "In", "statusValues": ["False", "Unknown"] }],
+            "removeOnConditions": [{ "conditionType": "Ready", "operator": "In", "statusValues": ["True"] }],
+            "taints": [{ "key": "cluster.karmada.io/not-ready", "effect": "NoExecute" }],
+        }),
+    )
+}
+
+// ---- ArgoCD -------------------------------------------------------------------------------
+
+/// The ArgoCD Application syncing the repository to the Karmada API (C.3).
+pub fn argocd_application(t: &Topology) -> Value {
+    let a = &t.federation.argocd;
+    with(
+        object(t, "argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace)),
+        "spec",
+        json!({
+            "project": "default",
+            "source": { "repoURL": a.repo, "targetRevision": a.revision, "path": a.path, "directory": { "recurse": true } },
+            "destination": { "name": "karmada", "namespace": "default" },
+            "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
+        }),
+    )
+}
+
+// ---- Kueue --------------------------------------------------------------------------------
+
+const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
+
+pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
+    let mut spec = json!({});
+    if let Some(model) = crate::resources::gpu_model(s) {
+        spec["nodeLabels"] = json!({ GPU_MODEL_LABEL: model });
+    }
+    with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
+}
+
+pub fn cluster_queue(t: &Topology, s: &Site, q: &ClusterQueue, flavor: &str, admission_check: Option<&str>) -> Value {
+    let mut covered = vec![json!("nvidia.com/gpu")];
+    let mut resources = vec![json!({ "name": "nvidia.com/gpu", "nominalQuota": q.gpu_quota })];
+    if let Some(cpu) = q.cpu_quota {
+        covered.insert(0, json!("cpu"));
+        resources.insert(0, json!({ "name": "cpu", "nominalQuota": cpu }));
+    }
+    if let Some(mem) = q.memory_gib_quota {
+        covered.insert(covered.len() - 1, json!("memory"));
+        resources.insert(resources.len() - 1, json!({ "name": "memory", "nominalQuota": format!("{mem}Gi") }));
+    }
+    let mut spec = json!({
+        "namespaceSelector": {},
+        "cohortName": format!("{}-gpu", s.name),
+        "resourceGroups": [{ "coveredResources": covered, "flavors": [{ "name": flavor, "resources": resources }] }],
+    });
+    if let Some(ac) = admission_check {
+        spec["admissionChecksStrategy"] = json!({ "admissionChecks": [{ "name": ac }] });
+    }
+    with(object(t, KUEUE, "ClusterQueue", &q.name, None), "spec", spec)
+}
+
+pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
+    with(object(t, KUEUE, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
+}
+
+pub fn kueue_values(_t: &Topology, s: &Site) -> Value {
+    // The chart's defaults serve v1beta2 and enable MultiKueue; only the replica count is set,
+    // so the values file documents that the site runs the stock controller.
+    json!({ "controllerManager": { "replicas": 1 }, "fabric": { "site": s.name } })
+}
+
+pub fn kueue_helm_chart(t: &Topology, s: &Site) -> Value {
+    helm_chart(
+        t,
+        "kueue",
+        "oci://registry.k8s.io/kueue/charts",
+        "kueue",
+        &t.versions.kueue,
+        "kueue-system",
+        &kueue_values(t, s),
+    )
+}
+
+pub fn admission_check(t: &Topology) -> Value {
+    with(
+        object(t, KUEUE, "AdmissionCheck", "multikueue", None),
+        "spec",
+        json!({
+            "controllerName": "kueue.x-k8s.io/multikueue",
+            "parameters": { "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue" },
+        }),
+    )
+}
+
+pub fn multikueue_config(t: &Topology, mk: &MultiKueue) -> Value {
+    with(object(t, KUEUE, "MultiKueueConfig", "multikueue", None), "spec", json!({ "clusters": mk.workers }))
+}
+
+/// A worker, whose kubeconfig is in a Secret of the manager (referenced, never rendered).
+pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
+    with(
+        object(t, KUEUE, "MultiKueueCluster", worker, None),
+        "spec",
+        json!({ "clusterSource": { "kubeConfig": { "locationType": "Secret", "location": format!("multikueue-{worker}") } } }),
+    )
+}
+
+pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
+    let mut job = object(t, "batch/v1", "Job", "fabric-multikueue-test", Some(&l.namespace));
+    job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!(l.name);
+    with(
+        job,
+        "spec",
+        json!({
+            "suspend": true,
+            "template": { "spec": {
+                "restartPolicy": "Never",
+                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["pause"],
+                    "resources": { "limits": { "nvidia.com/gpu": 1 } } }],
+            } },
+        }),
+    )
+}
+
+// ---- Plain core objects -------------------------------------------------------------------
+
+pub fn namespace(t: &Topology, name: &str) -> Value {
+    Value::Object(object(t, "v1", "Namespace", name, None))
+}
+
+/// A Secret whose data fabric fills at apply time; rendered without data.
+pub fn secret_placeholder(t: &Topology, name: &str, ns: &str, kind: &str) -> Value {
+    let mut m = object(t, "v1", "Secret", name, Some(ns));
+    m.insert("type".into(), json!(kind));
+    Value::Object(m)
+}
+
+pub fn service_account(t: &Topology, name: &str, ns: &str) -> Value {
+    Value::Object(object(t, "v1", "ServiceAccount", name, Some(ns)))
+}
+
+pub fn cluster_role_binding(t: &Topology, name: &str, sa: &str, ns: &str) -> Value {
+    let mut m = object(t, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name, None);
+    m.insert(
+        "roleRef".into(),
+        json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" }),
+    );
+    m.insert("subjects".into(), json!([{ "kind": "ServiceAccount", "name": sa, "namespace": ns }]));
+    Value::Object(m)
+}
+
+pub fn config_map(t: &Topology, name: &str, ns: &str, key: &str, text: &str) -> Value {
+    let mut m = object(t, "v1", "ConfigMap", name, Some(ns));
+    m.insert("data".into(), json!({ key: text }));
+    Value::Object(m)
+}
+
+pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
+    let tag = t.versions.tensorzero.as_deref().unwrap_or("latest");
+    let labels = json!({ "app": "tensorzero-gateway" });
+    with(
+        object(t, "apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero")),
+        "spec",
+        json!({
+            "replicas": 1,
+            "selector": { "matchLabels": labels },
+            "template": {
+                "metadata": { "labels": labels, "annotations": { "fabric.io/site": g.site } },
+                "spec": {
+                    "containers": [{
+                        "name": "gateway",
+                        "image": format!("tensorzero/gateway:{tag}"),
+                        "args": ["--config-file", "/app/config/tensorzero.toml"],
+                        "ports": [{ "containerPort": 3000 }],
+                        "volumeMounts": [{ "name": "config", "mountPath": "/app/config", "readOnly": true }],
+                    }],
+                    "volumes": [{ "name": "config", "configMap": { "name": "tensorzero-config" } }],
+                },
+            },
+        }),
+    )
+}

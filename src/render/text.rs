@@ -1,0 +1,146 @@
+//! Text artifacts: K3s configuration files, wg-quick files for Linux routers, TensorZero TOML.
+
+use std::fmt::Write;
+
+use serde_json::{Value, json};
+
+use super::objects::{EXTERNAL_LABEL, EXTERNAL_TAINT, GPU_MODEL_LABEL};
+use super::vyos::{endpoint, keepalive, public_key_placeholder};
+use crate::topology::Topology;
+use crate::topology::model::*;
+
+/// `/etc/rancher/k3s/config.yaml` of a site's servers (A.1/A.2).
+pub fn k3s_server_config(s: &Site) -> Value {
+    let mut disable = vec![];
+    if !s.cluster.servicelb {
+        disable.push(json!("servicelb"));
+    }
+    let mut v = json!({
+        "cluster-cidr": s.cluster.pod_cidr.to_string(),
+        "service-cidr": s.cluster.service_cidr.to_string(),
+        "flannel-backend": "none",
+        "disable-network-policy": true,
+        "disable-kube-proxy": !s.cluster.kube_proxy,
+        "tls-san": [s.cluster.api_address.to_string()],
+    });
+    if !disable.is_empty() {
+        v["disable"] = Value::Array(disable);
+    }
+    v
+}
+
+/// `/etc/rancher/k3s/config.yaml` of a VM or bare-metal host joining as a tainted agent (A.3/A.4).
+pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
+    let kind = match w.kind {
+        WorkloadKind::Vm => "vm",
+        WorkloadKind::BareMetal => "bare-metal",
+    };
+    let mut labels = vec![json!(format!("{EXTERNAL_LABEL}={kind}"))];
+    if let Some(g) = &w.gpu {
+        labels.push(json!(format!("{GPU_MODEL_LABEL}={}", g.model)));
+    }
+    json!({
+        "server": format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0),
+        // The join token is copied from the server at apply time, never rendered.
+        "token-file": "/etc/rancher/k3s/token",
+        "node-ip": w.address.to_string(),
+        "node-taint": [EXTERNAL_TAINT],
+        "node-label": labels,
+    })
+}
+
+/// wg-quick file of a Linux router (B.1). The private key stays on the host.
+pub fn wireguard_conf(t: &Topology, s: &Site) -> String {
+    let wg = &s.router.wireguard;
+    let mut out = format!(
+        "# WireGuard {} of site `{}`, rendered by fabric from topology `{}`.\n\
+         # The private key is generated on the host (/etc/wireguard/{}.key, mode 0600) and never copied.\n\
+         [Interface]\nAddress = {}\nListenPort = {}\nPostUp = wg set %i private-key /etc/wireguard/%i.key\n",
+        wg.interface, s.name, t.name, wg.interface, wg.address, wg.listen_port.0
+    );
+    for p in t.sites.iter().filter(|p| p.name != s.name) {
+        let _ = write!(
+            out,
+            "\n[Peer]\n# {}\nPublicKey = {}\nAllowedIPs = {}/32, {}\n",
+            p.name,
+            public_key_placeholder(&p.name),
+            p.router.wireguard.address.addr,
+            p.lan
+        );
+        if let Some(addr) = endpoint(t, p) {
+            let _ = writeln!(out, "Endpoint = {addr}:{}", p.router.wireguard.listen_port.0);
+        }
+        if let Some(k) = keepalive(t, s) {
+            let _ = writeln!(out, "PersistentKeepalive = {k}");
+        }
+    }
+    out
+}
+
+fn toml_str(s: &str) -> String {
+    // TOML basic strings share JSON's escapes for everything fabric writes.
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+/// Name of the per-site service the gateway addresses (a Cilium global service).
+pub fn site_service(service: &str, site: &str) -> String {
+    format!("{service}-{site}")
+}
+
+/// `tensorzero.toml`: a model per (gateway model, site), and a function per gateway model whose
+/// variants are the sites, sampled by the A/B weights, with the fallback order.
+pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
+    let mut out = format!(
+        "# TensorZero gateway configuration of fabric `{}`.\n\
+         # Each site's backend is reached through the Cilium global service <service>-<site>.\n\n\
+         [gateway]\nbind_address = \"0.0.0.0:3000\"\n",
+        t.name
+    );
+    for m in &g.models {
+        let Some(svc) = t.services.iter().find(|s| s.name == m.service) else { continue };
+        // Every site the function may use: the routes, then fallback-only sites.
+        let mut sites: Vec<&str> = m.routes.iter().map(|r| r.site.as_str()).collect();
+        for f in &m.fallback {
+            if !sites.contains(&f.as_str()) {
+                sites.push(f);
+            }
+        }
+        for site in &sites {
+            let model = toml_str(&format!("{}-{}", m.name, site));
+            let _ = write!(
+                out,
+                "\n[models.{model}]\nrouting = [{site}]\n\n[models.{model}.providers.{site}]\ntype = \"vllm\"\n\
+                 api_base = {base}\nmodel_name = {name}\napi_key_location = \"none\"\n",
+                site = toml_str(site),
+                base = toml_str(&format!(
+                    "http://{}.{}.svc.cluster.local:{}/v1/",
+                    site_service(&svc.name, site),
+                    svc.namespace,
+                    svc.port.0
+                )),
+                name = toml_str(&m.name),
+            );
+        }
+        let f = toml_str(&m.name);
+        let _ = write!(out, "\n[functions.{f}]\ntype = \"chat\"\n");
+        for site in &sites {
+            let _ = write!(
+                out,
+                "\n[functions.{f}.variants.{v}]\ntype = \"chat_completion\"\nmodel = {model}\n",
+                v = toml_str(site),
+                model = toml_str(&format!("{}-{}", m.name, site)),
+            );
+        }
+        let weights: Vec<String> = m.routes.iter().map(|r| format!("{} = {:?}", toml_str(&r.site), r.weight)).collect();
+        let _ = write!(
+            out,
+            "\n[functions.{f}.experimentation]\ntype = \"static\"\ncandidate_variants = {{ {} }}\n",
+            weights.join(", ")
+        );
+        if !m.fallback.is_empty() {
+            let fb: Vec<String> = m.fallback.iter().map(|s| toml_str(s)).collect();
+            let _ = writeln!(out, "fallback_variants = [{}]", fb.join(", "));
+        }
+    }
+    out
+}

@@ -1,0 +1,80 @@
+//! VyOS 1.4+ configuration of a site's WireGuard link, as `set` commands.
+//!
+//! Pure builders: the exact commands are tested offline and every one is checked against VyOS's
+//! interface definitions. The private key is never part of them: the router generates its own
+//! (`generate pki wireguard key-pair install interface wg0`) and fabric reads back only the
+//! public key, which render shows as a placeholder.
+
+use crate::topology::Topology;
+use crate::topology::model::{PublicAddressChoice, Site};
+
+/// Placeholder for a peer's public key until plan reads it from the peer router.
+pub fn public_key_placeholder(site: &str) -> String {
+    format!("<public-key:router.{site}>")
+}
+
+/// Quotes a value as `show configuration commands` prints it.
+fn q(v: impl std::fmt::Display) -> String {
+    format!("'{v}'")
+}
+
+/// The site's public address, when other sites may dial it.
+pub fn endpoint(t: &Topology, s: &Site) -> Option<std::net::Ipv4Addr> {
+    let fixed = t.decisions.public_address.get(&s.name) == Some(&PublicAddressChoice::Fixed);
+    s.router.public_address.filter(|_| fixed)
+}
+
+/// A site behind a dynamic address keeps the tunnel alive from its side.
+pub fn keepalive(t: &Topology, s: &Site) -> Option<u16> {
+    let dynamic = t.decisions.public_address.get(&s.name) == Some(&PublicAddressChoice::Dynamic);
+    s.router.wireguard.keepalive.or(dynamic.then_some(25))
+}
+
+/// The managed subtrees, in a stable order: the interface with its peers, then the routes.
+pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
+    let wg = &s.router.wireguard;
+    let base = format!("set interfaces wireguard {}", wg.interface);
+    let mut out = vec![
+        format!("{base} address {}", q(wg.address)),
+        format!("{base} description {}", q(format!("fabric {}: site-to-site", t.name))),
+        format!("{base} port {}", q(wg.listen_port.0)),
+    ];
+    for p in t.sites.iter().filter(|p| p.name != s.name) {
+        let peer = format!("{base} peer {}", p.name);
+        out.push(format!("{peer} allowed-ips {}", q(format!("{}/32", p.router.wireguard.address.addr))));
+        out.push(format!("{peer} allowed-ips {}", q(p.lan)));
+        if let Some(addr) = endpoint(t, p) {
+            out.push(format!("{peer} address {}", q(addr)));
+            out.push(format!("{peer} port {}", q(p.router.wireguard.listen_port.0)));
+        }
+        if let Some(k) = keepalive(t, s) {
+            out.push(format!("{peer} persistent-keepalive {}", q(k)));
+        }
+        out.push(format!("{peer} public-key {}", q(public_key_placeholder(&p.name))));
+    }
+    for p in t.sites.iter().filter(|p| p.name != s.name) {
+        out.push(format!("set protocols static route {} interface {}", p.lan, wg.interface));
+    }
+    // commit-confirm reverts a change that cut the management path; reload instead of the
+    // default reboot.
+    out.push("set system config-management commit-confirm action 'reload'".into());
+    out
+}
+
+/// The rendered file `config/vyos/wireguard/<site>.conf`.
+pub fn conf_file(t: &Topology, s: &Site) -> String {
+    let iface = &s.router.wireguard.interface;
+    let mut out = format!(
+        "# Rendered by fabric from topology `{}`; do not edit: change the topology and run `fabric render`.\n\
+         # VyOS 1.4+ for site `{}`: WireGuard {iface} and routes to the other sites (step B.1).\n\
+         # The private key is generated on the router and never leaves it:\n\
+         #   generate pki wireguard key-pair install interface {iface}\n\
+         # <public-key:router.X> is the peer's public key, read from that router by plan.\n",
+        t.name, s.name
+    );
+    for c in commands(t, s) {
+        out.push_str(&c);
+        out.push('\n');
+    }
+    out
+}

@@ -53,7 +53,7 @@ pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
 pub fn wireguard_conf(t: &Topology, s: &Site) -> String {
     let wg = &s.router.wireguard;
     let mut out = format!(
-        "# WireGuard {} of site `{}`, rendered by fabric from topology `{}`.\n\
+        "# WireGuard {} of site `{}` in fabric `{}` (step B.1).\n\
          # The private key is generated on the host (/etc/wireguard/{}.key, mode 0600) and never copied.\n\
          [Interface]\nAddress = {}\nListenPort = {}\nPostUp = wg set %i private-key /etc/wireguard/%i.key\n",
         wg.interface, s.name, t.name, wg.interface, wg.address, wg.listen_port.0

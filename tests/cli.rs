@@ -258,3 +258,64 @@ fn help_explains_with_examples() {
         assert!(stdout(&o).contains("Example"), "{cmd} --help has an example");
     }
 }
+
+#[test]
+fn render_writes_then_checks_then_prunes() {
+    let dir = std::env::temp_dir().join(format!("fabric-render-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    // --check on an empty directory: every file is missing, exit 1.
+    let o = fabric(&["--example", "render", "--out", d, "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stdout(&o).contains("+ config/vyos/wireguard/sp.conf"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("of the rendered files differ from"), "{}", stderr(&o));
+    // Write, then --check passes.
+    let o = fabric(&["--example", "render", "--out", d]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["--example", "render", "--out", d, "--check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("files in") && stdout(&o).contains("match the topology"), "{}", stdout(&o));
+    // A hand edit is found.
+    let f = dir.join("apps/kueue/cluster-queues/gpu-sp.yaml");
+    let text = std::fs::read_to_string(&f).unwrap().replace("nominalQuota: 2", "nominalQuota: 3");
+    std::fs::write(&f, text).unwrap();
+    let o = fabric(&["--example", "render", "--out", d, "--check"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o).trim(), "~ apps/kueue/cluster-queues/gpu-sp.yaml");
+    // A file fabric wrote that the topology no longer produces is stale, and render removes it;
+    // a file of someone else's is left alone.
+    std::fs::write(dir.join("apps/cilium/values-rio.yaml"), "# Rendered by fabric from topology `x`\n").unwrap();
+    std::fs::write(dir.join("apps/cilium/README.md"), "mine\n").unwrap();
+    let o = fabric(&["--example", "render", "--out", d, "--check"]);
+    assert!(stdout(&o).contains("- apps/cilium/values-rio.yaml"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("README"), "{}", stdout(&o));
+    let o = fabric(&["--example", "render", "--out", d]);
+    assert_eq!(o.status.code(), Some(0));
+    assert!(!dir.join("apps/cilium/values-rio.yaml").exists());
+    assert!(dir.join("apps/cilium/README.md").exists());
+    let o = fabric(&["--example", "render", "--out", d, "--check"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn rendered_output_holds_no_secret_material() {
+    let dir = std::env::temp_dir().join(format!("fabric-render-secrets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let o = fabric(&["--example", "render", "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let mut files = vec![dir.clone()];
+    let mut texts = String::new();
+    while let Some(p) = files.pop() {
+        if p.is_dir() {
+            files.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            texts.push_str(&std::fs::read_to_string(&p).unwrap());
+        }
+    }
+    for forbidden in ["private-key", "PrivateKey", "BEGIN ", "token:", "kind: Secret", "kubeconfig:"] {
+        assert!(!texts.contains(forbidden), "rendered files contain `{forbidden}`");
+    }
+    assert!(texts.contains("<public-key:router.sp>"), "public keys are placeholders");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -27,7 +27,10 @@ fn check(topology: &str, snapshot: &str) {
     }
     let diff: Vec<(String, Status)> =
         render::compare(&artifacts, &dir).unwrap().into_iter().filter(|(_, s)| *s != Status::Same).collect();
-    assert!(diff.is_empty(), "{snapshot} differs from the rendering of {topology}: {diff:?}\n(bless with FABRIC_BLESS=1)");
+    assert!(
+        diff.is_empty(),
+        "{snapshot} differs from the rendering of {topology}: {diff:?}\n(bless with FABRIC_BLESS=1)"
+    );
 }
 
 #[test]

@@ -1,0 +1,219 @@
+//! Conformance of the rendered artifacts with the upstream specifications in ../shared/specs:
+//! every Kubernetes object against the CRD schemas (strict field validation, as kube-apiserver),
+//! every VyOS command against VyOS's interface definitions. The negative tests show that a
+//! misspelled field or command does fail.
+
+#[path = "support/kube_schema.rs"]
+mod kube_schema;
+#[path = "support/vyos_spec.rs"]
+mod vyos_spec;
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::render::{self, Artifact};
+use fabric::resources::{self, Desired};
+use serde_json::Value;
+
+/// Kinds with no schema in ../shared/specs (Kubernetes core types and ArgoCD's Application).
+/// They are checked for the basics only; this list is explicit so that a new custom kind can
+/// never slip through unvalidated.
+const CORE_KINDS: &[(&str, &str)] = &[
+    ("v1", "Namespace"),
+    ("v1", "Secret"),
+    ("v1", "ServiceAccount"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("apps/v1", "Deployment"),
+    ("batch/v1", "Job"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
+    ("argoproj.io/v1alpha1", "Application"),
+];
+
+fn schemas() -> &'static kube_schema::Schemas {
+    static S: OnceLock<kube_schema::Schemas> = OnceLock::new();
+    S.get_or_init(|| {
+        kube_schema::Schemas::from_shared()
+            .unwrap_or_else(|e| panic!("the upstream CRD schemas are needed for this test (CI has them): {e}"))
+    })
+}
+
+fn vyos() -> &'static vyos_spec::VyosSpec {
+    static S: OnceLock<vyos_spec::VyosSpec> = OnceLock::new();
+    S.get_or_init(|| {
+        vyos_spec::VyosSpec::from_shared()
+            .unwrap_or_else(|e| panic!("the VyOS interface definitions are needed for this test (CI has them): {e}"))
+    })
+}
+
+struct Rendered {
+    objects: Vec<(String, Value)>,
+    vyos: Vec<(String, String)>,
+    artifacts: Vec<Artifact>,
+}
+
+fn rendered(topology: &str) -> Rendered {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(topology)).unwrap();
+    let l = fabric::topology::load_str(topology, text).unwrap_or_else(|e| panic!("{topology}: {e}"));
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &l.topology).unwrap();
+    let mut objects = vec![];
+    let mut vyos = vec![];
+    for inst in g.instances() {
+        for r in resources::for_instance(inst, &l.topology) {
+            match r.desired {
+                Desired::Kube(v) => objects.push((r.address, v)),
+                Desired::Vyos(cmds) => vyos.extend(cmds.into_iter().map(|c| (r.address.clone(), c))),
+                _ => {}
+            }
+        }
+    }
+    Rendered { objects, vyos, artifacts: render::render(&g, &l.topology) }
+}
+
+fn validate_all(objects: &[(String, Value)]) -> (usize, usize) {
+    let (mut checked, mut core) = (0, 0);
+    let mut failures = vec![];
+    for (address, obj) in objects {
+        let api = obj["apiVersion"].as_str().unwrap_or_default();
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        if schemas().knows(api, kind) {
+            checked += 1;
+            let report = schemas().check(obj);
+            if !report.errors.is_empty() {
+                failures.push(format!("{address}:\n  {}", report.errors.join("\n  ")));
+            }
+            if !report.warnings.is_empty() {
+                failures.push(format!("{address} (warnings are failures here):\n  {}", report.warnings.join("\n  ")));
+            }
+        } else {
+            assert!(
+                CORE_KINDS.contains(&(api, kind)),
+                "{address}: {api} {kind} has no schema and is not a known core kind"
+            );
+            core += 1;
+            let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+            assert!(!name.is_empty() && name.len() <= 253, "{address}: bad name");
+        }
+    }
+    assert!(failures.is_empty(), "{} objects fail their schema:\n{}", failures.len(), failures.join("\n"));
+    (checked, core)
+}
+
+#[test]
+fn every_kubernetes_object_of_the_example_matches_its_schema() {
+    let r = rendered("topology.example.yaml");
+    let (checked, core) = validate_all(&r.objects);
+    // Cilium HelmCharts and HelmChartConfigs, Karmada policies and Clusters, Kueue objects...
+    assert!(checked >= 29, "only {checked} objects had a schema");
+    assert!(core > 0);
+}
+
+#[test]
+fn every_kubernetes_object_of_three_sites_matches_its_schema() {
+    let r = rendered("tests/data/three-sites.yaml");
+    let (checked, _) = validate_all(&r.objects);
+    assert!(checked >= 38, "only {checked} objects had a schema");
+}
+
+#[test]
+fn the_rendered_files_parse_back_into_valid_objects() {
+    let r = rendered("topology.example.yaml");
+    let mut seen = 0;
+    for a in r.artifacts.iter().filter(|a| a.path.ends_with(".yaml")) {
+        let docs = kube_schema::Schemas::yaml_documents(&a.content).unwrap_or_else(|e| panic!("{}: {e}", a.path));
+        for d in docs.iter().filter(|d| d.get("apiVersion").is_some()) {
+            let api = d["apiVersion"].as_str().unwrap();
+            let kind = d["kind"].as_str().unwrap();
+            if schemas().knows(api, kind) {
+                schemas().validate(d).unwrap_or_else(|e| panic!("{}: {e:?}", a.path));
+                seen += 1;
+            }
+            // HelmChart values are YAML too.
+            if let Some(values) = d["spec"]["valuesContent"].as_str() {
+                kube_schema::Schemas::yaml_documents(values)
+                    .unwrap_or_else(|e| panic!("{} valuesContent: {e}", a.path));
+            }
+        }
+    }
+    assert!(seen >= 29, "{seen}");
+}
+
+/// Finds the first object of `kind` and returns a copy.
+fn first(r: &Rendered, kind: &str) -> Value {
+    r.objects.iter().find(|(_, o)| o["kind"] == kind).map(|(_, o)| o.clone()).unwrap_or_else(|| panic!("no {kind}"))
+}
+
+#[test]
+fn a_misspelled_field_fails() {
+    let r = rendered("topology.example.yaml");
+    // Kueue: nominalQuota → nominalquota.
+    let mut cq = first(&r, "ClusterQueue");
+    let res = cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].as_object_mut().unwrap();
+    let q = res.remove("nominalQuota").unwrap();
+    res.insert("nominalquota".into(), q);
+    let err = schemas().validate(&cq).unwrap_err().join("\n");
+    assert!(err.contains("unknown field") && err.contains("nominalquota"), "{err}");
+    // Karmada: tolerationSeconds as a string.
+    let mut pp = first(&r, "PropagationPolicy");
+    let pp_name = pp["metadata"]["name"].clone();
+    let tolerations = pp["spec"]["placement"]["clusterTolerations"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("{pp_name} has tolerations"));
+    tolerations[0]["tolerationSeconds"] = Value::String("300".into());
+    let err = schemas().validate(&pp).unwrap_err().join("\n");
+    assert!(err.contains("tolerationSeconds"), "{err}");
+    // K3s: valuesContent misspelled.
+    let mut hc = first(&r, "HelmChart");
+    let spec = hc["spec"].as_object_mut().unwrap();
+    let v = spec.remove("valuesContent").unwrap();
+    spec.insert("valueContent".into(), v);
+    assert!(schemas().validate(&hc).unwrap_err().join("\n").contains("valueContent"));
+    // Kueue v1beta1's `cohort` is gone in v1beta2.
+    let mut cq = first(&r, "ClusterQueue");
+    cq["spec"]["cohort"] = Value::String("x".into());
+    assert!(schemas().validate(&cq).unwrap_err().join("\n").contains("cohort"));
+}
+
+#[test]
+fn every_vyos_command_matches_the_interface_definitions() {
+    let placeholder = regex::Regex::new(r"'<public-key:router\.[a-z0-9-]+>'").unwrap();
+    for topology in ["topology.example.yaml", "tests/data/three-sites.yaml"] {
+        let r = rendered(topology);
+        assert!(r.vyos.len() >= 10, "{topology}: {} commands", r.vyos.len());
+        let mut failures = vec![];
+        for (address, cmd) in &r.vyos {
+            // The peer's public key is read from the peer at plan time; a syntactically valid key
+            // stands in for the placeholder.
+            let cmd = placeholder.replace(cmd, "'Y2VydGFpbmx5IG5vdCBhIHJlYWwga2V5IDEyMzQ1Njc='");
+            if let Err(e) = vyos().check(&cmd) {
+                failures.push(format!("{address}: {cmd}\n  {e}"));
+            }
+        }
+        assert!(failures.is_empty(), "{topology}: {} commands fail:\n{}", failures.len(), failures.join("\n"));
+    }
+}
+
+#[test]
+fn the_vyos_files_hold_exactly_the_checked_commands() {
+    let r = rendered("topology.example.yaml");
+    let file = r.artifacts.iter().find(|a| a.path == "config/vyos/wireguard/sp.conf").unwrap();
+    let in_file: Vec<&str> = file.content.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+    let from_resources: Vec<&str> =
+        r.vyos.iter().filter(|(a, _)| a.starts_with("router.sp/")).map(|(_, c)| c.as_str()).collect();
+    let mut a = in_file.clone();
+    let mut b = from_resources.clone();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b, "the file and the resources carry the same commands");
+}
+
+#[test]
+fn a_misspelled_vyos_command_fails() {
+    let e = vyos()
+        .check("set interfaces wireguard wg0 peer sp pubkey 'Y2VydGFpbmx5IG5vdCBhIHJlYWwga2V5IDEyMzQ1Njc='")
+        .unwrap_err();
+    assert!(e.contains("pubkey"), "{e}");
+    let e = vyos().check("set interfaces wireguard wg0 port '70000'").unwrap_err();
+    assert!(e.contains("70000"), "{e}");
+}

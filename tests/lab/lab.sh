@@ -327,7 +327,9 @@ EOF
 #  - root's ~/.bashrc and ~/.profile are hidden by an empty file: on the dev
 #    machines they start pyenv, which costs ~70 ms per SSH command and puts a
 #    pyenv python3 first in PATH;
-#  - `hostname` answers the lab host name.
+#  - `hostname` answers the lab host name;
+#  - /etc/wireguard and /etc/rancher are per host (bind mounts of directories
+#    under the host's state dir), so files fabric writes stay on that host.
 # Every SSH session and `lab.sh exec` (nsenter into sshd's namespaces) sees
 # this view.
 start_sshd() {
@@ -342,6 +344,12 @@ start_sshd() {
 		mkdir -m 0700 /run/wireguard
 		for f in /root/.bashrc /root/.profile; do
 			if [ -e "$f" ]; then mount --bind "$3" "$f"; fi
+		done
+		# Per-host configuration directories: what fabric writes on one lab host
+		# must not appear on another (they share the root file system).
+		for e in wireguard rancher; do
+			mkdir -p "$2/etc-$e" "/etc/$e"
+			mount --bind "$2/etc-$e" "/etc/$e"
 		done
 		hostname "$1"
 		exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"

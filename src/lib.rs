@@ -8,3 +8,4 @@ pub mod render;
 pub mod resources;
 pub mod style;
 pub mod topology;
+pub mod transport;

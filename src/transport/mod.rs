@@ -1,0 +1,5 @@
+//! How fabric reaches its targets: SSH (routers, hosts) with pure command builders.
+
+pub mod shell;
+pub mod ssh;
+pub mod ssh_config;

@@ -1,0 +1,361 @@
+//! SSH to routers and hosts, with russh: one connection per host per run, commands as channels.
+//!
+//! Host keys are checked strictly against known_hosts: an unknown host or a changed key is an
+//! error that says what to do, never a silent trust. Keys come from identity files or the
+//! ssh-agent. Connects and commands have timeouts and the connection sends keepalives, so a dead
+//! link fails in seconds instead of hanging.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use russh::client;
+use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
+use russh::{ChannelMsg, Disconnect};
+
+use super::ssh_config::SshConfig;
+use crate::topology::model::SshAccess;
+
+/// Everything needed to reach one host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    /// The fabric target this host serves, for messages (`router.franca`).
+    pub target: String,
+    /// Address or name to connect to.
+    pub host: String,
+    pub port: u16,
+    pub user: String,
+    pub identity_files: Vec<PathBuf>,
+    pub known_hosts: Vec<PathBuf>,
+    pub proxy_jump: Option<Box<Endpoint>>,
+    pub connect_timeout: Duration,
+}
+
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
+
+fn home() -> PathBuf {
+    std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
+}
+
+impl Endpoint {
+    /// Resolves an endpoint: topology values first, then the ssh config, then OpenSSH defaults.
+    pub fn resolve(target: &str, access: &SshAccess, config: &SshConfig) -> Endpoint {
+        let c = config.resolve(&access.host);
+        let mut identity_files: Vec<PathBuf> = access.identity_file.iter().map(PathBuf::from).collect();
+        identity_files.extend(c.identity_files.clone());
+        let known_hosts = if c.user_known_hosts.is_empty() {
+            vec![home().join(".ssh/known_hosts"), home().join(".ssh/known_hosts2")]
+        } else {
+            c.user_known_hosts.clone()
+        };
+        let jump = access.proxy_jump.clone().or(c.proxy_jump.clone()).map(|j| {
+            let (user, rest) = match j.split_once('@') {
+                Some((u, r)) => (Some(u.to_string()), r.to_string()),
+                None => (None, j.clone()),
+            };
+            let (host, port) = match rest.rsplit_once(':') {
+                Some((h, p)) if p.parse::<u16>().is_ok() => (h.to_string(), p.parse().ok()),
+                _ => (rest, None),
+            };
+            let a = SshAccess { host, port: port.map(crate::topology::model::Port), user, ..Default::default() };
+            Box::new(Endpoint::resolve(&format!("{target} (jump host)"), &a, config))
+        });
+        Endpoint {
+            target: target.to_string(),
+            host: c.hostname.clone().unwrap_or_else(|| access.host.clone()),
+            port: access.port.map(|p| p.0).or(c.port).unwrap_or(22),
+            user: access.user.clone().or(c.user.clone()).unwrap_or_else(|| "root".into()),
+            identity_files,
+            known_hosts,
+            proxy_jump: jump,
+            connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        }
+    }
+
+    fn addr(&self) -> String {
+        format!("{}:{}", self.host, self.port)
+    }
+}
+
+/// Why a host could not be used. Every variant names the target and says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    #[error("{target}: cannot connect to {addr}: {reason}")]
+    Connect { target: String, addr: String, reason: String },
+    #[error("{target}: no answer from {addr} within {secs} s")]
+    Timeout { target: String, addr: String, secs: u64 },
+    #[error("{target}: the host key of {addr} is not known ({fingerprint})")]
+    UnknownHost { target: String, addr: String, fingerprint: String, files: String },
+    #[error("{target}: the host key of {addr} has changed: {fingerprint} does not match {file}:{line}")]
+    HostKeyChanged { target: String, addr: String, fingerprint: String, file: String, line: usize },
+    #[error("{target}: authentication as `{user}` at {addr} failed ({tried})")]
+    Auth { target: String, addr: String, user: String, tried: String },
+    #[error("{target}: `{command}` did not finish within {secs} s")]
+    CommandTimeout { target: String, command: String, secs: u64 },
+    #[error("{target}: ssh: {reason}")]
+    Protocol { target: String, reason: String },
+}
+
+impl SshError {
+    pub fn target(&self) -> &str {
+        match self {
+            SshError::Connect { target, .. }
+            | SshError::Timeout { target, .. }
+            | SshError::UnknownHost { target, .. }
+            | SshError::HostKeyChanged { target, .. }
+            | SshError::Auth { target, .. }
+            | SshError::CommandTimeout { target, .. }
+            | SshError::Protocol { target, .. } => target,
+        }
+    }
+
+    /// The next thing to try.
+    pub fn help(&self) -> String {
+        match self {
+            SshError::Connect { .. } => {
+                "check that the host is up and sshd listens there (the site may be partitioned)".into()
+            }
+            SshError::Timeout { .. } => {
+                "the host or the link to it is down; the other sites can still be planned and applied".into()
+            }
+            SshError::UnknownHost { addr, files, .. } => format!(
+                "verify the fingerprint out of band, then add the key to {files} (e.g. `ssh-keyscan -p PORT HOST >> ~/.ssh/known_hosts` after checking it); fabric never trusts a host on first use ({addr})"
+            ),
+            SshError::HostKeyChanged { file, line, .. } => format!(
+                "if the host was reinstalled, remove line {line} of {file} and add the new key after verifying it; otherwise someone may be intercepting the connection"
+            ),
+            SshError::Auth { user, .. } => format!(
+                "check that one of the keys is in ~{user}/.ssh/authorized_keys on the host, or set `identity_file` (or IdentityFile in ~/.ssh/config)"
+            ),
+            SshError::CommandTimeout { .. } => {
+                "the host is overloaded or the link dropped; re-run plan to see the state".into()
+            }
+            SshError::Protocol { .. } => "check the host's sshd and its log".into(),
+        }
+    }
+}
+
+/// What the host-key check found, kept outside the handler so the error can say it.
+#[derive(Debug, Clone)]
+enum Verdict {
+    Unknown(String),
+    Changed { fingerprint: String, file: String, line: usize },
+}
+
+struct Client {
+    host: String,
+    port: u16,
+    known_hosts: Vec<PathBuf>,
+    verdict: Arc<Mutex<Option<Verdict>>>,
+}
+
+impl client::Handler for Client {
+    type Error = russh::Error;
+
+    async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+        let PublicKeyOrCertificate::PublicKey { key, .. } = key else {
+            *self.verdict.lock().expect("verdict lock") = Some(Verdict::Unknown("a certificate".into()));
+            return Ok(false);
+        };
+        let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
+        for file in self.known_hosts.iter().filter(|f| f.exists()) {
+            match russh::keys::check_known_hosts_path(&self.host, self.port, key, file) {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(russh::keys::Error::KeyChanged { line }) => {
+                    *self.verdict.lock().expect("verdict lock") =
+                        Some(Verdict::Changed { fingerprint, file: file.display().to_string(), line });
+                    return Ok(false);
+                }
+                Err(_) => {}
+            }
+        }
+        *self.verdict.lock().expect("verdict lock") = Some(Verdict::Unknown(fingerprint));
+        Ok(false)
+    }
+}
+
+/// The output of one remote command.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub status: u32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Output {
+    pub fn stdout_str(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+    pub fn stderr_str(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
+}
+
+/// One authenticated connection.
+pub struct Session {
+    handle: client::Handle<Client>,
+    pub endpoint: Endpoint,
+    /// Sessions this one tunnels through (kept alive with it).
+    _jump: Option<Box<Session>>,
+}
+
+fn config() -> Arc<client::Config> {
+    Arc::new(client::Config {
+        // A peer silent for 3 keepalives (~9 s) is gone.
+        keepalive_interval: Some(Duration::from_secs(3)),
+        keepalive_max: 3,
+        inactivity_timeout: None,
+        ..Default::default()
+    })
+}
+
+impl Session {
+    /// Connects and authenticates, within the endpoint's connect timeout.
+    pub async fn connect(ep: &Endpoint) -> Result<Session, SshError> {
+        let secs = ep.connect_timeout.as_secs();
+        match tokio::time::timeout(ep.connect_timeout, Self::connect_inner(ep)).await {
+            Ok(r) => r,
+            Err(_) => Err(SshError::Timeout { target: ep.target.clone(), addr: ep.addr(), secs }),
+        }
+    }
+
+    async fn connect_inner(ep: &Endpoint) -> Result<Session, SshError> {
+        let verdict = Arc::new(Mutex::new(None));
+        let client = Client {
+            host: ep.host.clone(),
+            port: ep.port,
+            known_hosts: ep.known_hosts.clone(),
+            verdict: verdict.clone(),
+        };
+        let (handle, jump) = match &ep.proxy_jump {
+            None => {
+                let stream = tokio::net::TcpStream::connect(ep.addr()).await.map_err(|e| SshError::Connect {
+                    target: ep.target.clone(),
+                    addr: ep.addr(),
+                    reason: e.to_string(),
+                })?;
+                let _ = stream.set_nodelay(true);
+                (client::connect_stream(config(), stream, client).await, None)
+            }
+            Some(j) => {
+                let jump = Box::pin(Session::connect(j)).await?;
+                let channel = jump
+                    .handle
+                    .channel_open_direct_tcpip(ep.host.clone(), u32::from(ep.port), "127.0.0.1", 0)
+                    .await
+                    .map_err(|e| SshError::Connect {
+                        target: ep.target.clone(),
+                        addr: ep.addr(),
+                        reason: format!("through the jump host: {e}"),
+                    })?;
+                (client::connect_stream(config(), channel.into_stream(), client).await, Some(Box::new(jump)))
+            }
+        };
+        let mut handle = match handle {
+            Ok(h) => h,
+            Err(e) => {
+                let v = verdict.lock().expect("verdict lock").clone();
+                return Err(match v {
+                    Some(Verdict::Unknown(fingerprint)) => SshError::UnknownHost {
+                        target: ep.target.clone(),
+                        addr: ep.addr(),
+                        fingerprint,
+                        files: ep.known_hosts.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                    },
+                    Some(Verdict::Changed { fingerprint, file, line }) => {
+                        SshError::HostKeyChanged { target: ep.target.clone(), addr: ep.addr(), fingerprint, file, line }
+                    }
+                    None => SshError::Protocol { target: ep.target.clone(), reason: e.to_string() },
+                });
+            }
+        };
+        authenticate(&mut handle, ep).await?;
+        Ok(Session { handle, endpoint: ep.clone(), _jump: jump })
+    }
+
+    /// Runs `command` in a new channel, feeding `stdin`, within `timeout`.
+    pub async fn run(&self, command: &str, stdin: Option<&[u8]>, timeout: Duration) -> Result<Output, SshError> {
+        let ep = &self.endpoint;
+        let fut = async {
+            let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
+            let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
+            ch.exec(true, command).await.map_err(proto)?;
+            if let Some(data) = stdin {
+                ch.data(data).await.map_err(proto)?;
+            }
+            ch.eof().await.map_err(proto)?;
+            let (mut stdout, mut stderr, mut status) = (Vec::new(), Vec::new(), None);
+            while let Some(msg) = ch.wait().await {
+                match msg {
+                    ChannelMsg::Data { data } => stdout.extend_from_slice(&data),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
+                    ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
+                    ChannelMsg::ExitSignal { .. } => status = status.or(Some(255)),
+                    _ => {}
+                }
+            }
+            let status = status.ok_or_else(|| SshError::Protocol {
+                target: ep.target.clone(),
+                reason: "the connection closed before the command finished".into(),
+            })?;
+            Ok(Output { status, stdout, stderr })
+        };
+        match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(SshError::CommandTimeout {
+                target: ep.target.clone(),
+                command: command.chars().take(80).collect(),
+                secs: timeout.as_secs(),
+            }),
+        }
+    }
+
+    pub async fn close(self) {
+        let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    }
+}
+
+async fn authenticate(handle: &mut client::Handle<Client>, ep: &Endpoint) -> Result<(), SshError> {
+    let mut tried = Vec::new();
+    let hash = handle.best_supported_rsa_hash().await.ok().flatten().flatten();
+    let mut files = ep.identity_files.clone();
+    if files.is_empty() {
+        for name in ["id_ed25519", "id_ecdsa", "id_rsa"] {
+            files.push(home().join(".ssh").join(name));
+        }
+    }
+    for f in files.iter().filter(|f| f.exists()) {
+        match russh::keys::load_secret_key(f, None) {
+            Ok(key) => {
+                let key = PrivateKeyWithHashAlg::new(Arc::new(key), hash);
+                if let Ok(r) = handle.authenticate_publickey(&ep.user, key).await
+                    && r.success()
+                {
+                    return Ok(());
+                }
+                tried.push(f.display().to_string());
+            }
+            Err(e) => tried.push(format!("{} (unreadable: {e})", f.display())),
+        }
+    }
+    if let Ok(mut agent) = russh::keys::agent::client::AgentClient::connect_env().await
+        && let Ok(ids) = agent.request_identities().await
+    {
+        for id in ids {
+            let public: PublicKey = id.public_key().into_owned();
+            if let Ok(r) = handle.authenticate_publickey_with(&ep.user, public, hash, &mut agent).await
+                && r.success()
+            {
+                return Ok(());
+            }
+        }
+        tried.push("ssh-agent".into());
+    }
+    Err(SshError::Auth {
+        target: ep.target.clone(),
+        addr: ep.addr(),
+        user: ep.user.clone(),
+        tried: if tried.is_empty() { "no key found".into() } else { format!("tried {}", tried.join(", ")) },
+    })
+}

@@ -1,0 +1,170 @@
+//! The SSH transport against real OpenSSH servers in the lab: strict host keys, auth, timeouts,
+//! ProxyJump, concurrent channels on one connection. Needs root (network namespaces).
+
+#[path = "support/lab.rs"]
+mod lab;
+
+use std::time::{Duration, Instant};
+
+use fabric::topology::model::SshAccess;
+use fabric::transport::ssh::{Endpoint, Session, SshError};
+use fabric::transport::ssh_config::SshConfig;
+
+fn endpoint(lab: &lab::Lab, host: &str) -> Endpoint {
+    let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
+    Endpoint::resolve(&format!("host.{host}"), &SshAccess { host: host.into(), ..Default::default() }, &cfg)
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn ssh_transport_against_real_sshd() {
+    let lab = lab::Lab::up("st", "10.241", &[], &[]);
+    let rt = rt();
+    rt.block_on(async {
+        commands_and_exit_status(&lab).await;
+        unknown_host_is_refused(&lab).await;
+        changed_host_key_is_refused(&lab).await;
+        wrong_key_fails_auth(&lab).await;
+        command_timeout(&lab).await;
+        many_channels_on_one_connection(&lab).await;
+        proxy_jump(&lab).await;
+        dead_link_fails_within_the_timeout(&lab).await;
+    });
+}
+
+async fn commands_and_exit_status(lab: &lab::Lab) {
+    let ep = endpoint(lab, "franca-router");
+    assert_eq!(ep.host, lab.mgmt_ip("franca-router"));
+    let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
+    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((o.status, o.stdout_str().trim()), (0, "franca-router"));
+    let o = s.run("cat; echo err >&2; exit 7", Some(b"from stdin\n"), Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.status, 7);
+    assert_eq!(o.stdout_str(), "from stdin\n");
+    assert_eq!(o.stderr_str(), "err");
+    s.close().await;
+}
+
+async fn unknown_host_is_refused(lab: &lab::Lab) {
+    let mut ep = endpoint(lab, "sp-router");
+    let empty = lab.dir.join("known_hosts.empty");
+    std::fs::write(&empty, "").unwrap();
+    ep.known_hosts = vec![empty];
+    match Session::connect(&ep).await {
+        Err(e @ SshError::UnknownHost { .. }) => {
+            let text = e.to_string();
+            assert!(text.contains("host.sp-router") && text.contains("SHA256:"), "{text}");
+            assert!(e.help().contains("never trusts a host on first use"), "{}", e.help());
+        }
+        Err(e) => panic!("expected UnknownHost, got {e}"),
+        Ok(_) => panic!("an unknown host was trusted"),
+    }
+}
+
+async fn changed_host_key_is_refused(lab: &lab::Lab) {
+    let mut ep = endpoint(lab, "sp-router");
+    // Record franca-router's key under sp-router's address: a mismatch.
+    let other = lab.host_key_pub("franca-router");
+    let fields: Vec<&str> = other.split_whitespace().collect();
+    let file = lab.dir.join("known_hosts.changed");
+    std::fs::write(&file, format!("{} {} {}\n", ep.host, fields[0], fields[1])).unwrap();
+    ep.known_hosts = vec![file];
+    match Session::connect(&ep).await {
+        Err(e @ SshError::HostKeyChanged { .. }) => {
+            assert!(e.to_string().contains("has changed"), "{e}");
+            assert!(e.to_string().contains("known_hosts.changed:1"), "{e}");
+        }
+        Err(e) => panic!("expected HostKeyChanged, got {e}"),
+        Ok(_) => panic!("a changed host key was accepted"),
+    }
+}
+
+async fn wrong_key_fails_auth(lab: &lab::Lab) {
+    let mut ep = endpoint(lab, "sp-router");
+    let key = lab.dir.join("wrong_key");
+    let _ = std::fs::remove_file(&key);
+    let st = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    ep.identity_files = vec![key];
+    match Session::connect(&ep).await {
+        Err(e @ SshError::Auth { .. }) => assert!(e.to_string().contains("authentication as `root`"), "{e}"),
+        Err(e) => panic!("expected Auth, got {e}"),
+        Ok(_) => panic!("a wrong key was accepted"),
+    }
+}
+
+async fn command_timeout(lab: &lab::Lab) {
+    let s = Session::connect(&endpoint(lab, "franca-lan")).await.unwrap();
+    let t = Instant::now();
+    match s.run("sleep 10", None, Duration::from_secs(1)).await {
+        Err(SshError::CommandTimeout { secs: 1, .. }) => {}
+        other => panic!("expected a command timeout, got {:?}", other.map(|o| o.status)),
+    }
+    assert!(t.elapsed() < Duration::from_secs(5));
+}
+
+async fn many_channels_on_one_connection(lab: &lab::Lab) {
+    let s = std::sync::Arc::new(Session::connect(&endpoint(lab, "sp-lan")).await.unwrap());
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let s = s.clone();
+        set.spawn(async move { (i, s.run(&format!("sleep 0.2; echo {i}"), None, Duration::from_secs(10)).await) });
+    }
+    let t = Instant::now();
+    let mut n = 0;
+    while let Some(r) = set.join_next().await {
+        let (i, o) = r.unwrap();
+        assert_eq!(o.unwrap().stdout_str().trim(), i.to_string());
+        n += 1;
+    }
+    assert_eq!(n, 20);
+    // 20 sleeps of 0.2 s ran side by side, not one after another (4 s).
+    assert!(t.elapsed() < Duration::from_secs(3), "channels ran sequentially: {:?}", t.elapsed());
+}
+
+async fn proxy_jump(lab: &lab::Lab) {
+    // franca-lan by its LAN address, through franca-router.
+    let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
+    let access =
+        SshAccess { host: "172.30.1.10".into(), proxy_jump: Some("franca-router".into()), ..Default::default() };
+    let mut ep = Endpoint::resolve("host.franca-lan", &access, &cfg);
+    let known = lab.dir.join("known_hosts.jump");
+    let key = lab.host_key_pub("franca-lan");
+    let fields: Vec<&str> = key.split_whitespace().collect();
+    let mut text = std::fs::read_to_string(lab.known_hosts()).unwrap();
+    text.push_str(&format!("172.30.1.10 {} {}\n", fields[0], fields[1]));
+    std::fs::write(&known, text).unwrap();
+    ep.known_hosts = vec![known.clone()];
+    ep.identity_files = vec![lab.identity()];
+    ep.user = "root".into();
+    if let Some(j) = ep.proxy_jump.as_mut() {
+        j.known_hosts = vec![known];
+    }
+    let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
+    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.stdout_str().trim(), "franca-lan");
+}
+
+async fn dead_link_fails_within_the_timeout(lab: &lab::Lab) {
+    let mut ep = endpoint(lab, "sp-router");
+    ep.connect_timeout = Duration::from_secs(3);
+    let out = lab.cmd(&["cut-mgmt", "sp-router"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let t = Instant::now();
+    let r = Session::connect(&ep).await;
+    let took = t.elapsed();
+    let _ = lab.cmd(&["restore-mgmt", "sp-router"]);
+    match r {
+        Err(SshError::Timeout { .. }) | Err(SshError::Connect { .. }) => {}
+        Err(e) => panic!("expected a timeout, got {e}"),
+        Ok(_) => panic!("connected through a cut link"),
+    }
+    assert!(took < Duration::from_secs(6), "took {took:?}");
+}

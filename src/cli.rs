@@ -30,6 +30,12 @@ pub struct Global {
     /// Use the embedded example topology (the whole seed); only offline work is allowed with it
     #[arg(long, global = true, conflicts_with = "topology")]
     pub example: bool,
+    /// ssh_config file for hosts' addresses, users, keys, known_hosts [default: ~/.ssh/config]
+    #[arg(long, global = true, env = "FABRIC_SSH_CONFIG", value_name = "FILE")]
+    pub ssh_config: Option<PathBuf>,
+    /// Directory for run journals [default: ./.fabric]
+    #[arg(long, global = true, env = "FABRIC_STATE_DIR", value_name = "DIR", default_value = ".fabric")]
+    pub state_dir: PathBuf,
     /// Never color output (NO_COLOR is honoured too)
     #[arg(long, global = true)]
     pub no_color: bool,
@@ -47,6 +53,8 @@ pub enum Command {
     Graph(crate::command::graph::Opts),
     Plan(crate::command::plan::Opts),
     Render(crate::command::render::Opts),
+    Apply(crate::command::apply::Opts),
+    Rollback(crate::command::rollback::Opts),
     Schema(crate::command::schema::Opts),
 }
 

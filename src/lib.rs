@@ -3,6 +3,7 @@
 pub mod catalog;
 pub mod cli;
 pub mod command;
+pub mod engine;
 pub mod plan;
 pub mod render;
 pub mod resources;

@@ -39,7 +39,7 @@ pub const GENERATORS: &[&str] = &[
 ];
 
 /// Which provider reads, diffs and applies a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     File,

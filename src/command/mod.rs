@@ -1,8 +1,11 @@
 //! One module per subcommand: its options and its `run`.
 
+pub mod apply;
 pub mod graph;
+pub mod live;
 pub mod plan;
 pub mod render;
+pub mod rollback;
 pub mod schema;
 pub mod validate;
 
@@ -32,6 +35,8 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Graph(o) => graph::run(&global, o),
         Command::Plan(o) => plan::run(&global, o),
         Command::Render(o) => render::run(&global, o),
+        Command::Apply(o) => apply::run(&global, o),
+        Command::Rollback(o) => rollback::run(&global, o),
         Command::Schema(o) => schema::run(&global, o),
     }
 }

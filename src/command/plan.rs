@@ -7,19 +7,22 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::cli::{Format, Global};
+use crate::plan::model::{Plan, SelectionRecord};
 use crate::plan::{self, select::Selection, view};
 use crate::resources;
 use crate::style::Style;
 
 /// Show what `apply` would change, step by step
 ///
-/// Exit status: 0 no changes, 1 error (including a refused step), 2 changes with
-/// --detailed-exitcode. `--offline` reads nothing: every resource is planned as absent.
+/// Reads every target of the selected steps (one SSH connection per host, all at once), diffs
+/// live against desired state and prints the changes. A target that cannot be reached is
+/// reported with the reason and the rest is still planned. Exit status: 0 no changes, 1 error
+/// (including a refused step), 2 changes with --detailed-exitcode. `--offline` reads nothing:
+/// every resource is planned as absent.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --offline --phase B --with-deps\n  \
-                        fabric plan --offline --site sp --format markdown --detailed-exitcode"
-)]
+#[command(after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --step B.1 --out b1.plan\n  \
+                        fabric plan --offline --phase B --with-deps\n  \
+                        fabric plan --offline --site sp --format markdown --detailed-exitcode")]
 pub struct Opts {
     /// Only steps of this phase (A, B, C, D, G); repeatable
     #[arg(long = "phase", value_name = "P")]
@@ -42,37 +45,52 @@ pub struct Opts {
     /// Exit 2 when there are changes, 0 when there are none
     #[arg(long)]
     pub detailed_exitcode: bool,
-    /// Also write the plan (JSON) to this file
+    /// Also write the plan (JSON) to this file, for `fabric apply PLANFILE`
     #[arg(long, value_name = "PLANFILE")]
     pub out: Option<PathBuf>,
 }
 
+pub fn selection_record(s: &Selection) -> SelectionRecord {
+    SelectionRecord { phases: s.phases.clone(), steps: s.steps.clone(), sites: s.sites.clone(), with_deps: s.with_deps }
+}
+
+/// Makes the plan the flags ask for (live or offline).
+pub fn make(g: &Global, selection: Selection, offline: bool) -> Result<Plan, Report> {
+    let mut p = if offline {
+        let loaded = load(g)?;
+        let t = &loaded.topology;
+        let (catalog, graph) = super::graph::build(t)?;
+        // Offline, nothing is known to exist: a step with resources always has pending changes.
+        let pending = |n| !resources::for_instance(&graph.graph[n], t).is_empty();
+        let selected = selection
+            .resolve(&catalog, &graph, t, pending)
+            .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+        let mut p = plan::offline(t, &loaded.file, &graph, &selected, &selection.sites);
+        p.topology_digest = super::live::digest(&loaded.text);
+        p
+    } else {
+        let rt = super::live::runtime()?;
+        let prep = super::live::prepare(g, selection.clone(), &rt)?;
+        let t = &prep.loaded.topology;
+        let mut p = plan::build(t, &prep.loaded.file, &prep.graph, &prep.selected, &selection.sites, Some(&prep.live));
+        p.topology_digest = super::live::digest(&prep.loaded.text);
+        p
+    };
+    p.selection = selection_record(&selection);
+    Ok(p)
+}
+
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let Opts { phases, steps, sites, with_deps, offline, format, detailed_exitcode, out } = o;
-    if !offline {
-        let help = if g.example {
-            "the example topology holds production addresses: it is only ever planned with --offline"
-        } else {
-            "this build plans with --offline only: reading live state over SSH and the Kubernetes API is not available yet"
-        };
-        return Err(usage("plan::needs-offline", "live planning is not available", help));
-    }
-    let loaded = load(g)?;
-    let t = &loaded.topology;
-    let (catalog, graph) = super::graph::build(t)?;
-    let selection = Selection { phases, steps, sites: sites.clone(), with_deps };
-    // Offline, nothing is known to exist: a step with resources always has pending changes.
-    let pending = |n| !resources::for_instance(&graph.graph[n], t).is_empty();
-    let selected = selection
-        .resolve(&catalog, &graph, t, pending)
-        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    let p = plan::offline(t, &loaded.file, &graph, &selected, &sites);
+    let p = make(g, Selection { phases, steps, sites, with_deps }, offline)?;
     let text = match format {
         Format::Human => view::human(&p, &Style::stdout(g.no_color)),
         Format::Json => view::json(&p),
         Format::Markdown => view::markdown(&p),
     };
-    print!("{text}");
+    if !(g.quiet && format == Format::Human) {
+        print!("{text}");
+    }
     if let Some(path) = out {
         std::fs::write(&path, view::json(&p)).map_err(|e| {
             usage(

@@ -11,23 +11,65 @@ use petgraph::graph::NodeIndex;
 use crate::catalog::{StepGraph, refusal};
 use crate::resources;
 use crate::topology::Topology;
-use model::{Change, Mode, Plan, StepPlan};
+use model::{Change, Mode, Plan, SelectionRecord, StepPlan, Unreachable};
+
+use crate::engine::diff;
+use crate::engine::observe::Live;
 
 /// A plan that reads nothing: every resource of the selected steps is planned as absent.
 pub fn offline(t: &Topology, file: &str, g: &StepGraph, selected: &BTreeSet<NodeIndex>, sites: &[String]) -> Plan {
+    build(t, file, g, selected, sites, None)
+}
+
+/// The resources of the selected, non-refused steps (limited to `sites` when given).
+pub fn selected_resources(
+    t: &Topology,
+    g: &StepGraph,
+    selected: &BTreeSet<NodeIndex>,
+    sites: &[String],
+) -> Vec<resources::Resource> {
+    let refused = refusal::refusals(g, t);
+    g.order
+        .iter()
+        .filter(|n| selected.contains(n) && !refused.contains_key(n))
+        .flat_map(|n| resources::for_instance(&g.graph[*n], t))
+        .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
+        .collect()
+}
+
+/// A plan against live state (`live` from `engine::observe`), or offline when `live` is None.
+pub fn build(
+    t: &Topology,
+    file: &str,
+    g: &StepGraph,
+    selected: &BTreeSet<NodeIndex>,
+    sites: &[String],
+    live: Option<&Live>,
+) -> Plan {
     let refused = refusal::refusals(g, t);
     let mut steps = Vec::new();
     for &n in g.order.iter().filter(|n| selected.contains(n)) {
         let inst = &g.graph[n];
         let refusal = refused.get(&n).map(|p| p.message.clone());
+        let mut unreachable = Vec::new();
         let changes = if refusal.is_some() {
             Vec::new()
         } else {
-            resources::for_instance(inst, t)
-                .iter()
+            let rs: Vec<resources::Resource> = resources::for_instance(inst, t)
+                .into_iter()
                 .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
-                .map(Change::create)
-                .collect()
+                .collect();
+            match live {
+                None => rs.iter().map(Change::create).collect(),
+                Some(live) => {
+                    for r in &rs {
+                        if live.unreachable.contains_key(&r.target) && !unreachable.contains(&r.target) {
+                            unreachable.push(r.target.clone());
+                        }
+                    }
+                    rs.iter().filter_map(|r| diff::change(r, live)).collect()
+                }
+            }
         };
         steps.push(StepPlan {
             key: inst.key(),
@@ -39,15 +81,23 @@ pub fn offline(t: &Topology, file: &str, g: &StepGraph, selected: &BTreeSet<Node
             needs: g.dependencies(n).iter().map(|d| g.graph[*d].key()).collect(),
             changes,
             refused: refusal,
+            unreachable,
         });
     }
     let mut plan = Plan {
         format_version: model::FORMAT_VERSION,
         fabric: t.name.clone(),
         topology_file: file.to_string(),
-        mode: Mode::Offline,
+        topology_digest: String::new(),
+        selection: SelectionRecord::default(),
+        mode: match live {
+            None => Mode::Offline,
+            Some(l) => Mode::Live { fingerprint: l.fingerprint() },
+        },
         steps,
-        unreachable: Vec::new(),
+        unreachable: live
+            .map(|l| l.unreachable.iter().map(|(t, r)| Unreachable { target: t.clone(), reason: r.clone() }).collect())
+            .unwrap_or_default(),
         summary: Default::default(),
     };
     plan.summarize();

@@ -3,14 +3,14 @@
 //! Like terraform's plan, this is data that views only read. Fields that drive apply (`changes`,
 //! `observed_fingerprint` later) are separate from display-only text (`summary`).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::resources::{ProviderKind, Resource};
 
 /// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
 pub const FORMAT_VERSION: &str = "1.0";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Action {
     Create,
@@ -39,11 +39,13 @@ impl Action {
 }
 
 /// How the plan learned the live state.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Mode {
     /// Nothing was read: every resource is planned as absent.
     Offline,
+    /// Targets were read over SSH; `fingerprint` digests what was observed (apply compares it).
+    Live { fingerprint: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +57,8 @@ pub struct Change {
     /// Display only.
     pub summary: String,
     pub sensitive: bool,
+    /// Unified diff of live against desired (never for sensitive resources); display only.
+    pub diff: Option<String>,
 }
 
 impl Change {
@@ -66,6 +70,7 @@ impl Change {
             target: r.target.clone(),
             summary: r.summary.clone(),
             sensitive: r.sensitive,
+            diff: None,
         }
     }
 }
@@ -84,6 +89,8 @@ pub struct StepPlan {
     pub changes: Vec<Change>,
     /// Why the step cannot run (an open decision); such a step has no changes.
     pub refused: Option<String>,
+    /// Targets of this step that could not be read: their resources are not in `changes`.
+    pub unreachable: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
@@ -93,6 +100,14 @@ pub struct Summary {
     pub delete: usize,
     pub no_op: usize,
     pub refused_steps: usize,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SelectionRecord {
+    pub phases: Vec<String>,
+    pub steps: Vec<String>,
+    pub sites: Vec<String>,
+    pub with_deps: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -106,6 +121,10 @@ pub struct Plan {
     pub format_version: &'static str,
     pub fabric: String,
     pub topology_file: String,
+    /// SHA-256 of the topology file: a plan applies only to the topology it was made from.
+    pub topology_digest: String,
+    /// The selection the plan was made for, so `apply PLANFILE` works on the same steps.
+    pub selection: SelectionRecord,
     pub mode: Mode,
     pub steps: Vec<StepPlan>,
     pub unreachable: Vec<Unreachable>,

@@ -7,9 +7,12 @@ use super::model::{Action, Mode, Plan};
 use crate::catalog::view::risk_word;
 use crate::style::Style;
 
-fn mode_line(p: &Plan) -> &'static str {
-    match p.mode {
-        Mode::Offline => "offline: nothing was read, every resource is planned as absent",
+fn mode_line(p: &Plan) -> String {
+    match &p.mode {
+        Mode::Offline => "offline: nothing was read, every resource is planned as absent".into(),
+        Mode::Live { fingerprint } => {
+            format!("live state read over SSH (observed {})", &fingerprint[..12.min(fingerprint.len())])
+        }
     }
 }
 
@@ -28,7 +31,7 @@ fn summary_line(p: &Plan) -> String {
 pub fn human(p: &Plan, st: &Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {} ({})", st.bold("fabric plan:"), p.fabric, p.topology_file);
-    let _ = writeln!(out, "{}\n", st.dim(mode_line(p)));
+    let _ = writeln!(out, "{}\n", st.dim(&mode_line(p)));
     let width = p.steps.iter().flat_map(|s| &s.changes).map(|c| c.address.len()).max().unwrap_or(0).min(72);
     for step in &p.steps {
         let risk = format!("risk {}", risk_word(step.risk));
@@ -52,6 +55,21 @@ pub fn human(p: &Plan, st: &Style) -> String {
             };
             let sensitive = if c.sensitive { " (sensitive)" } else { "" };
             let _ = writeln!(out, "  {sym} {:width$}  {}{}", c.address, st.dim(&c.summary), sensitive);
+            if let Some(d) = &c.diff
+                && c.action == Action::Update
+            {
+                for line in d.lines() {
+                    let line = match line.chars().next() {
+                        Some('+') if !line.starts_with("+++") => st.green(line),
+                        Some('-') if !line.starts_with("---") => st.red(line),
+                        _ => st.dim(line),
+                    };
+                    let _ = writeln!(out, "      {line}");
+                }
+            }
+        }
+        for t in &step.unreachable {
+            let _ = writeln!(out, "  {} {t}: not read, its changes are unknown", st.red("unreachable"));
         }
         out.push('\n');
     }

@@ -65,15 +65,13 @@ pub fn release_lock(path: &str, holder: &str) -> String {
 /// Schedules `revert` to run after `seconds` unless the canary file is removed first: the host
 /// reverts a change that cut the management path by itself (deploy-rs's idea). The job is
 /// detached from the SSH session (setsid, no terminal, output to a log) so a dropped connection
-/// cannot stop it. Prints the job's pid.
+/// cannot stop it.
 pub fn schedule_revert(canary: &str, seconds: u32, revert: &str) -> String {
     let c = quote(canary);
     let job = format!("sleep {seconds}; if [ -e {c} ]; then {revert}; rm -f -- {c}; fi");
-    format!(
-        "touch -- {c} && setsid sh -c {} </dev/null >>{} 2>&1 & echo $!",
-        quote(&job),
-        quote(&format!("{canary}.log"))
-    )
+    // `( … & )`: the job is started from a subshell that exits at once, so nothing waits for it
+    // and the SSH channel closes (a plain `a && b &` would keep a waiting subshell on it).
+    format!("touch -- {c} && ( setsid sh -c {} </dev/null >>{} 2>&1 & )", quote(&job), quote(&format!("{canary}.log")))
 }
 
 /// Cancels a scheduled revert by removing its canary (the job then does nothing).

@@ -1,0 +1,111 @@
+//! What plan and apply share: loading, selecting, reading live state.
+
+use std::collections::BTreeSet;
+
+use miette::Report;
+use petgraph::graph::NodeIndex;
+use sha2::{Digest, Sha256};
+
+use super::{load, usage};
+use crate::catalog::{Catalog, StepGraph};
+use crate::cli::Global;
+use crate::engine::diff;
+use crate::engine::observe::{self, Live, Targets};
+use crate::plan::model::Action;
+use crate::plan::select::Selection;
+use crate::resources::{self, ProviderKind};
+use crate::topology::Loaded;
+use crate::transport::ssh_config::SshConfig;
+
+pub struct Prepared {
+    pub loaded: Loaded,
+    pub catalog: Catalog,
+    pub graph: StepGraph,
+    pub selected: BTreeSet<NodeIndex>,
+    pub selection: Selection,
+    pub targets: Targets,
+    pub live: Live,
+}
+
+pub fn digest(text: &str) -> String {
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The ssh config fabric reads: --ssh-config / $FABRIC_SSH_CONFIG, else ~/.ssh/config.
+pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
+    let path = match &g.ssh_config {
+        Some(p) => p.clone(),
+        None => match std::env::var_os("HOME") {
+            Some(h) => std::path::Path::new(&h).join(".ssh/config"),
+            None => return Ok(SshConfig::default()),
+        },
+    };
+    if !path.exists() {
+        if g.ssh_config.is_some() {
+            return Err(usage(
+                "fabric::ssh-config",
+                format!("cannot read {}", path.display()),
+                "check the path given with --ssh-config",
+            ));
+        }
+        return Ok(SshConfig::default());
+    }
+    SshConfig::load(&path).map_err(|e| {
+        usage("fabric::ssh-config", format!("cannot read {}: {e}", path.display()), "check the file's permissions")
+    })
+}
+
+pub fn runtime() -> Result<tokio::runtime::Runtime, Report> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().map_err(|e| {
+        usage("fabric::runtime", format!("cannot start the async runtime: {e}"), "check the process limits")
+    })
+}
+
+/// Loads, selects and reads the live state of the selected steps (and of the dependencies the
+/// selection leaves out, to know whether they still have pending changes).
+pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -> Result<Prepared, Report> {
+    if g.example {
+        return Err(usage(
+            "plan::needs-offline",
+            "the example topology is never read live",
+            "it holds production addresses: plan it with --offline, or write a topology of your own",
+        ));
+    }
+    let loaded = load(g)?;
+    let t = &loaded.topology;
+    let (catalog, graph) = super::graph::build(t)?;
+    // First the candidates: what the flags select, with every dependency.
+    let wide = Selection { with_deps: true, ..selection.clone() };
+    let candidates =
+        wide.resolve(&catalog, &graph, t, |_| true).map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+    let rs = crate::plan::selected_resources(t, &graph, &candidates, &selection.sites);
+    if let Some(r) = rs.iter().find(|r| r.provider == ProviderKind::Kube) {
+        let steps: BTreeSet<String> = candidates
+            .iter()
+            .filter(|n| resources::for_instance(&graph.graph[**n], t).iter().any(|r| r.provider == ProviderKind::Kube))
+            .map(|n| graph.graph[*n].key())
+            .collect();
+        return Err(usage(
+            "plan::needs-kubernetes",
+            format!("{} (and more) live in a Kubernetes API, which this build cannot read yet", r.address),
+            format!(
+                "select steps that live on routers and hosts (e.g. --step B.1), or plan with --offline; the steps that need Kubernetes here: {}",
+                steps.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+    }
+    let targets = Targets::from_topology(t, &ssh_config(g)?);
+    let keys = observe::key_targets(&rs);
+    let live = rt.block_on(observe::observe(&rs, &keys, &targets));
+    // A dependency has pending changes when one of its resources would change (or is unknown).
+    let pending = |n: NodeIndex| {
+        resources::for_instance(&graph.graph[n], t).iter().any(|r| match diff::change(r, &live) {
+            Some(c) => c.action != Action::NoOp,
+            None => true,
+        })
+    };
+    let selected = selection
+        .resolve(&catalog, &graph, t, pending)
+        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+    Ok(Prepared { loaded, catalog, graph, selected, selection, targets, live })
+}

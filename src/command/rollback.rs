@@ -1,0 +1,82 @@
+//! `fabric rollback`: put back what an apply changed, from its journal.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use miette::Report;
+
+use super::{Done, load, usage};
+use crate::cli::Global;
+use crate::engine::apply::{self, Pool};
+use crate::engine::journal::{self, Entry, Journal};
+use crate::engine::observe::Targets;
+
+/// Revert an apply's recorded rollback points, newest step first
+///
+/// Without RUN-ID, the newest run in .fabric/runs. Secrets are never restored from a journal.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  fabric rollback\n  fabric rollback 20261130T061502Z-4242")]
+pub struct Opts {
+    /// The run to revert (a file name under .fabric/runs, without .jsonl)
+    #[arg(value_name = "RUN-ID")]
+    pub run: Option<String>,
+}
+
+pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    let run = match o.run.or_else(|| Journal::latest(&g.state_dir)) {
+        Some(r) => r,
+        None => {
+            return Err(usage(
+                "rollback::none",
+                format!("no run journal in {}", journal::runs_dir(&g.state_dir).display()),
+                "apply first, or give --state-dir",
+            ));
+        }
+    };
+    let path = journal::runs_dir(&g.state_dir).join(format!("{run}.jsonl"));
+    let entries = Journal::read(&path).map_err(|e| {
+        usage(
+            "rollback::journal",
+            format!("cannot read {}: {e}", path.display()),
+            "give a run id listed in .fabric/runs",
+        )
+    })?;
+    let steps = journal::steps_to_roll_back(&entries);
+    if steps.is_empty() {
+        println!("Nothing to roll back in run {run}.");
+        return Ok(Done::Ok);
+    }
+    let loaded = load(g)?;
+    let targets = Targets::from_topology(&loaded.topology, &super::live::ssh_config(g)?);
+    let rt = super::live::runtime()?;
+    let mut j = Journal::create(&g.state_dir, &run)
+        .map_err(|e| usage("rollback::journal", e.to_string(), "make .fabric writable"))?;
+    let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    rt.block_on(async {
+        let mut pool = Pool::default();
+        for (step, priors) in &steps {
+            let applied: Vec<_> = priors.iter().map(|p| (apply::resource_from_prior(p), p.prior.clone())).collect();
+            let left = apply::revert_all(&applied, &mut pool, &targets).await;
+            if left.is_empty() {
+                let _ = j.write(&Entry::RolledBack { run: run.clone(), step: step.clone() });
+                if !g.quiet {
+                    eprintln!("fabric: {step}: rolled back");
+                }
+            } else {
+                failed.insert(step.clone(), left);
+            }
+        }
+        pool.close().await;
+    });
+    if failed.is_empty() {
+        println!("Rolled back run {run}: {} step(s).", steps.len());
+        Ok(Done::Ok)
+    } else {
+        let what: Vec<String> = failed.iter().map(|(s, l)| format!("{s}: {}", l.join("; "))).collect();
+        Err(usage(
+            "rollback::failed",
+            format!("rollback of run {run} is incomplete: {}", what.join(" | ")),
+            "fix the named targets and run rollback again",
+        ))
+    }
+}

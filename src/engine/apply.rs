@@ -1,0 +1,556 @@
+//! Apply: walk the selected steps in order; before each step journal its rollback point; apply
+//! its changes target by target (all targets at once); run the step's check; confirm over fresh
+//! connections. A failed change or check reverts the step and stops the run.
+//!
+//! Confirmation follows deploy-rs: before a router changes, the router itself is told to revert
+//! unless confirmed (VyOS `commit-confirm`; on Linux a detached job with a canary file), and the
+//! confirmation travels over a *new* SSH connection. A change that cuts the management path can
+//! therefore not be confirmed, and the router puts itself back.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::journal::{Entry, Journal, Prior};
+use super::observe::{self, Live, Targets};
+use super::providers::{self, Observed};
+use crate::plan::model::Action;
+use crate::resources::{ProviderKind, Resource};
+use crate::topology::Topology;
+use crate::transport::shell::{self, quote};
+use crate::transport::ssh::{Session, SshError};
+
+/// Where the lock lives on every host fabric changes.
+pub const LOCK_PATH: &str = "/run/lock/fabric.lock";
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub run: String,
+    pub state_dir: std::path::PathBuf,
+    /// How long a router waits for confirmation before it reverts by itself.
+    pub confirm_timeout: Duration,
+}
+
+/// One step to apply, with its resources (already limited to the selected sites).
+#[derive(Debug, Clone)]
+pub struct StepWork {
+    pub key: String,
+    pub id: String,
+    pub resources: Vec<Resource>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("{0}")]
+    Ssh(#[from] SshError),
+    #[error("{target} is locked by another apply: {holder}")]
+    Locked { target: String, holder: String },
+    #[error("step {step} failed and was reverted: {reason}")]
+    Reverted { step: String, reason: String },
+    #[error("step {step} failed and could not be reverted completely: {reason}")]
+    Stuck { step: String, reason: String },
+    #[error("step {step} cannot be applied: {reason}")]
+    Blocked { step: String, reason: String },
+    #[error("cannot write the journal {path}: {reason}")]
+    Journal { path: String, reason: String },
+}
+
+impl ApplyError {
+    pub fn help(&self) -> String {
+        match self {
+            ApplyError::Ssh(e) => e.help(),
+            ApplyError::Locked { .. } => {
+                "wait for the other apply to finish; if it died, remove /run/lock/fabric.lock on that host".into()
+            }
+            ApplyError::Reverted { .. } => {
+                "the step is back at its rollback point; fix the cause and apply again (`fabric plan` shows the state)"
+                    .into()
+            }
+            ApplyError::Stuck { .. } => {
+                "check the named targets by hand; `fabric rollback` retries the journaled rollback points".into()
+            }
+            ApplyError::Blocked { .. } => "make the targets reachable, or leave the step out with --site/--step".into(),
+            ApplyError::Journal { .. } => "fabric journals before it changes anything: make .fabric writable".into(),
+        }
+    }
+}
+
+/// Progress, as plain lines (the command decides how to show them).
+pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
+
+/// Connections of this run: one per host, opened on first use.
+#[derive(Default)]
+pub struct Pool {
+    sessions: BTreeMap<String, Arc<Session>>,
+}
+
+impl Pool {
+    pub async fn get(&mut self, targets: &Targets, target: &str) -> Result<Arc<Session>, SshError> {
+        if let Some(s) = self.sessions.get(target) {
+            return Ok(s.clone());
+        }
+        let ep = targets.ssh.get(target).ok_or_else(|| SshError::Connect {
+            target: target.into(),
+            addr: "-".into(),
+            reason: "no SSH access is configured for it".into(),
+        })?;
+        let s = Arc::new(Session::connect(ep).await?);
+        self.sessions.insert(target.to_string(), s.clone());
+        Ok(s)
+    }
+
+    pub async fn close(self) {
+        for (_, s) in self.sessions {
+            if let Ok(s) = Arc::try_unwrap(s) {
+                s.close().await;
+            }
+        }
+    }
+}
+
+/// The identity written into host locks.
+pub fn holder(run: &str) -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
+    format!("fabric run {run} by {user}@{host} (pid {})", std::process::id())
+}
+
+async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
+    let cmd = shell::as_root(&s.endpoint.user, &shell::take_lock(LOCK_PATH, &holder(run)));
+    let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
+    match o.status {
+        0 => Ok(()),
+        75 => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() }),
+        _ => Err(ApplyError::Blocked {
+            step: "-".into(),
+            reason: format!("{}: cannot take the lock: {}", s.endpoint.target, o.stderr_str()),
+        }),
+    }
+}
+
+async fn unlock(s: &Session, run: &str) {
+    let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &holder(run)));
+    let _ = s.run(&cmd, None, Duration::from_secs(15)).await;
+}
+
+// ---- Confirmation on Linux routers ---------------------------------------------------------
+
+fn canary(iface: &str) -> String {
+    format!("/run/fabric-confirm-{iface}")
+}
+
+/// Saves the interface's current file and schedules its restoration unless confirmed.
+pub fn arm_linux_revert(iface: &str, seconds: u32) -> String {
+    let conf = providers::wg_conf_path(iface);
+    let prev = format!("{conf}.fabric-prev");
+    let (c, p) = (quote(&conf), quote(&prev));
+    let backup = format!("if [ -e {c} ]; then cp -p -- {c} {p}; else rm -f -- {p}; fi");
+    let revert = format!(
+        "if [ -e {p} ]; then mv -f -- {p} {c}; {}; else {}; fi",
+        providers::wg_restart(iface),
+        providers::wg_remove(iface)
+    );
+    format!("{backup} && {}", shell::schedule_revert(&canary(iface), seconds, &revert))
+}
+
+/// Cancels the scheduled restoration and drops the saved file.
+pub fn disarm_linux_revert(iface: &str) -> String {
+    format!(
+        "{} && rm -f -- {}",
+        shell::cancel_revert(&canary(iface)),
+        quote(&format!("{}.fabric-prev", providers::wg_conf_path(iface)))
+    )
+}
+
+// ---- Checks ------------------------------------------------------------------------------
+
+/// The step's post-apply check against live state; Ok(None) when the step has none here.
+async fn check(step: &StepWork, t: &Topology, pool: &mut Pool, targets: &Targets) -> Result<Option<String>, String> {
+    if step.id != "B.1" {
+        return Ok(None);
+    }
+    // Every router reaches every other router's tunnel address through the tunnel. A fresh
+    // handshake can take a few seconds, so each pair is retried for up to 20 s.
+    let touched: BTreeSet<&str> = step.resources.iter().map(|r| r.target.as_str()).collect();
+    let mut evidence = Vec::new();
+    for s in t.sites.iter().filter(|s| touched.contains(format!("router.{}", s.name).as_str())) {
+        let session = pool.get(targets, &format!("router.{}", s.name)).await.map_err(|e| e.to_string())?;
+        for p in t.sites.iter().filter(|p| p.name != s.name) {
+            let addr = p.router.wireguard.address.addr;
+            let cmd = format!(
+                "for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {addr} >/dev/null 2>&1 && exit 0; done; exit 1"
+            );
+            let o = session.run(&cmd, None, Duration::from_secs(40)).await.map_err(|e| e.to_string())?;
+            if o.status != 0 {
+                return Err(format!("router.{} cannot reach {} ({addr}) through the tunnel", s.name, p.name));
+            }
+            evidence.push(format!("router.{} → {addr} ok", s.name));
+        }
+    }
+    Ok(Some(evidence.join(", ")))
+}
+
+// ---- The run -----------------------------------------------------------------------------
+
+/// Makes sure every router of the step has its WireGuard key, so that the peers' public keys are
+/// known before any configuration that names them is written. Keys are created on the routers
+/// and never leave them; creating one is not a change the journal reverts.
+async fn ensure_keys(step: &StepWork, pool: &mut Pool, targets: &Targets, live: &mut Live) -> Result<(), ApplyError> {
+    let routers: BTreeSet<String> = step
+        .resources
+        .iter()
+        .filter(|r| r.provider == ProviderKind::Wireguard || r.address.contains("/vyos:interfaces wireguard "))
+        .map(|r| r.target.clone())
+        .collect();
+    for target in routers {
+        if live.keys.contains_key(&target) {
+            continue;
+        }
+        let (kind, iface) =
+            targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into()));
+        let s = pool.get(targets, &target).await?;
+        let key = match kind {
+            ProviderKind::Vyos => {
+                let script = format!(
+                    "source /opt/vyatta/etc/functions/script-template\nconfigure\nrun generate pki wireguard key-pair install interface {iface}\ncommit\nsave\nexit\n"
+                );
+                let o = s.run("vbash -s", Some(script.as_bytes()), Duration::from_secs(60)).await?;
+                if o.status != 0 {
+                    return Err(ApplyError::Blocked {
+                        step: step.key.clone(),
+                        reason: format!("{target}: key generation failed: {}", o.stderr_str()),
+                    });
+                }
+                providers::public_key(&s, kind, &iface).await?
+            }
+            _ => Some(
+                providers::ensure_key(&s, &iface)
+                    .await
+                    .map_err(|e| ApplyError::Blocked { step: step.key.clone(), reason: e.to_string() })?,
+            ),
+        };
+        match key {
+            Some(k) => {
+                live.keys.insert(target, k);
+            }
+            None => {
+                return Err(ApplyError::Blocked {
+                    step: step.key.clone(),
+                    reason: format!("{target} has no WireGuard public key after generating one"),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies the steps in order. Each step is journaled, applied, checked and confirmed, or
+/// reverted; the first failure stops the run. Returns the keys of the steps that changed.
+pub async fn run(
+    t: &Topology,
+    steps: &[StepWork],
+    targets: &Targets,
+    mut live: Live,
+    opts: &Options,
+    journal: &mut Journal,
+    progress: Progress<'_>,
+) -> Result<Vec<String>, ApplyError> {
+    let mut pool = Pool::default();
+    let mut locked: Vec<String> = Vec::new();
+    let result = run_steps(t, steps, targets, &mut live, opts, journal, progress, &mut pool, &mut locked).await;
+    for target in &locked {
+        if let Ok(s) = pool.get(targets, target).await {
+            unlock(&s, &opts.run).await;
+        }
+    }
+    pool.close().await;
+    let path = journal.path.display().to_string();
+    journal
+        .write(&Entry::End { run: opts.run.clone(), ok: result.is_ok() })
+        .map_err(|e| ApplyError::Journal { path, reason: e.to_string() })?;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_steps(
+    t: &Topology,
+    steps: &[StepWork],
+    targets: &Targets,
+    live: &mut Live,
+    opts: &Options,
+    journal: &mut Journal,
+    progress: Progress<'_>,
+    pool: &mut Pool,
+    locked: &mut Vec<String>,
+) -> Result<Vec<String>, ApplyError> {
+    let jpath = journal.path.display().to_string();
+    let jerr = |e: std::io::Error| ApplyError::Journal { path: jpath.clone(), reason: e.to_string() };
+    let mut done = Vec::new();
+    for step in steps {
+        if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(&r.target)) {
+            return Err(ApplyError::Blocked {
+                step: step.key.clone(),
+                reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
+            });
+        }
+        // Lock every target of the step before touching any of them.
+        for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
+            if !locked.contains(&target) {
+                let s = pool.get(targets, &target).await?;
+                lock(&s, &opts.run).await?;
+                locked.push(target);
+            }
+        }
+        ensure_keys(step, pool, targets, live).await?;
+        // Re-read after the keys exist: the rollback point is what is live right now.
+        let keys = observe::key_targets(&step.resources);
+        let mut now = observe::observe(&step.resources, &keys, targets).await;
+        for (k, v) in &live.keys {
+            now.keys.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        live.keys.extend(now.keys.clone());
+        let mut changes: Vec<(Resource, Observed, String)> = Vec::new();
+        for r in &step.resources {
+            let Some(c) = super::diff::change(r, &now) else {
+                return Err(ApplyError::Blocked {
+                    step: step.key.clone(),
+                    reason: format!("{} became unreachable", r.target),
+                });
+            };
+            if c.action != Action::NoOp {
+                let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
+                let text = providers::desired_text(r, &|k| now.key(k));
+                if text.contains("<public-key:") {
+                    return Err(ApplyError::Blocked {
+                        step: step.key.clone(),
+                        reason: format!("{}: a peer's public key is unknown", r.address),
+                    });
+                }
+                changes.push((r.clone(), prior, text));
+            }
+        }
+        if changes.is_empty() {
+            progress(&format!("{}: no changes", step.key));
+            continue;
+        }
+        let priors: Vec<Prior> = changes
+            .iter()
+            .map(|(r, p, _)| Prior {
+                address: r.address.clone(),
+                target: r.target.clone(),
+                provider: r.provider,
+                sensitive: r.sensitive,
+                prior: if r.sensitive && matches!(p, Observed::Present(_)) {
+                    Observed::Present(providers::SENSITIVE.into())
+                } else {
+                    p.clone()
+                },
+            })
+            .collect();
+        journal.write(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors }).map_err(jerr)?;
+        progress(&format!("{}: applying {} change(s)", step.key, changes.len()));
+
+        let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
+        let confirm_minutes = confirm_secs.div_ceil(60);
+        let mut applied: Vec<(Resource, Observed)> = Vec::new();
+        let mut failure: Option<String> = None;
+        // Targets of the step in parallel; a target's resources in order.
+        let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
+        for c in changes {
+            by_target.entry(c.0.target.clone()).or_default().push(c);
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for (target, items) in by_target {
+            let s = pool.get(targets, &target).await?;
+            let progress_lines: Vec<String> =
+                items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
+            for l in &progress_lines {
+                progress(l);
+            }
+            set.spawn(async move {
+                let mut ok: Vec<(Resource, Observed)> = Vec::new();
+                for (r, prior, text) in items {
+                    if r.provider == ProviderKind::Wireguard {
+                        let arm = shell::as_root(
+                            &s.endpoint.user,
+                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs),
+                        );
+                        match s.run(&arm, None, Duration::from_secs(20)).await {
+                            Ok(o) if o.status == 0 => {}
+                            Ok(o) => {
+                                return (
+                                    ok,
+                                    Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
+                                );
+                            }
+                            Err(e) => return (ok, Some(e.to_string())),
+                        }
+                    }
+                    match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
+                        Ok(()) => ok.push((r, prior)),
+                        Err(e) => {
+                            // Partially applied resources revert too.
+                            ok.push((r, prior));
+                            return (ok, Some(e.to_string()));
+                        }
+                    }
+                }
+                (ok, None)
+            });
+        }
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok((ok, err)) => {
+                    applied.extend(ok);
+                    if let Some(e) = err {
+                        failure.get_or_insert(e);
+                    }
+                }
+                Err(e) => {
+                    failure.get_or_insert(format!("internal error: {e}"));
+                }
+            }
+        }
+        if failure.is_none() {
+            match check(step, t, pool, targets).await {
+                Ok(Some(evidence)) => progress(&format!("{}: check passed: {evidence}", step.key)),
+                Ok(None) => {}
+                Err(e) => failure = Some(format!("check failed: {e}")),
+            }
+        }
+        if let Some(reason) = failure {
+            progress(&format!("{}: {reason}; reverting", step.key));
+            let leftover = revert_all(&applied, pool, targets).await;
+            return if leftover.is_empty() {
+                journal
+                    .write(&Entry::Reverted { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
+                    .map_err(jerr)?;
+                Err(ApplyError::Reverted { step: step.key.clone(), reason })
+            } else {
+                let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
+                journal
+                    .write(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
+                    .map_err(jerr)?;
+                Err(ApplyError::Stuck { step: step.key.clone(), reason })
+            };
+        }
+        // Confirm over new connections: proof that the management path survived the change.
+        if let Err(reason) = confirm(&applied, targets).await {
+            let reason = format!(
+                "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
+                opts.confirm_timeout.as_secs()
+            );
+            journal
+                .write(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
+                .map_err(jerr)?;
+            return Err(ApplyError::Stuck { step: step.key.clone(), reason });
+        }
+        journal.write(&Entry::Done { run: opts.run.clone(), step: step.key.clone() }).map_err(jerr)?;
+        progress(&format!("{}: done", step.key));
+        done.push(step.key.clone());
+    }
+    Ok(done)
+}
+
+async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), String> {
+    let mut by_target: BTreeMap<String, Vec<&Resource>> = BTreeMap::new();
+    for (r, _) in applied {
+        by_target.entry(r.target.clone()).or_default().push(r);
+    }
+    for (target, rs) in by_target {
+        let needs = rs.iter().any(|r| matches!(r.provider, ProviderKind::Wireguard | ProviderKind::Vyos));
+        if !needs {
+            continue;
+        }
+        let ep = targets.ssh.get(&target).ok_or_else(|| format!("{target}: no SSH access"))?;
+        let fresh = Session::connect(ep).await.map_err(|e| format!("cannot confirm on {target}: {e}"))?;
+        for r in rs {
+            let o = match r.provider {
+                ProviderKind::Wireguard => {
+                    let cmd = shell::as_root(&fresh.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
+                    fresh.run(&cmd, None, Duration::from_secs(20)).await
+                }
+                ProviderKind::Vyos => {
+                    fresh.run("vbash -s", Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await
+                }
+                _ => continue,
+            };
+            match o {
+                Ok(o) if o.status == 0 => {}
+                Ok(o) => return Err(format!("confirm on {target} failed: {}", o.stderr_str())),
+                Err(e) => return Err(format!("cannot confirm on {target}: {e}")),
+            }
+            if r.provider == ProviderKind::Vyos {
+                break; // one confirm covers the router's whole commit
+            }
+        }
+        fresh.close().await;
+    }
+    Ok(())
+}
+
+/// Puts applied resources back, newest first; returns what could not be put back.
+pub async fn revert_all(applied: &[(Resource, Observed)], pool: &mut Pool, targets: &Targets) -> Vec<String> {
+    let mut left = Vec::new();
+    for (r, prior) in applied.iter().rev() {
+        if r.sensitive {
+            continue; // secrets are never restored from a journal
+        }
+        let s = match pool.get(targets, &r.target).await {
+            Ok(s) => s,
+            Err(e) => {
+                left.push(format!("{}: {e}", r.address));
+                continue;
+            }
+        };
+        if r.provider == ProviderKind::Wireguard {
+            let cmd = shell::as_root(&s.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
+            let _ = s.run(&cmd, None, Duration::from_secs(20)).await;
+        }
+        if let Err(e) = providers::revert(&s, r, prior).await {
+            left.push(e.to_string());
+        } else if r.provider == ProviderKind::Vyos {
+            let _ = s.run("vbash -s", Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await;
+        }
+    }
+    left
+}
+
+/// A resource as the journal knows it, enough for its provider to put it back.
+pub fn resource_from_prior(p: &Prior) -> Resource {
+    use crate::resources::Desired;
+    let desired = match p.provider {
+        ProviderKind::File if p.sensitive => Desired::Secret(String::new()),
+        ProviderKind::File => Desired::File(String::new()),
+        ProviderKind::Wireguard => Desired::Wireguard(String::new()),
+        ProviderKind::Vyos => Desired::Vyos(vec![]),
+        ProviderKind::Command => Desired::Command { probe: "true".into(), apply: "true".into() },
+        ProviderKind::Kube => Desired::Kube(serde_json::Value::Null),
+    };
+    Resource {
+        address: p.address.clone(),
+        target: p.target.clone(),
+        site: None,
+        provider: p.provider,
+        summary: String::new(),
+        sensitive: p.sensitive,
+        desired,
+        file: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_revert_is_armed_with_a_canary() {
+        let cmd = arm_linux_revert("wg0", 30);
+        assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0 && ( setsid sh -c "), "{cmd}");
+        assert!(cmd.contains("sleep 30;"), "{cmd}");
+        assert_eq!(
+            disarm_linux_revert("wg0"),
+            "rm -f -- /run/fabric-confirm-wg0 && rm -f -- /etc/wireguard/wg0.conf.fabric-prev"
+        );
+    }
+}

@@ -1,0 +1,80 @@
+//! From desired and live state to the changes of a plan.
+
+use similar::TextDiff;
+
+use super::observe::Live;
+use super::providers::{self, Observed};
+use crate::plan::model::{Action, Change};
+use crate::resources::Resource;
+
+/// What a placeholder shows until the key exists (terraform's "known after apply").
+pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
+
+/// The change `r` needs given `live`; None when its target could not be read.
+pub fn change(r: &Resource, live: &Live) -> Option<Change> {
+    if live.unreachable.contains_key(&r.target) {
+        return None;
+    }
+    let desired = providers::desired_text(r, &|t| live.key(t));
+    let observed = live.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
+    let (action, before) = match &observed {
+        Observed::Absent => (Action::Create, String::new()),
+        Observed::Present(t) if *t == desired => (Action::NoOp, t.clone()),
+        Observed::Present(t) => (Action::Update, t.clone()),
+    };
+    let diff = (action != Action::NoOp && !r.sensitive).then(|| {
+        let shown = desired.replace("<public-key:", "(known after apply: public key of ").replace(">'", ")'");
+        TextDiff::from_lines(&before, &shown).unified_diff().context_radius(3).header("live", "desired").to_string()
+    });
+    let mut c = Change::create(r);
+    c.action = action;
+    c.diff = diff;
+    Some(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::{Desired, ProviderKind};
+
+    fn file(text: &str) -> Resource {
+        Resource {
+            address: "host.a/file:/etc/x".into(),
+            target: "host.a".into(),
+            site: Some("s".into()),
+            provider: ProviderKind::File,
+            summary: "x".into(),
+            sensitive: false,
+            desired: Desired::File(text.into()),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn create_update_noop_and_unreachable() {
+        let r = file("a\nb\n");
+        let mut live = Live::default();
+        let c = change(&r, &live).unwrap();
+        assert_eq!(c.action, Action::Create);
+        assert!(c.diff.as_deref().unwrap().contains("+a\n+b\n"));
+        live.observed.insert(r.address.clone(), Observed::Present("a\nb\n".into()));
+        assert_eq!(change(&r, &live).unwrap().action, Action::NoOp);
+        live.observed.insert(r.address.clone(), Observed::Present("a\nc\n".into()));
+        let c = change(&r, &live).unwrap();
+        assert_eq!(c.action, Action::Update);
+        let d = c.diff.unwrap();
+        assert!(d.contains("-c\n") && d.contains("+b\n") && d.contains("--- live"), "{d}");
+        live.unreachable.insert("host.a".into(), "down".into());
+        assert!(change(&r, &live).is_none());
+    }
+
+    #[test]
+    fn secrets_have_no_diff() {
+        let mut r = file("");
+        r.desired = Desired::Secret("token".into());
+        r.sensitive = true;
+        let c = change(&r, &Live::default()).unwrap();
+        assert_eq!(c.action, Action::Create);
+        assert!(c.diff.is_none());
+    }
+}

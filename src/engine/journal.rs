@@ -1,0 +1,172 @@
+//! The write-ahead journal of an apply: `.fabric/runs/<run-id>.jsonl`, one JSON line per event,
+//! synced to disk before the change it announces. A step's `begin` line holds its rollback
+//! point: the prior state of every resource it changes (secrets by presence only, never their
+//! content). `fabric rollback RUN-ID` reads it back.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::providers::Observed;
+use crate::resources::ProviderKind;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Prior {
+    pub address: String,
+    pub target: String,
+    pub provider: ProviderKind,
+    pub sensitive: bool,
+    pub prior: Observed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum Entry {
+    /// The run starts: what it was asked to do.
+    Start { run: String, fabric: String, topology_digest: String, user: String },
+    /// A step is about to change these resources; `priors` is its rollback point.
+    Begin { run: String, step: String, priors: Vec<Prior> },
+    /// The step's changes are applied, checked and confirmed.
+    Done { run: String, step: String },
+    /// The step failed and was put back to its rollback point (`reason` says why).
+    Reverted { run: String, step: String, reason: String },
+    /// The step failed and could not be put back completely (`reason` lists what is left).
+    Failed { run: String, step: String, reason: String },
+    /// `fabric rollback` put the step back.
+    RolledBack { run: String, step: String },
+    /// The run ended.
+    End { run: String, ok: bool },
+}
+
+pub struct Journal {
+    pub path: PathBuf,
+    file: std::fs::File,
+}
+
+/// The directory runs are journaled in.
+pub fn runs_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("runs")
+}
+
+impl Journal {
+    pub fn create(state_dir: &Path, run: &str) -> std::io::Result<Journal> {
+        let dir = runs_dir(state_dir);
+        std::fs::create_dir_all(&dir)?;
+        let path = dir.join(format!("{run}.jsonl"));
+        let file = std::fs::OpenOptions::new().create(true).append(true).open(&path)?;
+        Ok(Journal { path, file })
+    }
+
+    /// Appends and syncs: the entry is on disk before the caller goes on.
+    pub fn write(&mut self, e: &Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(e).expect("journal entries serialize");
+        line.push('\n');
+        self.file.write_all(line.as_bytes())?;
+        self.file.sync_data()
+    }
+
+    pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
+        let text = std::fs::read_to_string(path)?;
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
+            .collect()
+    }
+
+    /// The newest run in `state_dir`, if any.
+    pub fn latest(state_dir: &Path) -> Option<String> {
+        let mut runs: Vec<String> = std::fs::read_dir(runs_dir(state_dir))
+            .ok()?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".jsonl").map(String::from))
+            .collect();
+        runs.sort();
+        runs.pop()
+    }
+}
+
+/// Steps of a run to put back, newest first: those that completed and were not rolled back
+/// already, and those that began without an end (an interrupted run).
+pub fn steps_to_roll_back(entries: &[Entry]) -> Vec<(String, Vec<Prior>)> {
+    let mut out: Vec<(String, Vec<Prior>)> = Vec::new();
+    for e in entries {
+        match e {
+            Entry::Begin { step, priors, .. } => out.push((step.clone(), priors.clone())),
+            Entry::Reverted { step, .. } | Entry::RolledBack { step, .. } => out.retain(|(s, _)| s != step),
+            _ => {}
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// A run id that sorts by time: `20261130T061502Z-4242`.
+pub fn new_run_id() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (days, secs) = (now / 86_400, now % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}", secs / 3600, secs / 60 % 60, secs % 60, std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_ids_sort_by_time() {
+        let id = new_run_id();
+        assert_eq!(id.len(), "20261130T061502Z".len() + 1 + std::process::id().to_string().len());
+        assert!(id.starts_with("20"), "{id}");
+    }
+
+    #[test]
+    fn roll_back_order_and_reverted_steps() {
+        let p = |a: &str| Prior {
+            address: a.into(),
+            target: "t".into(),
+            provider: ProviderKind::File,
+            sensitive: false,
+            prior: Observed::Absent,
+        };
+        let run = "r".to_string();
+        let entries = vec![
+            Entry::Begin { run: run.clone(), step: "A".into(), priors: vec![p("a")] },
+            Entry::Done { run: run.clone(), step: "A".into() },
+            Entry::Begin { run: run.clone(), step: "B".into(), priors: vec![p("b")] },
+            Entry::Reverted { run: run.clone(), step: "B".into(), reason: "check failed".into() },
+            Entry::Begin { run: run.clone(), step: "C".into(), priors: vec![p("c")] },
+        ];
+        let steps: Vec<String> = steps_to_roll_back(&entries).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(steps, ["C", "A"]);
+    }
+
+    #[test]
+    fn journal_round_trip() {
+        let dir = std::env::temp_dir().join(format!("fabric-journal-{}", std::process::id()));
+        let mut j = Journal::create(&dir, "run1").unwrap();
+        let e = Entry::Begin {
+            run: "run1".into(),
+            step: "B.1".into(),
+            priors: vec![Prior {
+                address: "x".into(),
+                target: "t".into(),
+                provider: ProviderKind::Wireguard,
+                sensitive: false,
+                prior: Observed::Present("conf\n".into()),
+            }],
+        };
+        j.write(&e).unwrap();
+        assert_eq!(Journal::read(&j.path).unwrap(), vec![e]);
+        assert_eq!(Journal::latest(&dir).as_deref(), Some("run1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,8 @@
+//! The engine: read live state over SSH, diff it against the desired state, apply it step by
+//! step with rollback points, and roll back.
+
+pub mod apply;
+pub mod diff;
+pub mod journal;
+pub mod observe;
+pub mod providers;

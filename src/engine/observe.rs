@@ -1,0 +1,158 @@
+//! Reading live state: one SSH connection per host per run, every host at the same time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::providers::{self, Observed};
+use crate::resources::{ProviderKind, Resource};
+use crate::topology::Topology;
+use crate::transport::ssh::{Endpoint, Session};
+use crate::transport::ssh_config::SshConfig;
+
+/// Every SSH target of a topology, resolved.
+#[derive(Debug, Clone, Default)]
+pub struct Targets {
+    pub ssh: BTreeMap<String, Endpoint>,
+    /// Provider and WireGuard interface of each router target (for reading its public key).
+    pub router_kind: BTreeMap<String, (ProviderKind, String)>,
+}
+
+impl Targets {
+    pub fn from_topology(t: &Topology, config: &SshConfig) -> Targets {
+        let mut ssh = BTreeMap::new();
+        let mut router_kind = BTreeMap::new();
+        for s in &t.sites {
+            let target = format!("router.{}", s.name);
+            ssh.insert(target.clone(), Endpoint::resolve(&target, &s.router.ssh, config));
+            let kind = match s.router.kind {
+                crate::topology::model::RouterKind::Vyos => ProviderKind::Vyos,
+                crate::topology::model::RouterKind::Linux => ProviderKind::Wireguard,
+            };
+            router_kind.insert(target, (kind, s.router.wireguard.interface.clone()));
+            for n in &s.cluster.nodes {
+                if let Some(a) = &n.ssh {
+                    let target = format!("host.{}", n.name);
+                    ssh.insert(target.clone(), Endpoint::resolve(&target, a, config));
+                }
+            }
+            for w in &s.external_workloads {
+                let target = format!("host.{}", w.name);
+                ssh.insert(target.clone(), Endpoint::resolve(&target, &w.ssh, config));
+            }
+        }
+        if let Some(vm) = &t.federation.karmada.vm {
+            let target = format!("host.{}", vm.name);
+            ssh.insert(target.clone(), Endpoint::resolve(&target, &vm.ssh, config));
+        }
+        Targets { ssh, router_kind }
+    }
+}
+
+/// What plan and apply know of the live state.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Live {
+    /// Resource address → state.
+    pub observed: BTreeMap<String, Observed>,
+    /// Router target → WireGuard public key (public: safe to show and store).
+    pub keys: BTreeMap<String, String>,
+    /// Target → why it could not be read.
+    pub unreachable: BTreeMap<String, String>,
+}
+
+impl Live {
+    /// A digest of everything observed: apply refuses a plan whose digest no longer matches.
+    pub fn fingerprint(&self) -> String {
+        let text = serde_json::to_string(self).expect("live state serializes");
+        let digest = Sha256::digest(text.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn key(&self, target: &str) -> Option<String> {
+        self.keys.get(target).cloned()
+    }
+}
+
+/// Router targets whose public keys the resources' desired texts refer to.
+pub fn key_targets(resources: &[Resource]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for r in resources {
+        let text = providers::desired_text(r, &|_| None);
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("<public-key:") {
+            let after = &rest[i + "<public-key:".len()..];
+            if let Some(j) = after.find('>') {
+                out.insert(after[..j].to_string());
+                rest = &after[j..];
+            } else {
+                break;
+            }
+        }
+        // A router's own key is part of its state too (it is created with the interface).
+        if matches!(r.provider, ProviderKind::Wireguard) || r.address.contains("/vyos:interfaces wireguard ") {
+            out.insert(r.target.clone());
+        }
+    }
+    out
+}
+
+/// Reads `resources` and the public keys of `keys`, one connection per target, all targets at
+/// once. A target that cannot be reached is recorded with its reason; the others are read.
+pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &Targets) -> Live {
+    let mut by_target: BTreeMap<String, Vec<Resource>> = BTreeMap::new();
+    for r in resources {
+        by_target.entry(r.target.clone()).or_default().push(r.clone());
+    }
+    for k in keys {
+        by_target.entry(k.clone()).or_default();
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (target, rs) in by_target {
+        let Some(ep) = targets.ssh.get(&target).cloned() else {
+            let reason = format!("no SSH access is configured for {target}");
+            set.spawn(async move { (target, Err(reason), vec![], None) });
+            continue;
+        };
+        let want_key = keys
+            .contains(&target)
+            .then(|| targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into())));
+        set.spawn(async move {
+            let session = match Session::connect(&ep).await {
+                Ok(s) => Arc::new(s),
+                Err(e) => return (target, Err(format!("{e} ({})", e.help())), vec![], None),
+            };
+            let mut states = Vec::new();
+            for r in &rs {
+                match providers::read(&session, r).await {
+                    Ok(o) => states.push((r.address.clone(), o)),
+                    Err(e) => return (target, Err(e.to_string()), vec![], None),
+                }
+            }
+            let key = match want_key {
+                Some((kind, iface)) => providers::public_key(&session, kind, &iface).await.ok().flatten(),
+                None => None,
+            };
+            if let Ok(s) = Arc::try_unwrap(session) {
+                s.close().await;
+            }
+            (target, Ok(()), states, key)
+        });
+    }
+    let mut live = Live::default();
+    while let Some(joined) = set.join_next().await {
+        let Ok((target, result, states, key)) = joined else { continue };
+        match result {
+            Ok(()) => {
+                live.observed.extend(states);
+                if let Some(k) = key {
+                    live.keys.insert(target, k);
+                }
+            }
+            Err(reason) => {
+                live.unreachable.insert(target, reason);
+            }
+        }
+    }
+    live
+}

@@ -1,0 +1,425 @@
+//! Providers: how each kind of resource is read, changed and put back, over one SSH session.
+//!
+//! Each provider turns live state into a canonical text (what plan diffs against the desired
+//! text) and applies a desired text. Remote command lines come from `transport::shell` or from
+//! the pure builders below, so they are tested as strings. Nothing secret is ever returned: a
+//! WireGuard private key stays on its host, a VyOS `private-key` line is dropped when read.
+
+use std::time::Duration;
+
+use crate::resources::{Desired, ProviderKind, Resource};
+use crate::transport::shell::{self, quote};
+use crate::transport::ssh::{Session, SshError};
+
+/// Live state of one resource.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "state", content = "text", rename_all = "lowercase")]
+pub enum Observed {
+    Absent,
+    Present(String),
+}
+
+/// Placeholder text of secrets: they are compared by presence only.
+pub const SENSITIVE: &str = "(sensitive)";
+
+const READ_TIMEOUT: Duration = Duration::from_secs(20);
+const APPLY_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Why a provider failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error(transparent)]
+    Ssh(#[from] SshError),
+    #[error("{address}: `{what}` failed (exit {status}): {stderr}")]
+    Command { address: String, what: String, status: u32, stderr: String },
+    #[error("{address}: {message}")]
+    Unsupported { address: String, message: String },
+}
+
+fn failed(r: &Resource, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
+    ProviderError::Command { address: r.address.clone(), what: what.into(), status: o.status, stderr: o.stderr_str() }
+}
+
+/// Remote user of the session, for sudo.
+fn root(s: &Session, cmd: &str) -> String {
+    shell::as_root(&s.endpoint.user, cmd)
+}
+
+/// Path of a file resource (`host.x/file:/etc/y` → `/etc/y`).
+pub fn file_path(r: &Resource) -> &str {
+    r.address.split_once("/file:").map(|(_, p)| p).unwrap_or_default()
+}
+
+/// WireGuard interface of a wireguard resource (`router.x/wireguard:wg0` → `wg0`).
+pub fn wg_interface(r: &Resource) -> &str {
+    r.address.split_once("/wireguard:").map(|(_, p)| p).unwrap_or("wg0")
+}
+
+// ---- Pure builders for WireGuard on Linux --------------------------------------------------
+
+pub fn wg_conf_path(iface: &str) -> String {
+    format!("/etc/wireguard/{iface}.conf")
+}
+
+/// Creates the private key on the host if it has none (0600, never copied off the host) and
+/// prints the public key.
+pub fn wg_ensure_key(iface: &str) -> String {
+    let key = quote(&format!("/etc/wireguard/{iface}.key"));
+    format!("umask 077 && mkdir -p /etc/wireguard && {{ [ -s {key} ] || wg genkey > {key}; }} && wg pubkey < {key}")
+}
+
+/// Prints the public key if the host has a private key, else exits [`shell::ABSENT`].
+pub fn wg_public_key(iface: &str) -> String {
+    let key = quote(&format!("/etc/wireguard/{iface}.key"));
+    format!("if [ -s {key} ]; then wg pubkey < {key}; else exit {}; fi", shell::ABSENT)
+}
+
+/// (Re)starts the interface from its wg-quick file. wireguard-go serves where the kernel has no
+/// WireGuard; its output is redirected so that it does not hold the SSH session open.
+pub fn wg_restart(iface: &str) -> String {
+    let i = quote(iface);
+    format!(
+        "wg-quick down {i} >/dev/null 2>&1; \
+         if ! ip link add fabric-probe type wireguard 2>/dev/null; then export WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go; \
+         else ip link del fabric-probe; fi; \
+         wg-quick up {i} </dev/null >/tmp/fabric-wg-quick-{iface}.log 2>&1 || {{ cat /tmp/fabric-wg-quick-{iface}.log >&2; exit 1; }}"
+    )
+}
+
+/// Stops the interface and removes its file (the key stays: it is the host's identity).
+pub fn wg_remove(iface: &str) -> String {
+    let i = quote(iface);
+    format!("wg-quick down {i} >/dev/null 2>&1; rm -f -- {}", quote(&wg_conf_path(iface)))
+}
+
+/// Prints the wg-quick file if the interface is configured and up, else exits ABSENT. A file
+/// without a running interface is drift too: it reads as the file with a marker line.
+pub fn wg_read(iface: &str) -> String {
+    let f = quote(&wg_conf_path(iface));
+    let i = quote(iface);
+    format!(
+        "if [ -e {f} ]; then cat -- {f}; if ! wg show {i} >/dev/null 2>&1; then echo '# (interface {iface} is down)'; fi; else exit {}; fi",
+        shell::ABSENT
+    )
+}
+
+// ---- VyOS ---------------------------------------------------------------------------------
+
+/// The op-mode read of the running configuration through VyOS's script template.
+pub const VYOS_SHOW: &str = "source /opt/vyatta/etc/functions/script-template\nrun show configuration commands\n";
+
+/// The VyOS subtree a resource manages (`router.x/vyos:interfaces wireguard wg0`).
+pub fn vyos_subtree(r: &Resource) -> &str {
+    r.address.split_once("/vyos:").map(|(_, p)| p).unwrap_or_default()
+}
+
+/// The lines of `show configuration commands` under `subtree`, without secrets, sorted.
+pub fn vyos_filter(config: &str, subtree: &str) -> Vec<String> {
+    let prefix = format!("set {subtree} ");
+    let exact = format!("set {subtree}");
+    let mut lines: Vec<String> = config
+        .lines()
+        .map(str::trim)
+        .filter(|l| (l.starts_with(&prefix) || *l == exact) && !l.contains(" private-key "))
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The configuration-mode script that turns `from` into `to` (both sets of `set` lines). With
+/// `confirm_minutes` it ends in `commit-confirm`, so the router reverts by itself unless
+/// confirmed; without, in `commit` and `save` (used to put a step back).
+pub fn vyos_script(from: &[String], to: &[String], confirm_minutes: Option<u32>, generate_key: Option<&str>) -> String {
+    let mut s = String::from("source /opt/vyatta/etc/functions/script-template\nconfigure\n");
+    for line in from.iter().filter(|l| !to.contains(l)) {
+        s.push_str(&format!("delete {}\n", line.trim_start_matches("set ")));
+    }
+    if let Some(iface) = generate_key {
+        s.push_str(&format!("run generate pki wireguard key-pair install interface {iface}\n"));
+    }
+    for line in to.iter().filter(|l| !from.contains(l)) {
+        s.push_str(line);
+        s.push('\n');
+    }
+    match confirm_minutes {
+        Some(m) => s.push_str(&format!("commit-confirm {m}\nexit\n")),
+        None => s.push_str("commit\nsave\nexit\n"),
+    }
+    s
+}
+
+pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template\nconfigure\nconfirm\nsave\nexit\n";
+
+// ---- Reading and applying -----------------------------------------------------------------
+
+/// Reads one resource's live state as canonical text.
+pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> {
+    match (&r.provider, &r.desired) {
+        (_, Desired::Secret(_)) => {
+            let o = s.run(&root(s, &format!("test -e {}", quote(file_path(r)))), None, READ_TIMEOUT).await?;
+            Ok(if o.status == 0 { Observed::Present(SENSITIVE.into()) } else { Observed::Absent })
+        }
+        (ProviderKind::File, _) => {
+            let o = s.run(&root(s, &shell::read_file(file_path(r))), None, READ_TIMEOUT).await?;
+            match o.status {
+                0 => Ok(Observed::Present(o.stdout_str())),
+                shell::ABSENT => Ok(Observed::Absent),
+                _ => Err(failed(r, "read", &o)),
+            }
+        }
+        (ProviderKind::Wireguard, _) => {
+            let o = s.run(&root(s, &wg_read(wg_interface(r))), None, READ_TIMEOUT).await?;
+            match o.status {
+                0 => Ok(Observed::Present(o.stdout_str())),
+                shell::ABSENT => Ok(Observed::Absent),
+                _ => Err(failed(r, "read", &o)),
+            }
+        }
+        (ProviderKind::Command, Desired::Command { probe, .. }) => {
+            let o = s.run(&root(s, probe), None, READ_TIMEOUT).await?;
+            Ok(if o.status == 0 { Observed::Present("ok\n".into()) } else { Observed::Absent })
+        }
+        (ProviderKind::Vyos, _) => {
+            let o = s.run("vbash -s", Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
+            if o.status != 0 {
+                return Err(failed(r, "show configuration commands", &o));
+            }
+            let lines = vyos_filter(&o.stdout_str(), vyos_subtree(r));
+            Ok(if lines.is_empty() { Observed::Absent } else { Observed::Present(lines.join("\n") + "\n") })
+        }
+        (ProviderKind::Kube, _) => Err(ProviderError::Unsupported {
+            address: r.address.clone(),
+            message: "the Kubernetes provider is not part of this build yet".into(),
+        }),
+        (ProviderKind::Command, _) => {
+            Err(ProviderError::Unsupported { address: r.address.clone(), message: "no probe".into() })
+        }
+    }
+}
+
+/// The desired canonical text of a resource, with `<public-key:…>` placeholders resolved by
+/// `keys` where known.
+pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> String {
+    let text = match &r.desired {
+        Desired::File(t) | Desired::Wireguard(t) => t.clone(),
+        Desired::Vyos(lines) => {
+            let mut l = lines.clone();
+            l.sort();
+            l.join("\n") + "\n"
+        }
+        Desired::Command { .. } => "ok\n".into(),
+        Desired::Secret(_) => SENSITIVE.into(),
+        Desired::Kube(v) => crate::render::yaml::to_string(v),
+    };
+    resolve_keys(&text, keys)
+}
+
+/// Replaces `<public-key:router.X>` by the key `keys("router.X")` returns, if any.
+pub fn resolve_keys(text: &str, keys: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("<public-key:") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "<public-key:".len()..];
+        match after.find('>') {
+            Some(j) => {
+                let target = &after[..j];
+                match keys(target) {
+                    Some(k) => out.push_str(&k),
+                    None => out.push_str(&rest[i..i + "<public-key:".len() + j + 1]),
+                }
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reads a router's WireGuard public key (None when it has no key yet).
+pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<Option<String>, SshError> {
+    let o = match kind {
+        ProviderKind::Vyos => {
+            let script = format!(
+                "source /opt/vyatta/etc/functions/script-template\nrun show interfaces wireguard {iface} public-key\n"
+            );
+            s.run("vbash -s", Some(script.as_bytes()), READ_TIMEOUT).await?
+        }
+        _ => s.run(&root(s, &wg_public_key(iface)), None, READ_TIMEOUT).await?,
+    };
+    let key = o.stdout_str().trim().to_string();
+    Ok((o.status == 0 && !key.is_empty() && !key.contains(' ')).then_some(key))
+}
+
+/// Makes sure a Linux router has its private key; returns the public key.
+pub async fn ensure_key(s: &Session, iface: &str) -> Result<String, ProviderError> {
+    let o = s.run(&root(s, &wg_ensure_key(iface)), None, READ_TIMEOUT).await?;
+    if o.status != 0 {
+        return Err(ProviderError::Command {
+            address: s.endpoint.target.clone(),
+            what: "wg genkey".into(),
+            status: o.status,
+            stderr: o.stderr_str(),
+        });
+    }
+    Ok(o.stdout_str().trim().to_string())
+}
+
+/// Applies a desired text (already resolved) to a resource whose live state is `prior`.
+pub async fn apply(
+    s: &Session,
+    r: &Resource,
+    text: &str,
+    prior: &Observed,
+    confirm_minutes: Option<u32>,
+) -> Result<(), ProviderError> {
+    match (&r.provider, &r.desired) {
+        (_, Desired::Secret(_)) => Err(ProviderError::Unsupported {
+            address: r.address.clone(),
+            message: "copying secrets between hosts comes with the Kubernetes steps; create it by hand for now".into(),
+        }),
+        (ProviderKind::File, _) => {
+            let o =
+                s.run(&root(s, &shell::write_file(file_path(r), 0o644)), Some(text.as_bytes()), APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "write", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Wireguard, _) => {
+            let iface = wg_interface(r);
+            let o = s
+                .run(&root(s, &shell::write_file(&wg_conf_path(iface), 0o600)), Some(text.as_bytes()), APPLY_TIMEOUT)
+                .await?;
+            if o.status != 0 {
+                return Err(failed(r, "write", &o));
+            }
+            let o = s.run(&root(s, &wg_restart(iface)), None, APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "wg-quick up", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Command, Desired::Command { apply, .. }) => {
+            let o = s.run(&root(s, apply), None, APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "apply", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Vyos, _) => {
+            let from: Vec<String> = match prior {
+                Observed::Present(t) => t.lines().map(String::from).collect(),
+                Observed::Absent => vec![],
+            };
+            let to: Vec<String> = text.lines().map(String::from).collect();
+            let needs_key = r.address.contains("/vyos:interfaces wireguard ")
+                && public_key(s, ProviderKind::Vyos, vyos_subtree(r).rsplit(' ').next().unwrap_or("wg0"))
+                    .await?
+                    .is_none();
+            let iface = vyos_subtree(r).rsplit(' ').next().unwrap_or("wg0").to_string();
+            let script = vyos_script(&from, &to, confirm_minutes, needs_key.then_some(iface.as_str()));
+            let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "commit-confirm", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Kube, _) | (ProviderKind::Command, _) => Err(ProviderError::Unsupported {
+            address: r.address.clone(),
+            message: "the Kubernetes provider is not part of this build yet".into(),
+        }),
+    }
+}
+
+/// Puts a resource back to `prior` (its state before the step).
+pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), ProviderError> {
+    match (&r.provider, prior) {
+        (ProviderKind::File, Observed::Absent) => {
+            let o = s.run(&root(s, &shell::remove_file(file_path(r))), None, APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "remove", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Wireguard, Observed::Absent) => {
+            let o = s.run(&root(s, &wg_remove(wg_interface(r))), None, APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "remove", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Wireguard, Observed::Present(t)) => {
+            // A file read while the interface was down carries a marker line; drop it.
+            let t: String = t.lines().filter(|l| !l.starts_with("# (interface ")).map(|l| format!("{l}\n")).collect();
+            apply(s, r, &t, prior, None).await
+        }
+        (ProviderKind::Vyos, _) => {
+            // From whatever is live now back to the prior lines, committed and saved.
+            let now = match read(s, r).await? {
+                Observed::Present(t) => t.lines().map(String::from).collect(),
+                Observed::Absent => vec![],
+            };
+            let to: Vec<String> = match prior {
+                Observed::Present(t) => t.lines().map(String::from).collect(),
+                Observed::Absent => vec![],
+            };
+            if now == to {
+                return Ok(());
+            }
+            let o = s.run("vbash -s", Some(vyos_script(&now, &to, None, None).as_bytes()), APPLY_TIMEOUT).await?;
+            if o.status != 0 { Err(failed(r, "revert", &o)) } else { Ok(()) }
+        }
+        (ProviderKind::Command, _) => Ok(()), // commands are probes plus idempotent actions: nothing to undo
+        (_, Observed::Present(t)) => apply(s, r, t, prior, None).await,
+        (_, Observed::Absent) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wireguard_builders() {
+        assert_eq!(
+            wg_ensure_key("wg0"),
+            "umask 077 && mkdir -p /etc/wireguard && { [ -s /etc/wireguard/wg0.key ] || wg genkey > /etc/wireguard/wg0.key; } && wg pubkey < /etc/wireguard/wg0.key"
+        );
+        assert_eq!(
+            wg_public_key("wg0"),
+            "if [ -s /etc/wireguard/wg0.key ]; then wg pubkey < /etc/wireguard/wg0.key; else exit 3; fi"
+        );
+        assert!(wg_restart("wg0").contains("WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go"));
+        assert!(wg_restart("wg0").contains("wg-quick up wg0 </dev/null >/tmp/fabric-wg-quick-wg0.log 2>&1"));
+    }
+
+    #[test]
+    fn placeholders_resolve_where_known() {
+        let keys = |t: &str| (t == "router.sp").then(|| "SPKEY=".to_string());
+        assert_eq!(
+            resolve_keys("a <public-key:router.sp> b <public-key:router.rio> c", &keys),
+            "a SPKEY= b <public-key:router.rio> c"
+        );
+        assert_eq!(resolve_keys("no placeholder", &keys), "no placeholder");
+        assert_eq!(resolve_keys("broken <public-key:x", &keys), "broken <public-key:x");
+    }
+
+    #[test]
+    fn vyos_filter_masks_keys_and_sorts() {
+        let cfg = "set interfaces ethernet eth0 address 'dhcp'\nset interfaces wireguard wg0 private-key 'SECRET'\nset interfaces wireguard wg0 port '51820'\nset interfaces wireguard wg0 address '10.0.0.1/30'\nset interfaces wireguard wg01 port '1'\n";
+        let l = vyos_filter(cfg, "interfaces wireguard wg0");
+        assert_eq!(
+            l,
+            ["set interfaces wireguard wg0 address '10.0.0.1/30'", "set interfaces wireguard wg0 port '51820'"]
+        );
+        assert!(!l.join("").contains("SECRET"));
+    }
+
+    #[test]
+    fn vyos_script_is_a_diff_with_commit_confirm() {
+        let from = vec![
+            "set interfaces wireguard wg0 port '51820'".to_string(),
+            "set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'".to_string(),
+        ];
+        let to = vec![
+            "set interfaces wireguard wg0 port '51820'".to_string(),
+            "set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'".to_string(),
+        ];
+        assert_eq!(
+            vyos_script(&from, &to, Some(2), Some("wg0")),
+            "source /opt/vyatta/etc/functions/script-template\nconfigure\n\
+             delete interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'\n\
+             run generate pki wireguard key-pair install interface wg0\n\
+             set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'\n\
+             commit-confirm 2\nexit\n"
+        );
+    }
+}

@@ -9,7 +9,16 @@ fn codes_in(dir: &Path, out: &mut Vec<String>) {
             codes_in(&p, out);
         } else if p.extension().is_some_and(|x| x == "rs") {
             let text = std::fs::read_to_string(&p).unwrap();
-            for prefix in ["\"topology::", "\"plan::", "\"catalog::", "\"graph::", "\"fabric::", "\"render::", "\"apply::", "\"rollback::"] {
+            for prefix in [
+                "\"topology::",
+                "\"plan::",
+                "\"catalog::",
+                "\"graph::",
+                "\"fabric::",
+                "\"render::",
+                "\"apply::",
+                "\"rollback::",
+            ] {
                 for (i, _) in text.match_indices(prefix) {
                     let rest = &text[i + 1..];
                     let end = rest.find('"').unwrap();

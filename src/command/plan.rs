@@ -100,6 +100,14 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             )
         })?;
     }
+    if !p.unreachable.is_empty() {
+        let names: Vec<String> = p.unreachable.iter().map(|u| format!("{}: {}", u.target, u.reason)).collect();
+        return Err(usage(
+            "plan::unreachable",
+            format!("{} target(s) could not be read; the rest is planned above", p.unreachable.len()),
+            format!("{}\n(apply the other sites with --site; the unreachable ones keep their state)", names.join("\n")),
+        ));
+    }
     if p.summary.refused_steps > 0 {
         return Err(usage(
             "plan::refused",

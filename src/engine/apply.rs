@@ -139,16 +139,18 @@ fn canary(iface: &str) -> String {
     format!("/run/fabric-confirm-{iface}")
 }
 
-/// Saves the interface's current file and schedules its restoration unless confirmed.
-pub fn arm_linux_revert(iface: &str, seconds: u32) -> String {
+/// Saves the interface's current file and schedules its restoration unless confirmed. A router
+/// that had to revert by itself also releases the run's lock: that run cannot reach it anymore.
+pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> String {
     let conf = providers::wg_conf_path(iface);
     let prev = format!("{conf}.fabric-prev");
     let (c, p) = (quote(&conf), quote(&prev));
     let backup = format!("if [ -e {c} ]; then cp -p -- {c} {p}; else rm -f -- {p}; fi");
     let revert = format!(
-        "if [ -e {p} ]; then mv -f -- {p} {c}; {}; else {}; fi",
+        "if [ -e {p} ]; then mv -f -- {p} {c}; {}; else {}; fi; {}",
         providers::wg_restart(iface),
-        providers::wg_remove(iface)
+        providers::wg_remove(iface),
+        shell::release_lock(LOCK_PATH, holder)
     );
     format!("{backup} && {}", shell::schedule_revert(&canary(iface), seconds, &revert))
 }
@@ -319,7 +321,7 @@ async fn run_steps(
             };
             if c.action != Action::NoOp {
                 let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
-                let text = providers::desired_text(r, &|k| now.key(k));
+                let text = super::diff::desired_with_keys(r, &now, &prior);
                 if text.contains("<public-key:") {
                     return Err(ApplyError::Blocked {
                         step: step.key.clone(),
@@ -361,6 +363,7 @@ async fn run_steps(
         }
         let mut set = tokio::task::JoinSet::new();
         for (target, items) in by_target {
+            let holder_id = holder(&opts.run);
             let s = pool.get(targets, &target).await?;
             let progress_lines: Vec<String> =
                 items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
@@ -373,7 +376,7 @@ async fn run_steps(
                     if r.provider == ProviderKind::Wireguard {
                         let arm = shell::as_root(
                             &s.endpoint.user,
-                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs),
+                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
                         );
                         match s.run(&arm, None, Duration::from_secs(20)).await {
                             Ok(o) if o.status == 0 => {}
@@ -545,9 +548,10 @@ mod tests {
 
     #[test]
     fn linux_revert_is_armed_with_a_canary() {
-        let cmd = arm_linux_revert("wg0", 30);
+        let cmd = arm_linux_revert("wg0", 30, "run x");
         assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0 && ( setsid sh -c "), "{cmd}");
         assert!(cmd.contains("sleep 30;"), "{cmd}");
+        assert!(cmd.contains("/run/lock/fabric.lock"), "the job releases the run's lock: {cmd}");
         assert_eq!(
             disarm_linux_revert("wg0"),
             "rm -f -- /run/fabric-confirm-wg0 && rm -f -- /etc/wireguard/wg0.conf.fabric-prev"

@@ -15,21 +15,55 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     if live.unreachable.contains_key(&r.target) {
         return None;
     }
-    let desired = providers::desired_text(r, &|t| live.key(t));
     let observed = live.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
+    let desired = desired_with_keys(r, live, &observed);
     let (action, before) = match &observed {
         Observed::Absent => (Action::Create, String::new()),
         Observed::Present(t) if *t == desired => (Action::NoOp, t.clone()),
         Observed::Present(t) => (Action::Update, t.clone()),
     };
     let diff = (action != Action::NoOp && !r.sensitive).then(|| {
-        let shown = desired.replace("<public-key:", "(known after apply: public key of ").replace(">'", ")'");
+        let shown = show_placeholders(&desired);
         TextDiff::from_lines(&before, &shown).unified_diff().context_radius(3).header("live", "desired").to_string()
     });
     let mut c = Change::create(r);
     c.action = action;
     c.diff = diff;
     Some(c)
+}
+
+/// The desired text with peers' keys: as read from the peers, else as the resource's live state
+/// already names them (a peer that cannot be read keeps its last known key).
+pub fn desired_with_keys(r: &Resource, live: &Live, observed: &Observed) -> String {
+    let known = match observed {
+        Observed::Present(t) => providers::keys_in(t),
+        Observed::Absent => Default::default(),
+    };
+    providers::desired_text(r, &|t| {
+        live.key(t).or_else(|| if live.unreachable.contains_key(t) { known.get(t).cloned() } else { None })
+    })
+}
+
+/// `<public-key:router.x>` as terraform shows values it cannot know yet.
+fn show_placeholders(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("<public-key:") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + "<public-key:".len()..];
+        match after.find('>') {
+            Some(j) => {
+                out.push_str(&format!("{KNOWN_AFTER_APPLY}: public key of {}", &after[..j]));
+                rest = &after[j + 1..];
+            }
+            None => {
+                out.push_str(&rest[i..]);
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

@@ -120,7 +120,11 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         set.spawn(async move {
             let session = match Session::connect(&ep).await {
                 Ok(s) => Arc::new(s),
-                Err(e) => return (target, Err(format!("{e} ({})", e.help())), vec![], None),
+                Err(e) => {
+                    let text = e.to_string();
+                    let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
+                    return (target, Err(format!("{reason} ({})", e.help())), vec![], None);
+                }
             };
             let mut states = Vec::new();
             for r in &rs {

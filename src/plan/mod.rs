@@ -95,11 +95,21 @@ pub fn build(
             Some(l) => Mode::Live { fingerprint: l.fingerprint() },
         },
         steps,
-        unreachable: live
-            .map(|l| l.unreachable.iter().map(|(t, r)| Unreachable { target: t.clone(), reason: r.clone() }).collect())
-            .unwrap_or_default(),
+        unreachable: Vec::new(),
         summary: Default::default(),
     };
+    // Only targets that hold selected resources count; a peer read only for its public key keeps
+    // its last known key (see `engine::diff::desired_with_keys`).
+    if let Some(l) = live {
+        let mut seen = BTreeSet::new();
+        for step in &plan.steps {
+            for t in &step.unreachable {
+                if seen.insert(t.clone()) {
+                    plan.unreachable.push(Unreachable { target: t.clone(), reason: l.unreachable[t].clone() });
+                }
+            }
+        }
+    }
     plan.summarize();
     plan
 }

@@ -10,14 +10,16 @@
 #
 # See tests/lab/README.md for the layout (every address) and the pitfalls.
 #
-# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] | down | status
+# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] [--vyos-routers] | down | status
 #        | cut SITE | restore SITE | cut-mgmt SITE|HOST | restore-mgmt SITE|HOST
 #        | exec HOST CMD...
 # Environment: LAB_PREFIX (default fl), LAB_DIR (default /tmp/fabric-lab, or
 #              /tmp/fabric-lab-<prefix> for another prefix),
 #              LAB_MGMT_NET (first two octets of the management range,
 #              default 10.250), LAB_KEEP_ON_FAIL=1 (do not tear down a
-#              failed `up`, for debugging).
+#              failed `up`, for debugging), LAB_VYOS_DOUBLE (path of the
+#              VyOS test double; set, or `up --vyos-routers`, makes both
+#              routers play VyOS).
 set -euo pipefail
 
 LAB_PREFIX="${LAB_PREFIX:-fl}"
@@ -42,6 +44,8 @@ DEPS_PACKAGES=(openssh-server openssh-client wireguard-tools wireguard-go
 MARKER=.fabric-lab
 
 P="$LAB_PREFIX"
+# VyOS test double for the routers (empty: plain routers); see write_sshd_config.
+VYOS_DOUBLE="${LAB_VYOS_DOUBLE:-}"
 
 die() {
 	echo "lab.sh: $*" >&2
@@ -318,6 +322,19 @@ MaxStartups 200:30:400
 AcceptEnv LANG LC_*
 Subsystem sftp internal-sftp
 EOF
+	# --- VyOS test double (up --vyos-routers / LAB_VYOS_DOUBLE) -------------
+	# Owned by the vyos_double work (examples/vyos_double.rs,
+	# tests/support/vyos_double.md): every SSH session to a router runs the
+	# double, which plays a VyOS 1.4 router with its state in $d/vyos.
+	# commit-confirm N counts seconds there (tests), not minutes.
+	if [[ -n "$VYOS_DOUBLE" && "$host" == *-router ]]; then
+		mkdir -m 0700 "$d/vyos"
+		cat >>"$d/sshd_config" <<EOF
+ForceCommand $VYOS_DOUBLE
+SetEnv VYOS_DOUBLE_STATE=$d/vyos VYOS_DOUBLE_CONFIRM_UNIT=seconds
+EOF
+	fi
+	# --- end VyOS test double -----------------------------------------------
 }
 
 # Starts the host's sshd in its own mount and UTS namespaces (inside the
@@ -428,11 +445,19 @@ cmd_up() {
 			delay="${2:-}"
 			shift 2 || die "--delay-ms needs a value"
 			;;
+		--vyos-routers) # VyOS test double, see write_sshd_config
+			VYOS_DOUBLE="${LAB_VYOS_DOUBLE:-$SCRIPT_DIR/../../target/debug/examples/vyos_double}"
+			shift
+			;;
 		*) die "up: unknown option '$1'" ;;
 		esac
 	done
 	if ! [[ "$nhosts" =~ ^[0-9]+$ ]] || ((nhosts > 500)); then die "--hosts must be an integer 0..500"; fi
 	if ! [[ "$delay" =~ ^[0-9]+$ ]] || ((delay > 10000)); then die "--delay-ms must be an integer 0..10000"; fi
+	if [[ -n "$VYOS_DOUBLE" ]]; then # VyOS test double, see write_sshd_config
+		[[ -x "$VYOS_DOUBLE" ]] || die "VyOS test double $VYOS_DOUBLE is missing: cargo build --example vyos_double"
+		VYOS_DOUBLE=$(realpath "$VYOS_DOUBLE")
+	fi
 	check_deps
 
 	# `up` on a lab that is already up fails instead of guessing: tests must

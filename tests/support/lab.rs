@@ -91,6 +91,17 @@ impl Lab {
         panic!("{host} not in the lab's ssh_config")
     }
 
+    /// Pings until a reply comes or `secs` pass (a tunnel may need a handshake first).
+    pub fn ping_within(&self, from: &str, to: &str, secs: u64) -> bool {
+        let t = std::time::Instant::now();
+        while t.elapsed().as_secs() < secs {
+            if self.exec(from, &format!("ping -c 1 -W 1 {to}")).status.success() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Pings from one lab host; true when every packet came back.
     pub fn ping(&self, from: &str, to: &str) -> bool {
         self.exec(from, &format!("ping -c 3 -i 0.2 -W 2 {to}")).status.success()

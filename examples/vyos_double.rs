@@ -1,0 +1,1392 @@
+//! `vyos_double`: a TEST DOUBLE of a VyOS 1.4+ router, for the lab (`tests/lab/lab.sh up
+//! --vyos-routers`). It is NOT VyOS: it keeps the observable behaviour fabric relies on (the
+//! `vbash -s` script-template session, `set`/`delete` checked against VyOS's own interface
+//! definitions, commit / commit-confirm / confirm / save, `show configuration commands`,
+//! `generate pki wireguard key-pair install interface wgN`) and realizes the WireGuard and static
+//! route parts of the committed config for real, with wireguard-go, `wg` and `ip`, in the network
+//! namespace it runs in. Behaviour and every known deviation from real VyOS:
+//! `tests/support/vyos_double.md`.
+//!
+//! It runs as the sshd `ForceCommand` of a lab router: the client's command arrives in
+//! `SSH_ORIGINAL_COMMAND` (a script on stdin for `vbash -s`). State lives in the directory named
+//! by `VYOS_DOUBLE_STATE` (see the doc for its files). `VYOS_DOUBLE_CONFIRM_UNIT=seconds` makes
+//! `commit-confirm N` count seconds instead of minutes (tests).
+
+#[path = "../tests/support/vyos_spec.rs"]
+mod vyos_spec;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use vyos_spec::{NodeKind, VyosSpec};
+
+/// PATH for every tool the double runs (sshd's default; never a pyenv shim).
+const TOOL_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// What a fresh VyOS 1.4 install has that matters here (trimmed: no login users, no console).
+const FACTORY_DEFAULT: &str = "set interfaces loopback lo\n\
+                               set system config-management commit-revisions '100'\n\
+                               set system host-name 'vyos'\n";
+
+/// VyOS's default for `commit-confirm` without a number (config_mgmt.py DEFAULT_TIME_MINUTES).
+const DEFAULT_CONFIRM_MINUTES: u64 = 10;
+
+// ---------------------------------------------------------------------------------------------
+// Words
+
+/// A command word and whether it was quoted (values are quoted in canonical `set` lines).
+#[derive(Debug, Clone)]
+struct Word {
+    text: String,
+    quoted: bool,
+}
+
+/// Shell-like split: whitespace, '...' and "..." (with backslash escapes inside double quotes).
+fn split_words(line: &str) -> Result<Vec<Word>, String> {
+    let mut words = vec![];
+    let mut cur = String::new();
+    let (mut in_word, mut quoted) = (false, false);
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(Word { text: std::mem::take(&mut cur), quoted });
+                    (in_word, quoted) = (false, false);
+                }
+            }
+            '\'' => {
+                (in_word, quoted) = (true, true);
+                loop {
+                    match chars.next() {
+                        Some('\'') => break,
+                        Some(ch) => cur.push(ch),
+                        None => return Err(format!("unterminated single quote in `{line}`")),
+                    }
+                }
+            }
+            '"' => {
+                (in_word, quoted) = (true, true);
+                loop {
+                    match chars.next() {
+                        Some('"') => break,
+                        Some('\\') => match chars.next() {
+                            Some(ch) => cur.push(ch),
+                            None => return Err(format!("unterminated double quote in `{line}`")),
+                        },
+                        Some(ch) => cur.push(ch),
+                        None => return Err(format!("unterminated double quote in `{line}`")),
+                    }
+                }
+            }
+            '\\' => {
+                in_word = true;
+                if let Some(ch) = chars.next() {
+                    cur.push(ch);
+                }
+            }
+            c => {
+                in_word = true;
+                cur.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(Word { text: cur, quoted });
+    }
+    Ok(words)
+}
+
+/// VyOS's "lexical-numeric" order (vyos1x-config `Util.lexical_numeric_compare`): runs of digits
+/// compare as numbers, everything else byte-wise.
+fn lexnum_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn chunks(s: &str) -> Vec<(bool, &str)> {
+        let mut out = vec![];
+        let bytes = s.as_bytes();
+        let mut start = 0;
+        for i in 1..=bytes.len() {
+            if i == bytes.len() || bytes[i].is_ascii_digit() != bytes[start].is_ascii_digit() {
+                out.push((bytes[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    if a.is_empty() || b.is_empty() {
+        return a.cmp(b);
+    }
+    let (ca, cb) = (chunks(a), chunks(b));
+    for ((da, xa), (db, xb)) in ca.iter().zip(cb.iter()) {
+        let ord = if *da && *db {
+            let (ta, tb) = (xa.trim_start_matches('0'), xb.trim_start_matches('0'));
+            ta.len().cmp(&tb.len()).then_with(|| ta.cmp(tb)).then_with(|| xa.len().cmp(&xb.len()))
+        } else {
+            xa.cmp(xb)
+        };
+        if ord != std::cmp::Ordering::Equal {
+            return ord;
+        }
+    }
+    ca.len().cmp(&cb.len())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/// One line of `show configuration commands`: the path (node names and tag values) and, for a
+/// leaf with a value, the value. `value: None` is an empty node or a valueless leaf.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    path: Vec<String>,
+    value: Option<String>,
+}
+
+impl Entry {
+    fn line(&self) -> String {
+        let mut s = format!("set {}", self.path.join(" "));
+        if let Some(v) = &self.value {
+            s.push_str(&format!(" '{v}'"));
+        }
+        s
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Config {
+    entries: Vec<Entry>,
+}
+
+fn starts_with(path: &[String], prefix: &[String]) -> bool {
+    path.len() >= prefix.len() && path[..prefix.len()] == *prefix
+}
+
+impl Config {
+    /// Parses canonical `set` lines (the format of the state files): the quoted last word of a
+    /// line is the leaf value.
+    fn parse(text: &str) -> Result<Config, String> {
+        let mut entries = vec![];
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+            let mut words = split_words(line)?;
+            if words.first().map(|w| w.text.as_str()) != Some("set") || words.len() < 2 {
+                return Err(format!("not a canonical set line: {line}"));
+            }
+            words.remove(0);
+            let value = if words.len() > 1 && words.last().is_some_and(|w| w.quoted) {
+                words.pop().map(|w| w.text)
+            } else {
+                None
+            };
+            entries.push(Entry { path: words.into_iter().map(|w| w.text).collect(), value });
+        }
+        let mut c = Config { entries };
+        c.normalize();
+        Ok(c)
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.entries.iter().map(Entry::line).collect()
+    }
+
+    fn text(&self) -> String {
+        self.lines().iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    /// VyOS tree order: paths compared word by word in lexical-numeric order (a node before its
+    /// children); the values of a multi leaf keep their insertion order (stable sort).
+    fn normalize(&mut self) {
+        self.entries.sort_by(|a, b| {
+            for (x, y) in a.path.iter().zip(b.path.iter()) {
+                let o = lexnum_cmp(x, y);
+                if o != std::cmp::Ordering::Equal {
+                    return o;
+                }
+            }
+            a.path.len().cmp(&b.path.len())
+        });
+        let mut out: Vec<Entry> = vec![];
+        for e in std::mem::take(&mut self.entries) {
+            if !out.contains(&e) {
+                out.push(e);
+            }
+        }
+        let all = out.clone();
+        out.retain(|e| {
+            e.value.is_some() || !all.iter().any(|o| o.path.len() > e.path.len() && starts_with(&o.path, &e.path))
+        });
+        self.entries = out;
+    }
+
+    fn has_prefix(&self, prefix: &[String]) -> bool {
+        self.entries.iter().any(|e| starts_with(&e.path, prefix))
+    }
+
+    fn apply_set(&mut self, t: &Target) {
+        match t.leaf {
+            Some(LeafKind::Multi) => {
+                let e = Entry { path: t.path.clone(), value: t.value.clone() };
+                if !self.entries.contains(&e) {
+                    self.entries.push(e);
+                }
+            }
+            Some(LeafKind::Single) => {
+                self.entries.retain(|e| e.path != t.path);
+                self.entries.push(Entry { path: t.path.clone(), value: t.value.clone() });
+            }
+            Some(LeafKind::Valueless) | None => {
+                if !self.has_prefix(&t.path) {
+                    self.entries.push(Entry { path: t.path.clone(), value: None });
+                }
+            }
+        }
+        self.normalize();
+    }
+
+    fn apply_delete(&mut self, t: &Target) -> Result<(), String> {
+        let before = self.entries.len();
+        match (&t.leaf, &t.value) {
+            (Some(LeafKind::Single | LeafKind::Multi), Some(v)) => {
+                self.entries.retain(|e| !(e.path == t.path && e.value.as_ref() == Some(v)));
+            }
+            _ => self.entries.retain(|e| !starts_with(&e.path, &t.path)),
+        }
+        if self.entries.len() == before {
+            return Err("Nothing to delete (the specified node does not exist)".to_string());
+        }
+        // Empty parents: a tag value (e.g. `interfaces wireguard wg0`) stays as an empty node,
+        // plain nodes and tag nodes without values go.
+        for k in (1..t.path.len()).rev() {
+            let prefix = &t.path[..k];
+            if self.has_prefix(prefix) {
+                break;
+            }
+            if t.roles[k - 1] == Role::TagValue {
+                self.entries.push(Entry { path: prefix.to_vec(), value: None });
+                break;
+            }
+        }
+        self.normalize();
+        Ok(())
+    }
+
+    fn value(&self, path: &[&str]) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|e| e.path.len() == path.len() && e.path.iter().zip(path).all(|(a, b)| a == b))
+            .and_then(|e| e.value.as_deref())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command paths, classified with the VyOS interface definitions
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Name,
+    TagValue,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeafKind {
+    Single,
+    Multi,
+    Valueless,
+}
+
+/// A `set`/`delete` path: the words up to the leaf (with their roles), the leaf kind and value.
+#[derive(Debug, Clone)]
+struct Target {
+    path: Vec<String>,
+    roles: Vec<Role>,
+    leaf: Option<LeafKind>,
+    value: Option<String>,
+}
+
+/// Walks the definitions along `words` (already accepted by `VyosSpec::check`).
+fn classify(spec: &VyosSpec, words: &[String]) -> Result<Target, String> {
+    let first = words.first().ok_or("empty path")?;
+    let mut node = spec.schema_node(&[first.as_str()]).ok_or_else(|| format!("unknown top-level node {first}"))?;
+    let mut t = Target { path: vec![first.clone()], roles: vec![Role::Name], leaf: None, value: None };
+    let mut i = 1;
+    loop {
+        match node.kind {
+            NodeKind::Node => {
+                let Some(w) = words.get(i) else { return Ok(t) };
+                node = node.children.get(w).ok_or_else(|| format!("unknown node {w}"))?;
+                t.path.push(w.clone());
+                t.roles.push(Role::Name);
+                i += 1;
+            }
+            NodeKind::TagNode => {
+                let Some(tag) = words.get(i) else { return Ok(t) };
+                t.path.push(tag.clone());
+                t.roles.push(Role::TagValue);
+                i += 1;
+                let Some(w) = words.get(i) else { return Ok(t) };
+                node = node.children.get(w).ok_or_else(|| format!("unknown node {w}"))?;
+                t.path.push(w.clone());
+                t.roles.push(Role::Name);
+                i += 1;
+            }
+            NodeKind::LeafNode => {
+                let p = &node.properties;
+                t.leaf = Some(if p.valueless {
+                    LeafKind::Valueless
+                } else if p.multi {
+                    LeafKind::Multi
+                } else {
+                    LeafKind::Single
+                });
+                t.value = words.get(i).cloned();
+                return Ok(t);
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// State directory
+
+struct State {
+    dir: PathBuf,
+}
+
+/// Holds the state directory's lock (flock on `lock`) until dropped.
+struct Lock(#[allow(dead_code)] fs::File);
+
+impl State {
+    fn from_env() -> Result<State, String> {
+        let dir = std::env::var_os("VYOS_DOUBLE_STATE")
+            .filter(|d| !d.is_empty())
+            .ok_or("vyos_double: VYOS_DOUBLE_STATE is not set (the lab's sshd_config sets it with SetEnv)")?;
+        let dir = PathBuf::from(dir);
+        fs::create_dir_all(&dir).map_err(|e| format!("vyos_double: cannot create {}: {e}", dir.display()))?;
+        Ok(State { dir })
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    fn lock(&self) -> Result<Lock, String> {
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.path("lock"))
+            .map_err(|e| format!("vyos_double: cannot open lock file: {e}"))?;
+        f.lock().map_err(|e| format!("vyos_double: cannot lock state: {e}"))?;
+        Ok(Lock(f))
+    }
+
+    fn read_config(&self, name: &str) -> Result<Option<Config>, String> {
+        match fs::read_to_string(self.path(name)) {
+            Ok(t) => Config::parse(&t).map(Some).map_err(|e| format!("vyos_double: corrupt state file {name}: {e}")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("vyos_double: cannot read state file {name}: {e}")),
+        }
+    }
+
+    /// Writes atomically (temp file + rename), mode 0600: the config holds private keys.
+    fn write(&self, name: &str, text: &str) -> Result<(), String> {
+        let tmp = self.path(&format!(".{name}.tmp.{}", std::process::id()));
+        let mut f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| format!("vyos_double: cannot write {}: {e}", tmp.display()))?;
+        f.write_all(text.as_bytes()).map_err(|e| format!("vyos_double: cannot write {name}: {e}"))?;
+        drop(f);
+        fs::rename(&tmp, self.path(name)).map_err(|e| format!("vyos_double: cannot write {name}: {e}"))
+    }
+
+    fn remove(&self, name: &str) {
+        let _ = fs::remove_file(self.path(name));
+    }
+
+    fn running(&self) -> Result<Config, String> {
+        Ok(self.read_config("running")?.unwrap_or_default())
+    }
+
+    fn log(&self, msg: &str) {
+        if let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(self.path("double.log")) {
+            let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+            let _ = writeln!(f, "{t} [{}] {msg}", std::process::id());
+        }
+    }
+
+    fn confirm_in_seconds(&self) -> bool {
+        std::env::var("VYOS_DOUBLE_CONFIRM_UNIT").is_ok_and(|v| v.trim() == "seconds")
+            || fs::read_to_string(self.path("confirm_unit")).is_ok_and(|v| v.trim() == "seconds")
+    }
+
+    /// "Boot": a state dir without a running config loads the saved one (or the factory default)
+    /// and realizes it. A reboot also ends a pending commit-confirm.
+    fn boot_if_needed(&self) -> Result<(), String> {
+        let _lock = self.lock()?;
+        if self.path("running").exists() {
+            return Ok(());
+        }
+        let boot = match self.read_config("saved")? {
+            Some(c) => c,
+            None => Config::parse(FACTORY_DEFAULT)?,
+        };
+        self.remove("confirm.pending");
+        self.remove("confirm.previous");
+        self.log("boot: loading the saved configuration");
+        if let Err(e) = realize(self, &Config::default(), &boot) {
+            self.log(&format!("boot: realization failed: {e}"));
+        }
+        self.write("running", &boot.text())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// External tools
+
+fn tool(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .env("PATH", TOOL_PATH)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", args[0]))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!("`{}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()))
+    }
+}
+
+fn wg_genkey() -> Result<String, String> {
+    Ok(tool(&["wg", "genkey"])?.trim().to_string())
+}
+
+fn wg_pubkey(private: &str) -> Result<String, String> {
+    let mut child = Command::new("wg")
+        .arg("pubkey")
+        .env("PATH", TOOL_PATH)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run wg: {e}"))?;
+    child.stdin.take().ok_or("no stdin")?.write_all(format!("{private}\n").as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err("`wg pubkey` failed: invalid private key".to_string());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// A key in a 0600 file (for `wg set ... private-key FILE`), removed when dropped.
+struct KeyFile(PathBuf);
+
+impl KeyFile {
+    fn new(st: &State, tag: &str, key: &str) -> Result<KeyFile, String> {
+        let path = st.path(&format!(".key-{tag}-{}", std::process::id()));
+        let _ = fs::remove_file(&path);
+        let mut f = fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("cannot create key file: {e}"))?;
+        f.write_all(format!("{key}\n").as_bytes()).map_err(|e| format!("cannot write key file: {e}"))?;
+        Ok(KeyFile(path))
+    }
+
+    fn arg(&self) -> &str {
+        self.0.to_str().unwrap_or("")
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the configuration means on the host
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Peer {
+    public_key: Option<String>,
+    preshared_key: Option<String>,
+    allowed_ips: Vec<String>,
+    address: Option<String>,
+    port: Option<String>,
+    keepalive: Option<String>,
+    disable: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct WgIf {
+    private_key: Option<String>,
+    port: Option<String>,
+    addresses: Vec<String>,
+    mtu: Option<String>,
+    fwmark: Option<String>,
+    disable: bool,
+    peers: BTreeMap<String, Peer>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Route {
+    blackhole: bool,
+    interfaces: BTreeSet<String>,
+    next_hops: BTreeSet<String>,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    wg: BTreeMap<String, WgIf>,
+    routes: BTreeMap<String, Route>,
+}
+
+impl Model {
+    fn of(c: &Config) -> Model {
+        let mut m = Model::default();
+        let mut disabled: BTreeSet<(String, String)> = BTreeSet::new();
+        for e in &c.entries {
+            let p: Vec<&str> = e.path.iter().map(String::as_str).collect();
+            let v = e.value.clone();
+            match p.as_slice() {
+                ["interfaces", "wireguard", ifn, rest @ ..] => {
+                    let w = m.wg.entry(ifn.to_string()).or_default();
+                    match rest {
+                        ["private-key"] => w.private_key = v,
+                        ["port"] => w.port = v,
+                        ["address"] => w.addresses.extend(v),
+                        ["mtu"] => w.mtu = v,
+                        ["fwmark"] => w.fwmark = v,
+                        ["disable"] => w.disable = true,
+                        ["peer", name, prest @ ..] => {
+                            let peer = w.peers.entry(name.to_string()).or_default();
+                            match prest {
+                                ["public-key"] => peer.public_key = v,
+                                ["preshared-key"] => peer.preshared_key = v,
+                                ["allowed-ips"] => peer.allowed_ips.extend(v),
+                                ["address"] => peer.address = v,
+                                ["port"] => peer.port = v,
+                                ["persistent-keepalive"] => peer.keepalive = v,
+                                ["disable"] => peer.disable = true,
+                                _ => {}
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                ["protocols", "static", "route" | "route6", prefix, rest @ ..] => {
+                    let r = m.routes.entry(prefix.to_string()).or_default();
+                    match rest {
+                        ["blackhole", ..] => r.blackhole = true,
+                        ["interface", i, "disable"] | ["next-hop", i, "disable"] => {
+                            disabled.insert((prefix.to_string(), i.to_string()));
+                        }
+                        ["interface", i, ..] => {
+                            r.interfaces.insert(i.to_string());
+                        }
+                        ["next-hop", a, ..] => {
+                            r.next_hops.insert(a.to_string());
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (prefix, hop) in disabled {
+            if let Some(r) = m.routes.get_mut(&prefix) {
+                r.interfaces.remove(&hop);
+                r.next_hops.remove(&hop);
+            }
+        }
+        m
+    }
+}
+
+/// VyOS's verify() of interfaces_wireguard.py: (section, message) of the first failure.
+fn verify(c: &Config) -> Result<(), (String, String)> {
+    let m = Model::of(c);
+    for (ifn, w) in &m.wg {
+        let section = format!("interfaces wireguard {ifn}");
+        let Some(private) = &w.private_key else {
+            return Err((section, "Wireguard private-key not defined".to_string()));
+        };
+        let own_public = wg_pubkey(private).ok();
+        let mut public_keys = vec![];
+        for (name, p) in &w.peers {
+            let base = format!("WireGuard peer \"{name}\":");
+            if p.allowed_ips.is_empty() {
+                return Err((section, format!("{base} missing mandatory allowed-ips!")));
+            }
+            let Some(pk) = &p.public_key else {
+                return Err((section, format!("{base} missing mandatory public-key!")));
+            };
+            if public_keys.contains(pk) {
+                return Err((section, format!("{base} duplicate public-key!")));
+            }
+            if !p.disable && own_public.as_ref() == Some(pk) {
+                return Err((section, format!("{base} identical public key as interface \"{ifn}\"!")));
+            }
+            if p.port.is_some() != p.address.is_some() {
+                return Err((
+                    section,
+                    format!("{base} both port and address/host-name must be defined if either one of them is set!"),
+                ));
+            }
+            public_keys.push(pk.clone());
+        }
+    }
+    Ok(())
+}
+
+/// Makes the host match `new`, coming from `old` (the previously realized config). WireGuard
+/// interfaces and peers are reconciled against the kernel, so a wiped host (boot) is rebuilt.
+fn realize(st: &State, old: &Config, new: &Config) -> Result<(), String> {
+    let (om, nm) = (Model::of(old), Model::of(new));
+    for prefix in om.routes.keys().filter(|p| !nm.routes.contains_key(*p)) {
+        st.log(&format!("ip route del {prefix}"));
+        let _ = tool(&["ip", "route", "del", prefix]);
+    }
+    for ifn in om.wg.keys().filter(|i| !nm.wg.contains_key(*i)) {
+        // wireguard-go exits (and removes its socket) when its device is deleted.
+        st.log(&format!("ip link del {ifn}"));
+        let _ = tool(&["ip", "link", "del", "dev", ifn]);
+    }
+    for (ifn, w) in &nm.wg {
+        realize_wg(st, ifn, w, om.wg.get(ifn))?;
+    }
+    for (prefix, r) in &nm.routes {
+        let result = if r.blackhole {
+            tool(&["ip", "route", "replace", "blackhole", prefix])
+        } else if let Some(dev) = r.interfaces.iter().next() {
+            tool(&["ip", "route", "replace", prefix, "dev", dev])
+        } else if let Some(via) = r.next_hops.iter().next() {
+            tool(&["ip", "route", "replace", prefix, "via", via])
+        } else {
+            let _ = tool(&["ip", "route", "del", prefix]);
+            Ok(String::new())
+        };
+        // FRR keeps a static route whose next hop is unusable in its config, inactive: so does
+        // the double (the commit does not fail).
+        match result {
+            Ok(_) => st.log(&format!("route {prefix}: {r:?}")),
+            Err(e) => st.log(&format!("route {prefix} inactive: {e}")),
+        }
+    }
+    Ok(())
+}
+
+fn realize_wg(st: &State, ifn: &str, w: &WgIf, old: Option<&WgIf>) -> Result<(), String> {
+    if tool(&["ip", "link", "show", "dev", ifn]).is_err() {
+        st.log(&format!("wireguard-go {ifn}"));
+        let status = Command::new("wireguard-go")
+            .arg(ifn)
+            .env("PATH", TOOL_PATH)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| format!("cannot run wireguard-go: {e}"))?;
+        if !status.success() {
+            return Err(format!("wireguard-go {ifn} failed ({status})"));
+        }
+        let start = Instant::now();
+        while tool(&["wg", "show", ifn, "public-key"]).is_err() {
+            if start.elapsed() > Duration::from_secs(5) {
+                return Err(format!("wireguard-go {ifn} did not come up"));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    if let Some(k) = &w.private_key {
+        let f = KeyFile::new(st, ifn, k)?;
+        tool(&["wg", "set", ifn, "private-key", f.arg()])?;
+    }
+    match (&w.port, old.and_then(|o| o.port.as_ref())) {
+        (Some(p), _) => drop(tool(&["wg", "set", ifn, "listen-port", p])?),
+        (None, Some(_)) => drop(tool(&["wg", "set", ifn, "listen-port", "0"])?),
+        (None, None) => {}
+    }
+    tool(&["wg", "set", ifn, "fwmark", w.fwmark.as_deref().unwrap_or("0")])?;
+
+    let kernel: Vec<String> = tool(&["wg", "show", ifn, "peers"])?.lines().map(|l| l.trim().to_string()).collect();
+    let desired: Vec<&Peer> = w.peers.values().filter(|p| !p.disable && p.public_key.is_some()).collect();
+    for k in &kernel {
+        if !desired.iter().any(|p| p.public_key.as_ref() == Some(k)) {
+            st.log(&format!("wg set {ifn} peer {k} remove"));
+            tool(&["wg", "set", ifn, "peer", k, "remove"])?;
+        }
+    }
+    for p in desired {
+        let pk = p.public_key.as_deref().unwrap_or_default();
+        let unchanged = kernel.iter().any(|k| k == pk)
+            && old.is_some_and(|o| o.peers.values().any(|op| op.public_key.as_deref() == Some(pk) && op == p));
+        if unchanged {
+            continue;
+        }
+        if kernel.iter().any(|k| k == pk) {
+            tool(&["wg", "set", ifn, "peer", pk, "remove"])?;
+        }
+        let ips = p.allowed_ips.join(",");
+        let mut args: Vec<String> =
+            ["wg", "set", ifn, "peer", pk, "allowed-ips", &ips].iter().map(|s| s.to_string()).collect();
+        if let (Some(a), Some(port)) = (&p.address, &p.port) {
+            let host = if a.contains(':') { format!("[{a}]") } else { a.clone() };
+            args.extend(["endpoint".to_string(), format!("{host}:{port}")]);
+        }
+        args.extend(["persistent-keepalive".to_string(), p.keepalive.clone().unwrap_or_else(|| "off".into())]);
+        let psk = match &p.preshared_key {
+            Some(k) => Some(KeyFile::new(st, &format!("{ifn}-psk"), k)?),
+            None => None,
+        };
+        if let Some(f) = &psk {
+            args.extend(["preshared-key".to_string(), f.arg().to_string()]);
+        }
+        st.log(&format!("wg set {ifn} peer {pk} allowed-ips {ips} ..."));
+        tool(&args.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
+
+    let current: Vec<String> = tool(&["ip", "-o", "addr", "show", "dev", ifn])?
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split_whitespace().skip_while(|w| *w != "inet" && *w != "inet6");
+            it.next()?;
+            it.next().map(str::to_string)
+        })
+        .filter(|a| !a.starts_with("fe80:"))
+        .collect();
+    for a in current.iter().filter(|a| !w.addresses.contains(a)) {
+        let _ = tool(&["ip", "addr", "del", a, "dev", ifn]);
+    }
+    for a in &w.addresses {
+        st.log(&format!("ip addr replace {a} dev {ifn}"));
+        tool(&["ip", "addr", "replace", a, "dev", ifn])?;
+    }
+    tool(&["ip", "link", "set", "dev", ifn, "mtu", w.mtu.as_deref().unwrap_or("1420")])?;
+    tool(&["ip", "link", "set", "dev", ifn, if w.disable { "down" } else { "up" }])?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// commit-confirm
+
+struct Pending {
+    token: String,
+    deadline_ms: u128,
+    action: String,
+}
+
+fn now_ms() -> u128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0)
+}
+
+fn read_pending(st: &State) -> Option<Pending> {
+    let text = fs::read_to_string(st.path("confirm.pending")).ok()?;
+    let get = |k: &str| text.lines().find_map(|l| l.strip_prefix(&format!("{k}=")).map(str::to_string));
+    Some(Pending { token: get("token")?, deadline_ms: get("deadline_ms")?.parse().ok()?, action: get("action")? })
+}
+
+/// The revert process: detached (setsid, nohup, stdio on /dev/null) so the SSH session can end.
+fn reverter(token: &str) -> ExitCode {
+    let st = match State::from_env() {
+        Ok(s) => s,
+        Err(_) => return ExitCode::FAILURE,
+    };
+    loop {
+        let Some(p) = read_pending(&st).filter(|p| p.token == token) else {
+            return ExitCode::SUCCESS; // confirmed (or replaced by a boot)
+        };
+        if now_ms() >= p.deadline_ms {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let Ok(_lock) = st.lock() else { return ExitCode::FAILURE };
+    let Some(p) = read_pending(&st).filter(|p| p.token == token) else { return ExitCode::SUCCESS };
+    let target = if p.action == "reload" {
+        st.read_config("confirm.previous").ok().flatten()
+    } else {
+        // `reboot`: the router boots its saved configuration.
+        st.read_config("saved").ok().flatten().or_else(|| Config::parse(FACTORY_DEFAULT).ok())
+    };
+    let Some(target) = target else {
+        st.log("commit-confirm: nothing to revert to");
+        return ExitCode::FAILURE;
+    };
+    let current = st.running().unwrap_or_default();
+    st.log(&format!("commit-confirm not confirmed: reverting ({})", p.action));
+    if let Err(e) = realize(&st, &current, &target) {
+        st.log(&format!("commit-confirm revert: realization failed: {e}"));
+    }
+    let _ = st.write("running", &target.text());
+    st.remove("confirm.pending");
+    st.remove("confirm.previous");
+    ExitCode::SUCCESS
+}
+
+fn spawn_reverter(token: &str) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+    Command::new("setsid")
+        .arg("nohup")
+        .arg(exe)
+        .arg("__commit-confirm-revert")
+        .arg(token)
+        .env("PATH", TOOL_PATH)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(drop)
+        .map_err(|e| format!("cannot start the commit-confirm timer: {e}"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Interface definitions
+
+fn spec_dir() -> PathBuf {
+    std::env::var_os("VYOS_DOUBLE_SPEC_DIR").map(PathBuf::from).unwrap_or_else(VyosSpec::shared_dir)
+}
+
+fn load_partial_spec(st: &State, top: &str, second: Option<&str>) -> Option<VyosSpec> {
+    let safe = |s: &str| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !safe(top) || !second.is_none_or(safe) {
+        return None;
+    }
+    let dir = spec_dir();
+    let required = ["interfaces_wireguard.xml.in", "protocols_static.xml.in"];
+    let mut files: Vec<String> = vec![];
+    for entry in fs::read_dir(&dir).ok()?.filter_map(Result::ok) {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".xml.in") {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path()).ok()?;
+        let first = text.split("name=\"").nth(1).and_then(|r| r.split('"').next());
+        if first == Some(top) && second.is_none_or(|s| text.contains(&format!("name=\"{s}\""))) {
+            files.push(name);
+        }
+    }
+    if files.is_empty() {
+        return None;
+    }
+    files.extend(required.iter().map(|s| s.to_string()));
+    files.sort();
+    files.dedup();
+    let cache = st.path(".spec-cache").join(format!("{top}__{}", second.unwrap_or("")));
+    if !cache.is_dir() {
+        let tmp = st.path(".spec-cache").join(format!(".tmp-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&tmp);
+        fs::create_dir_all(&tmp).ok()?;
+        for f in files.iter().map(String::as_str).chain(["include"]) {
+            std::os::unix::fs::symlink(dir.join(f), tmp.join(f)).ok()?;
+        }
+        if fs::rename(&tmp, &cache).is_err() {
+            let _ = fs::remove_dir_all(&tmp); // another session made it first
+        }
+    }
+    VyosSpec::load(&cache).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+/// A failed command: the message is already VyOS-styled.
+struct Failed(String);
+
+enum Op {
+    Set(Target),
+    Delete(Target),
+}
+
+struct Session<'a> {
+    st: &'a State,
+    spec: Option<VyosSpec>,
+    partial: BTreeMap<String, Option<VyosSpec>>,
+    in_config: bool,
+    /// Running config when the candidate was (re)based.
+    base: Config,
+    candidate: Config,
+    /// This session's changes, replayed on the newest running config at commit (other sessions
+    /// may have committed meanwhile, as with VyOS's per-session working copy).
+    ops: Vec<Op>,
+}
+
+fn say(s: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(s.as_bytes());
+    if !s.ends_with('\n') {
+        let _ = out.write_all(b"\n");
+    }
+    let _ = out.flush();
+}
+
+impl<'a> Session<'a> {
+    fn new(st: &'a State) -> Session<'a> {
+        Session {
+            st,
+            spec: None,
+            partial: BTreeMap::new(),
+            in_config: false,
+            base: Config::default(),
+            candidate: Config::default(),
+            ops: vec![],
+        }
+    }
+
+    /// The full definitions (slow to load in a debug build: ~3 s of regex compilation).
+    fn full_spec(&mut self) -> Result<&VyosSpec, Failed> {
+        if self.spec.is_none() {
+            let spec = VyosSpec::load(&spec_dir())
+                .map_err(|e| Failed(format!("vyos_double: cannot load the VyOS interface definitions: {e}")))?;
+            self.spec = Some(spec);
+        }
+        Ok(self.spec.as_ref().expect("loaded"))
+    }
+
+    /// Definitions for a path starting with `top second`: only the files that define `top` and
+    /// mention `second` (plus the two files VyosSpec requires), loaded from a directory of
+    /// symlinks kept in the state dir. `None` when there is no such file.
+    fn partial_spec(&mut self, top: &str, second: Option<&str>) -> Option<&VyosSpec> {
+        let key = format!("{top} {}", second.unwrap_or(""));
+        if !self.partial.contains_key(&key) {
+            let spec = load_partial_spec(self.st, top, second);
+            self.partial.insert(key.clone(), spec);
+        }
+        self.partial.get(&key).and_then(Option::as_ref)
+    }
+
+    fn rebase(&mut self) -> Result<(), Failed> {
+        self.base = self.st.running().map_err(Failed)?;
+        self.candidate = self.base.clone();
+        self.ops.clear();
+        Ok(())
+    }
+
+    fn require_config(&self, what: &str) -> Result<(), Failed> {
+        if self.in_config {
+            Ok(())
+        } else {
+            Err(Failed(format!(
+                "vyos_double: `{what}` needs configuration mode (run `configure` first; in real VyOS op mode, \
+                 `set` is bash's builtin and silently does nothing)"
+            )))
+        }
+    }
+
+    /// Runs a script (`vbash -s`): stops at the first failing command (set -e).
+    fn run_script(&mut self, script: &str) -> Result<(), Failed> {
+        let lines: Vec<&str> = script.lines().collect();
+        let mut i = 0;
+        while i < lines.len() {
+            let line = lines[i].trim();
+            i += 1;
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let words: Vec<String> = split_words(line)
+                .map_err(|e| Failed(format!("vyos_double: {e}")))?
+                .into_iter()
+                .map(|w| w.text)
+                .collect();
+            if words.first().map(String::as_str) == Some("commit-confirm") {
+                // VyOS asks "Proceed ? [Y/n]" on stdin, which in `vbash -s` is the script itself:
+                // an answer line right after the command is consumed as the answer.
+                let answer = lines.get(i).map(|l| l.trim().to_ascii_lowercase());
+                let proceed = match answer.as_deref() {
+                    Some("" | "y" | "ye" | "yes") => {
+                        i += 1;
+                        true
+                    }
+                    Some("n" | "no") => {
+                        i += 1;
+                        false
+                    }
+                    _ => true,
+                };
+                self.commit_confirm(&words, proceed)?;
+                continue;
+            }
+            self.command(&words, line)?;
+        }
+        Ok(())
+    }
+
+    fn command(&mut self, words: &[String], line: &str) -> Result<(), Failed> {
+        let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        match w.as_slice() {
+            ["source", path] if path.ends_with("/script-template") => Ok(()),
+            ["configure"] => {
+                if !self.in_config {
+                    let _lock = self.st.lock().map_err(Failed)?;
+                    self.rebase()?;
+                    self.in_config = true;
+                }
+                Ok(())
+            }
+            ["set" | "delete", ..] => {
+                self.require_config(w[0])?;
+                self.set_delete(words, line)
+            }
+            ["commit"] | ["commit", "comment", _] => {
+                self.require_config("commit")?;
+                self.commit().map(drop)
+            }
+            ["confirm"] => {
+                self.require_config("confirm")?;
+                self.confirm()
+            }
+            ["compare"] | ["compare", "commands"] => {
+                self.require_config("compare")?;
+                self.compare();
+                Ok(())
+            }
+            ["discard"] => {
+                self.require_config("discard")?;
+                let changed = !self.ops.is_empty() && self.candidate != self.base;
+                let _lock = self.st.lock().map_err(Failed)?;
+                self.rebase()?;
+                say(if changed { "Changes have been discarded" } else { "No changes have been discarded" });
+                Ok(())
+            }
+            ["save"] | ["run", "save"] => self.save(),
+            ["exit" | "end_configure"] if self.in_config => {
+                if self.candidate != self.base {
+                    say("Cannot exit: configuration modified.\nUse 'exit discard' to discard the changes and exit.");
+                    return Ok(());
+                }
+                self.in_config = false;
+                Ok(())
+            }
+            ["exit", "discard"] if self.in_config => {
+                self.candidate = self.base.clone();
+                self.ops.clear();
+                self.in_config = false;
+                Ok(())
+            }
+            ["exit"] | ["exit", _] | ["true"] | [":"] => Ok(()),
+            ["rollback", ..] | ["rollback-soft", ..] | ["load", ..] | ["merge", ..] => {
+                Err(Failed(format!("vyos_double: `{line}` is not supported by the VyOS test double")))
+            }
+            ["run", rest @ ..] => self.op(rest),
+            ["generate", "pki", ..] if self.in_config => self.op(&w),
+            ["show", ..] if self.in_config => Err(Failed(format!(
+                "vyos_double: configuration-mode `{line}` is not supported; use `run show configuration commands`"
+            ))),
+            _ => self.op(&w),
+        }
+    }
+
+    fn set_delete(&mut self, words: &[String], line: &str) -> Result<(), Failed> {
+        let verb = words[0].clone();
+        let (label, failed) = if verb == "set" { ("Set", "Set failed") } else { ("Delete", "Delete failed") };
+        let path_text = words[1..].join(" ");
+        // The partial definitions decide a valid command quickly; a rejected one is re-checked
+        // against all of them (complete error message, no false rejection).
+        let partial_ok = words.len() > 1
+            && self.partial_spec(&words[1], words.get(2).map(String::as_str)).is_some_and(|s| s.check(line).is_ok());
+        let spec = if partial_ok {
+            self.partial_spec(&words[1], words.get(2).map(String::as_str)).expect("loaded")
+        } else {
+            self.full_spec()?
+        };
+        if let Err(e) = spec.check(line) {
+            let head = if e.starts_with("unknown path component") {
+                format!("Configuration path: [{path_text}] is not valid")
+            } else if e.starts_with("missing") {
+                format!("Configuration path: [{path_text}] requires a value")
+            } else {
+                format!("{e}\n  Value validation failed")
+            };
+            return Err(Failed(format!(
+                "\n  {head}\n  {failed}\n\n[vyos_double] {label} rejected by the VyOS interface definitions: {e}"
+            )));
+        }
+        let target = classify(spec, &words[1..]).map_err(|e| Failed(format!("vyos_double: {e}")))?;
+        if verb == "set" {
+            self.candidate.apply_set(&target);
+            self.ops.push(Op::Set(target));
+        } else {
+            self.candidate.apply_delete(&target).map_err(|e| Failed(format!("\n  {e}\n  {failed}\n")))?;
+            self.ops.push(Op::Delete(target));
+        }
+        Ok(())
+    }
+
+    /// Commits this session's changes; Ok(Some(previous running)) when something changed.
+    fn commit_locked(&mut self) -> Result<Option<Config>, Failed> {
+        let running = self.st.running().map_err(Failed)?;
+        let mut new = running.clone();
+        for op in &self.ops {
+            match op {
+                Op::Set(t) => new.apply_set(t),
+                Op::Delete(t) => drop(new.apply_delete(t)),
+            }
+        }
+        if new == running {
+            say("No configuration changes to commit");
+            self.base = running;
+            self.candidate = new;
+            self.ops.clear();
+            return Ok(None);
+        }
+        if let Err((section, msg)) = verify(&new) {
+            return Err(Failed(format!("\n[ {section} ]\n{msg}\n\n[[{section}]] failed\nCommit failed")));
+        }
+        if let Err(e) = realize(self.st, &running, &new) {
+            self.st.log(&format!("commit: realization failed: {e}; restoring"));
+            let _ = realize(self.st, &new, &running);
+            return Err(Failed(format!("\n[ vyos_double ]\n{e}\n\nCommit failed")));
+        }
+        self.st.write("running", &new.text()).map_err(Failed)?;
+        self.st.log("commit");
+        self.base = new.clone();
+        self.candidate = new;
+        self.ops.clear();
+        Ok(Some(running))
+    }
+
+    fn commit(&mut self) -> Result<Option<Config>, Failed> {
+        let _lock = self.st.lock().map_err(Failed)?;
+        self.commit_locked()
+    }
+
+    fn commit_confirm(&mut self, words: &[String], proceed: bool) -> Result<(), Failed> {
+        self.require_config("commit-confirm")?;
+        let n: u64 = match words.get(1).map(String::as_str) {
+            None => DEFAULT_CONFIRM_MINUTES,
+            Some(n) => n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                Failed(format!("vyos_double: commit-confirm needs a positive number of minutes, got '{n}'"))
+            })?,
+        };
+        let _lock = self.st.lock().map_err(Failed)?;
+        if read_pending(self.st).is_some() {
+            return Err(Failed("Another confirm is pending".to_string()));
+        }
+        let action =
+            self.candidate.value(&["system", "config-management", "commit-confirm", "action"]).unwrap_or("reboot");
+        let action = if action == "reload" { "reload" } else { "reboot" };
+        let what = if action == "reload" { "reload previous config" } else { "reboot" };
+        let unsaved = self.st.read_config("saved").ok().flatten().as_ref() != Some(&self.base);
+        let warn = if unsaved { "\nYou should save previous commits before commit-confirm !\n" } else { "" };
+        say(&format!(
+            "{warn}\ncommit-confirm will automatically {what} in {n} minutes unless changes\nare confirmed.\n\nProceed ? [Y/n] "
+        ));
+        if !proceed {
+            return Err(Failed("commit-confirm canceled".to_string()));
+        }
+        let Some(previous) = self.commit_locked()? else { return Ok(()) };
+        let secs = if self.st.confirm_in_seconds() { n } else { n * 60 };
+        let token = format!("{}-{}", now_ms(), std::process::id());
+        self.st.write("confirm.previous", &previous.text()).map_err(Failed)?;
+        self.st
+            .write(
+                "confirm.pending",
+                &format!("token={token}\ndeadline_ms={}\naction={action}\n", now_ms() + u128::from(secs) * 1000),
+            )
+            .map_err(Failed)?;
+        if let Err(e) = spawn_reverter(&token) {
+            self.st.remove("confirm.pending");
+            return Err(Failed(format!("vyos_double: {e}")));
+        }
+        self.st.log(&format!("commit-confirm: revert ({action}) in {secs} s unless confirmed"));
+        say(&format!("Initialized commit-confirm; {n} minutes to confirm before {action}"));
+        if self.st.confirm_in_seconds() {
+            eprintln!("[vyos_double] test mode (VYOS_DOUBLE_CONFIRM_UNIT=seconds): {n} minutes are {n} seconds");
+        }
+        Ok(())
+    }
+
+    fn confirm(&mut self) -> Result<(), Failed> {
+        let _lock = self.st.lock().map_err(Failed)?;
+        let Some(p) = read_pending(self.st) else {
+            say("No confirm pending");
+            return Ok(());
+        };
+        self.st.remove("confirm.pending");
+        self.st.remove("confirm.previous");
+        self.st.log("confirm");
+        say(if p.action == "reload" { "Reload timer stopped" } else { "Reboot timer stopped" });
+        Ok(())
+    }
+
+    fn compare(&self) {
+        let (old, new) = (self.base.lines(), self.candidate.lines());
+        let mut out = String::new();
+        for l in old.iter().filter(|l| !new.contains(l)) {
+            out.push_str(&format!("delete{}\n", &l[3..]));
+        }
+        for l in new.iter().filter(|l| !old.contains(l)) {
+            out.push_str(&format!("{l}\n"));
+        }
+        if out.is_empty() {
+            say("No changes between working and active configurations.");
+        } else {
+            say(&out);
+        }
+    }
+
+    fn save(&mut self) -> Result<(), Failed> {
+        let _lock = self.st.lock().map_err(Failed)?;
+        let running = self.st.running().map_err(Failed)?;
+        if self.in_config && self.candidate != self.base {
+            say("Warning: you have uncommitted changes that will not be saved.\n");
+        }
+        say("Saving configuration to '/config/config.boot'...");
+        self.st.write("saved", &running.text()).map_err(Failed)?;
+        self.st.log("save");
+        say("Done");
+        Ok(())
+    }
+
+    /// Operational-mode commands (directly, after `run`, or as the SSH command).
+    fn op(&mut self, w: &[&str]) -> Result<(), Failed> {
+        match w {
+            ["show", "configuration", "commands"] => {
+                let _lock = self.st.lock().map_err(Failed)?;
+                let running = self.st.running().map_err(Failed)?;
+                print!("{}", running.text());
+                Ok(())
+            }
+            ["show", "interfaces", "wireguard", ifn, what @ ("public-key" | "peers" | "allowed-ips" | "endpoints")] => {
+                self.wg_show(&["wg", "show", ifn, what])
+            }
+            ["show", "interfaces", "wireguard", ifn, "summary"] => self.wg_show(&["wg", "show", ifn]),
+            ["show", "version"] => {
+                say("Version:          VyOS 1.4 (vyos_double test double)\nRelease train:    sagitta");
+                Ok(())
+            }
+            ["generate", "pki", "wireguard", "key-pair", "install", "interface", ifn] => self.generate(ifn),
+            ["generate", "pki", "wireguard", "key-pair"] => Err(Failed(
+                "vyos_double: `generate pki wireguard key-pair` prints the private key on real VyOS; the double \
+                 refuses it (use `generate pki wireguard key-pair install interface wgN` in configure mode)"
+                    .to_string(),
+            )),
+            _ => Err(Failed(format!(
+                "vyos_double: unsupported command `{}` (see tests/support/vyos_double.md)",
+                w.join(" ")
+            ))),
+        }
+    }
+
+    fn wg_show(&self, args: &[&str]) -> Result<(), Failed> {
+        let out = Command::new("wg")
+            .args(&args[1..])
+            .env("PATH", TOOL_PATH)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| Failed(format!("cannot run wg: {e}")))?;
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        if out.status.success() { Ok(()) } else { Err(Failed(String::from_utf8_lossy(&out.stderr).trim().to_string())) }
+    }
+
+    /// `generate pki wireguard key-pair install interface wgN` (VyOS pki.py install_wireguard_key).
+    fn generate(&mut self, ifn: &str) -> Result<(), Failed> {
+        if !(ifn.len() > 2 && ifn.starts_with("wg") && ifn[2..].chars().all(|c| c.is_ascii_digit())) {
+            return Err(Failed(format!("\"{ifn}\" is not a WireGuard interface name!")));
+        }
+        if !self.in_config {
+            return Err(Failed(format!(
+                "You are not in configure mode, commands to install manually from configure mode:\n\
+                 set interfaces wireguard {ifn} private-key '<redacted by vyos_double>'\n\n\
+                 [vyos_double] real VyOS prints the new PRIVATE key here; the double refuses (exit 1): run the \
+                 command inside `configure`"
+            )));
+        }
+        let path = ["interfaces", "wireguard", ifn, "private-key"];
+        if self.candidate.value(&path).is_some() {
+            return Err(Failed(format!(
+                "Config node \"interfaces wireguard {ifn} private-key '<redacted>'\" already exists. Do you want to \
+                 overwrite it? [y/N]\n\n[vyos_double] real VyOS asks on stdin (in a `vbash -s` script that eats the \
+                 next script lines); the double refuses: delete the private-key first"
+            )));
+        }
+        let private = wg_genkey().map_err(Failed)?;
+        let public = wg_pubkey(&private).map_err(Failed)?;
+        let target = Target {
+            path: path.iter().map(|s| s.to_string()).collect(),
+            roles: vec![Role::Name, Role::Name, Role::TagValue, Role::Name],
+            leaf: Some(LeafKind::Single),
+            value: Some(private),
+        };
+        self.candidate.apply_set(&target);
+        self.ops.push(Op::Set(target));
+        say("1 value(s) installed. Use \"compare\" to see the pending changes, and \"commit\" to apply.");
+        say(&format!("Corresponding public-key to use on peer system is: '{public}'"));
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() == 3 && args[1] == "__commit-confirm-revert" {
+        return reverter(&args[2]);
+    }
+    let st = match State::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Err(e) = st.boot_if_needed() {
+        eprintln!("{e}");
+        return ExitCode::FAILURE;
+    }
+    // The SSH command; for local runs, the arguments.
+    let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args[1..].join(" "));
+    let command = command.trim();
+    let mut session = Session::new(&st);
+    let result = match command {
+        "" | "vbash -s" | "/bin/vbash -s" | "vbash" | "/bin/vbash" => {
+            let mut script = String::new();
+            if let Err(e) = std::io::stdin().read_to_string(&mut script) {
+                eprintln!("vyos_double: cannot read the script from stdin: {e}");
+                return ExitCode::FAILURE;
+            }
+            session.run_script(&script)
+        }
+        "cat" => {
+            let mut buf = vec![];
+            let _ = std::io::stdin().read_to_end(&mut buf);
+            let _ = std::io::stdout().write_all(&buf);
+            Ok(())
+        }
+        "hostname" => {
+            say(fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim());
+            Ok(())
+        }
+        _ => {
+            let command = command.strip_prefix("/opt/vyatta/bin/vyatta-op-cmd-wrapper ").unwrap_or(command);
+            match split_words(command) {
+                Ok(words) => {
+                    let words: Vec<String> = words.into_iter().map(|w| w.text).collect();
+                    match words.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+                        ["true"] | [":"] | ["exit"] => Ok(()),
+                        w => session.op(w),
+                    }
+                }
+                Err(e) => Err(Failed(format!("vyos_double: {e}"))),
+            }
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failed(msg)) => {
+            say(&msg);
+            eprintln!("vyos_double: command failed (exit 1)");
+            ExitCode::FAILURE
+        }
+    }
+}

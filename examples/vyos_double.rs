@@ -421,9 +421,22 @@ impl State {
         }
     }
 
+    /// How many seconds one commit-confirm "minute" lasts: 60 on a real router; tests shorten
+    /// it with VYOS_DOUBLE_CONFIRM_UNIT (or the state file `confirm_unit`): `seconds` makes a
+    /// minute one second, a number S makes it S seconds.
+    fn seconds_per_minute(&self) -> u64 {
+        let unit = std::env::var("VYOS_DOUBLE_CONFIRM_UNIT")
+            .ok()
+            .or_else(|| fs::read_to_string(self.path("confirm_unit")).ok());
+        match unit.as_deref().map(str::trim) {
+            Some("seconds") => 1,
+            Some(n) => n.parse().ok().filter(|s| *s > 0).unwrap_or(60),
+            None => 60,
+        }
+    }
+
     fn confirm_in_seconds(&self) -> bool {
-        std::env::var("VYOS_DOUBLE_CONFIRM_UNIT").is_ok_and(|v| v.trim() == "seconds")
-            || fs::read_to_string(self.path("confirm_unit")).is_ok_and(|v| v.trim() == "seconds")
+        self.seconds_per_minute() != 60
     }
 
     /// "Boot": a state dir without a running config loads the saved one (or the factory default)
@@ -1185,7 +1198,7 @@ impl<'a> Session<'a> {
             return Err(Failed("commit-confirm canceled".to_string()));
         }
         let Some(previous) = self.commit_locked()? else { return Ok(()) };
-        let secs = if self.st.confirm_in_seconds() { n } else { n * 60 };
+        let secs = n * self.st.seconds_per_minute();
         let token = format!("{}-{}", now_ms(), std::process::id());
         self.st.write("confirm.previous", &previous.text()).map_err(Failed)?;
         self.st
@@ -1201,7 +1214,7 @@ impl<'a> Session<'a> {
         self.st.log(&format!("commit-confirm: revert ({action}) in {secs} s unless confirmed"));
         say(&format!("Initialized commit-confirm; {n} minutes to confirm before {action}"));
         if self.st.confirm_in_seconds() {
-            eprintln!("[vyos_double] test mode (VYOS_DOUBLE_CONFIRM_UNIT=seconds): {n} minutes are {n} seconds");
+            eprintln!("[vyos_double] test mode (VYOS_DOUBLE_CONFIRM_UNIT): {n} minutes are {secs} seconds");
         }
         Ok(())
     }

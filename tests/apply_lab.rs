@@ -1,5 +1,7 @@
-//! Plan and apply of step B.1 end to end on the two-site lab with Linux routers: real sshd,
-//! real WireGuard (wireguard-go), a ping across the tunnel. Needs root (network namespaces).
+//! Plan and apply of step B.1 end to end on the two-site lab: real sshd, real WireGuard
+//! (wireguard-go), a ping across the tunnel. The same scenarios run with Linux routers and with
+//! VyOS routers (the VyOS test double behind the routers' sshd, which checks every command it
+//! receives against VyOS's interface definitions). Needs root (network namespaces).
 
 #[path = "support/lab.rs"]
 mod lab;
@@ -8,7 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
+const LINUX: &str = include_str!("data/lab-linux.yaml");
+const VYOS: &str = include_str!("data/lab-vyos.yaml");
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Linux,
+    Vyos,
+}
 
 struct Run {
     dir: PathBuf,
@@ -50,16 +59,76 @@ fn out(o: &Output) -> String {
 #[test]
 fn b1_on_linux_routers() {
     let lab = lab::Lab::up("ap", "10.242", &[], &[]);
-    let run = Run::new(&lab, "linux");
-    let topo = run.topology(TOPOLOGY);
+    b1(&lab, Kind::Linux, LINUX);
+}
+
+#[test]
+fn b1_on_vyos_routers() {
+    let double = vyos_double();
+    // One commit-confirm "minute" lasts 15 s in the lab, so `--confirm-timeout 15` is 15 s.
+    let lab = lab::Lab::up(
+        "av",
+        "10.243",
+        &["--vyos-routers"],
+        &[("LAB_VYOS_DOUBLE", double.to_str().unwrap()), ("LAB_VYOS_MINUTE", "15")],
+    );
+    b1(&lab, Kind::Vyos, VYOS);
+    // Every command fabric sent passed VyOS's interface definitions: the double refuses any other.
+    for router in ["franca-router", "sp-router"] {
+        let log =
+            std::fs::read_to_string(lab.dir.join("hosts").join(router).join("vyos/double.log")).unwrap_or_default();
+        assert!(!log.contains("is not valid"), "{router} refused a command:\n{log}");
+    }
+}
+
+/// Builds the VyOS test double (an example of this crate) and returns its path.
+fn vyos_double() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = std::process::Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", "vyos_double"])
+        .current_dir(root)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cannot build the VyOS test double");
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap().join("examples/vyos_double");
+    assert!(dir.exists(), "{} missing", dir.display());
+    dir
+}
+
+/// Changes a router by hand, as an operator would.
+fn hand_edit(lab: &lab::Lab, kind: Kind, router: &str, linux_sed: &str, vyos_cmds: &str) {
+    match kind {
+        Kind::Linux => {
+            assert!(lab.exec(router, &format!("sed -i '{linux_sed}' /etc/wireguard/wg0.conf")).status.success())
+        }
+        Kind::Vyos => {
+            let script = format!(
+                "source /opt/vyatta/etc/functions/script-template\nconfigure\n{vyos_cmds}\ncommit\nsave\nexit\n"
+            );
+            let o = lab.ssh(router, "vbash -s", &script);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+        }
+    }
+}
+
+fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
+    let name = if kind == Kind::Linux { "linux" } else { "vyos" };
+    let run = Run::new(lab, name);
+    let topo = run.topology(topology);
+    let confirm = "15";
 
     // 1. The tunnel does not exist: the LANs cannot reach each other.
     assert!(!lab.ping("franca-lan", "172.30.2.10"), "the LANs are connected before any apply");
 
     // 2. Apply B.1 builds the tunnel; the LAN hosts ping each other through it.
-    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "30"]);
+    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
-    assert!(out(&o).contains("check passed: router.franca → 10.0.0.2 ok"), "{}", out(&o));
+    assert!(
+        out(&o).contains("check passed: host.franca-lan → 172.30.2.10 ok, host.sp-lan → 172.30.1.10 ok"),
+        "{}",
+        out(&o)
+    );
     assert!(lab.ping("franca-lan", "172.30.2.10"), "no ping across the tunnel");
     assert!(lab.ping("sp-lan", "172.30.1.10"));
 
@@ -69,11 +138,24 @@ fn b1_on_linux_routers() {
     assert!(out(&o).contains("Plan: 0 to create, 0 to update, 0 to delete."), "{}", out(&o));
 
     // The private key never left the router and never appears in output or journal.
-    let key = lab.exec("sp-router", "cat /etc/wireguard/wg0.key");
-    let key = String::from_utf8_lossy(&key.stdout).trim().to_string();
+    let key = match kind {
+        Kind::Linux => {
+            let mode = lab.exec("sp-router", "stat -c %a /etc/wireguard/wg0.key");
+            assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "600");
+            String::from_utf8_lossy(&lab.exec("sp-router", "cat /etc/wireguard/wg0.key").stdout).trim().to_string()
+        }
+        Kind::Vyos => {
+            let o = lab.ssh("sp-router", "show configuration commands", "");
+            let text = String::from_utf8_lossy(&o.stdout).to_string();
+            let line = text
+                .lines()
+                .find(|l| l.contains(" private-key "))
+                .expect("VyOS keeps its private key in its config")
+                .to_string();
+            line.rsplit(' ').next().unwrap().trim_matches('\'').to_string()
+        }
+    };
     assert_eq!(key.len(), 44, "a WireGuard private key exists on the router");
-    let mode = lab.exec("sp-router", "stat -c %a /etc/wireguard/wg0.key");
-    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "600");
     let journal: String = std::fs::read_dir(run.dir.join(".fabric/runs"))
         .unwrap()
         .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
@@ -85,42 +167,68 @@ fn b1_on_linux_routers() {
     let applied_at = Instant::now();
 
     // 5. A change by hand shows as drift, and apply repairs it.
-    let o = lab.exec("sp-router", "sed -i 's/^ListenPort = 51820/ListenPort = 51999/' /etc/wireguard/wg0.conf");
-    assert!(o.status.success());
+    hand_edit(
+        lab,
+        kind,
+        "sp-router",
+        "s/^ListenPort = 51820/ListenPort = 51999/",
+        "set interfaces wireguard wg0 port '51999'",
+    );
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
     assert_eq!(o.status.code(), Some(2), "{}", out(&o));
     let text = out(&o);
-    assert!(text.contains("~ router.sp/wireguard:wg0"), "{text}");
-    assert!(text.contains("-ListenPort = 51999") && text.contains("+ListenPort = 51820"), "{text}");
+    let (gone, want) = match kind {
+        Kind::Linux => ("~ router.sp/wireguard:wg0", ("-ListenPort = 51999", "+ListenPort = 51820")),
+        Kind::Vyos => (
+            "~ router.sp/vyos:interfaces wireguard wg0",
+            ("-set interfaces wireguard wg0 port '51999'", "+set interfaces wireguard wg0 port '51820'"),
+        ),
+    };
+    assert!(text.contains(gone), "{text}");
+    assert!(text.contains(want.0) && text.contains(want.1), "{text}");
     // A plan file goes stale when the state changes under it.
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--out", "b1.plan"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
-    let o = lab.exec("franca-router", "echo '# hand edit' >> /etc/wireguard/wg0.conf");
-    assert!(o.status.success());
+    hand_edit(lab, kind, "franca-router", "$a # hand edit", "set interfaces wireguard wg0 description 'hand edit'");
     let o = run.fabric(&topo, &["apply", "b1.plan", "--auto-approve"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(out(&o).contains("the plan is stale"), "{}", out(&o));
     // A fresh plan file applies.
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--out", "b1.plan", "-q"]);
     assert!(o.status.success(), "{}", out(&o));
-    let o = run.fabric(&topo, &["apply", "b1.plan", "--auto-approve", "--confirm-timeout", "30"]);
+    let o = run.fabric(&topo, &["apply", "b1.plan", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     assert!(lab.ping("franca-lan", "172.30.2.10"));
 
-    // 6. A second apply while one holds the lock is refused, naming the holder.
-    lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
-    lab.exec("sp-router", "sed -i 's/^ListenPort = 51820/ListenPort = 51998/' /etc/wireguard/wg0.conf");
-    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(
-        out(&o).contains("router.sp is locked by another apply: fabric run other by ops@laptop (pid 1)"),
-        "{}",
-        out(&o)
-    );
-    lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
-    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "30"]);
+    // 6. A second apply while one holds the lock is refused, naming the holder (Linux: the lock
+    // file; VyOS: the router's own pending commit-confirm).
+    match kind {
+        Kind::Linux => {
+            lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
+            hand_edit(lab, kind, "sp-router", "s/^ListenPort = 51820/ListenPort = 51998/", "");
+            let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve"]);
+            assert_eq!(o.status.code(), Some(1));
+            assert!(
+                out(&o).contains("router.sp is locked by another apply: fabric run other by ops@laptop (pid 1)"),
+                "{}",
+                out(&o)
+            );
+            lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
+        }
+        Kind::Vyos => {
+            // Someone else's commit-confirm is pending on sp-router.
+            let script = "source /opt/vyatta/etc/functions/script-template\nconfigure\nset interfaces wireguard wg0 port '51998'\ncommit-confirm 1\nexit\n";
+            assert!(lab.ssh("sp-router", "vbash -s", script).status.success());
+            let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+            assert_eq!(o.status.code(), Some(1));
+            assert!(out(&o).contains("Another confirm is pending"), "{}", out(&o));
+            // fabric did not confirm the other commit: it reverts by itself after its minute.
+            std::thread::sleep(Duration::from_secs(17));
+        }
+    }
+    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
 
     // 7. With one site cut off, plan names it within 10 s and still plans the other site.
@@ -139,18 +247,22 @@ fn b1_on_linux_routers() {
     );
     assert!(took < Duration::from_secs(10), "plan took {took:?}");
     assert!(text.contains("unreachable router.sp: not read, its changes are unknown"), "{text}");
-    assert!(text.contains("router.franca/wireguard:wg0"), "the other site is still planned: {text}");
+    assert!(text.contains("    router.franca/"), "the other site is still planned: {text}");
     // Apply of the reachable site alone works during the partition.
     let o = lab.cmd(&["cut-mgmt", "sp-router"]);
     assert!(o.status.success());
-    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--site", "franca", "--auto-approve"]);
+    let o = run
+        .fabric(&topo, &["apply", "--step", "B.1", "--site", "franca", "--auto-approve", "--confirm-timeout", confirm]);
     lab.cmd(&["restore-mgmt", "sp-router"]);
     assert!(o.status.success(), "{}", out(&o));
 
     // 4 (continued). Well past the confirm timeout, the confirmed tunnel is still there.
-    let wait = Duration::from_secs(33).saturating_sub(applied_at.elapsed());
+    let wait = Duration::from_secs(17).saturating_sub(applied_at.elapsed());
     std::thread::sleep(wait);
-    assert!(lab.ping("franca-lan", "172.30.2.10"), "a confirmed change was reverted");
+    let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "a confirmed change was reverted: {}", out(&o));
+    // (A router that restarted its WireGuard may need one rekey before traffic flows again.)
+    assert!(lab.ping_within("franca-lan", "172.30.2.10", 35), "no traffic through the confirmed tunnel");
 
     // 8. A change that cuts the management path reverts by itself within the confirm timeout.
     // Giving franca a "LAN" that is the root end of sp-router's management link makes sp-router
@@ -158,7 +270,7 @@ fn b1_on_linux_routers() {
     let mgmt = lab.mgmt_ip("sp-router");
     let root_end =
         format!("{}.{}", mgmt.rsplit_once('.').unwrap().0, mgmt.rsplit('.').next().unwrap().parse::<u8>().unwrap() - 1);
-    let cut = TOPOLOGY
+    let cut = topology
         .replace("lan: 172.30.1.0/24", &format!("lan: {root_end}/32"))
         .replace("api_address: 172.30.1.10", &format!("api_address: {root_end}"))
         .replace(
@@ -187,13 +299,13 @@ fn b1_on_linux_routers() {
     assert!(lab.ping_within("franca-lan", "172.30.2.10", 10), "the reverted tunnel carries traffic again");
 
     // 9. `fabric rollback` puts back what the newest run changed.
-    let moved = TOPOLOGY.replace(
+    let moved = topology.replace(
         "wireguard: { address: 10.0.0.2/30, listen_port: 51820 }",
         "wireguard: { address: 10.0.0.2/30, listen_port: 51821 }",
     );
     let moved_topo = run.dir.join("moved.yaml");
     std::fs::write(&moved_topo, moved).unwrap();
-    let o = run.fabric(&moved_topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "30"]);
+    let o = run.fabric(&moved_topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(2), "the moved port shows against the original topology");
@@ -202,6 +314,6 @@ fn b1_on_linux_routers() {
     assert!(out(&o).contains("Rolled back run"), "{}", out(&o));
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "after rollback the routers are as before: {}", out(&o));
-    assert!(lab.ping("franca-lan", "172.30.2.10"));
+    assert!(lab.ping_within("franca-lan", "172.30.2.10", 35));
     std::fs::remove_dir_all(&run.dir).unwrap();
 }

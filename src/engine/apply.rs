@@ -171,22 +171,35 @@ async fn check(step: &StepWork, t: &Topology, pool: &mut Pool, targets: &Targets
     if step.id != "B.1" {
         return Ok(None);
     }
-    // Every router reaches every other router's tunnel address through the tunnel. A fresh
-    // handshake can take a few seconds, so each pair is retried for up to 20 s.
+    // The seed's validation: each site's LAN reaches every other site's LAN through the tunnel.
+    // From a host with SSH at the site (a node), ping a node of each other site; a site without
+    // such a host is checked from its router. A fresh handshake can take a few seconds, so each
+    // pair is retried for up to 20 s.
     let touched: BTreeSet<&str> = step.resources.iter().map(|r| r.target.as_str()).collect();
     let mut evidence = Vec::new();
     for s in t.sites.iter().filter(|s| touched.contains(format!("router.{}", s.name).as_str())) {
-        let session = pool.get(targets, &format!("router.{}", s.name)).await.map_err(|e| e.to_string())?;
+        let (from, vyos) = match s.cluster.nodes.iter().find(|n| n.ssh.is_some()) {
+            Some(n) => (format!("host.{}", n.name), false),
+            None => (format!("router.{}", s.name), s.router.kind == crate::topology::model::RouterKind::Vyos),
+        };
+        if vyos {
+            evidence.push(format!("{from}: no LAN host with SSH to check from"));
+            continue;
+        }
+        let session = pool.get(targets, &from).await.map_err(|e| e.to_string())?;
         for p in t.sites.iter().filter(|p| p.name != s.name) {
-            let addr = p.router.wireguard.address.addr;
+            let addr = match (from.starts_with("host."), p.cluster.nodes.first()) {
+                (true, Some(n)) => n.address,
+                _ => p.router.wireguard.address.addr,
+            };
             let cmd = format!(
                 "for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {addr} >/dev/null 2>&1 && exit 0; done; exit 1"
             );
             let o = session.run(&cmd, None, Duration::from_secs(40)).await.map_err(|e| e.to_string())?;
             if o.status != 0 {
-                return Err(format!("router.{} cannot reach {} ({addr}) through the tunnel", s.name, p.name));
+                return Err(format!("{from} cannot reach {} ({addr}) through the tunnel", p.name));
             }
-            evidence.push(format!("router.{} → {addr} ok", s.name));
+            evidence.push(format!("{from} → {addr} ok"));
         }
     }
     Ok(Some(evidence.join(", ")))
@@ -295,9 +308,12 @@ async fn run_steps(
                 reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
             });
         }
-        // Lock every target of the step before touching any of them.
+        // Lock every target of the step before touching any of them. VyOS routers are not
+        // locked with a file: their own configuration lock refuses a second commit while a
+        // commit-confirm is pending.
         for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
-            if !locked.contains(&target) {
+            let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
+            if !vyos && !locked.contains(&target) {
                 let s = pool.get(targets, &target).await?;
                 lock(&s, &opts.run).await?;
                 locked.push(target);
@@ -372,6 +388,15 @@ async fn run_steps(
             }
             set.spawn(async move {
                 let mut ok: Vec<(Resource, Observed)> = Vec::new();
+                if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
+                    // One commit-confirm for the whole router.
+                    // A script that fails commits nothing, and the pending confirmation it
+                    // found may be someone else's: only a commit that went through is reverted.
+                    return match providers::apply_vyos(&s, &items, confirm_minutes).await {
+                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
+                        Err(e) => (ok, Some(e.to_string())),
+                    };
+                }
                 for (r, prior, text) in items {
                     if r.provider == ProviderKind::Wireguard {
                         let arm = shell::as_root(
@@ -495,7 +520,22 @@ async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<
 /// Puts applied resources back, newest first; returns what could not be put back.
 pub async fn revert_all(applied: &[(Resource, Observed)], pool: &mut Pool, targets: &Targets) -> Vec<String> {
     let mut left = Vec::new();
-    for (r, prior) in applied.iter().rev() {
+    // VyOS routers: all of a router's resources in one commit.
+    let mut vyos: BTreeMap<String, Vec<(Resource, Observed)>> = BTreeMap::new();
+    for (r, p) in applied.iter().filter(|(r, _)| r.provider == ProviderKind::Vyos) {
+        vyos.entry(r.target.clone()).or_default().push((r.clone(), p.clone()));
+    }
+    for (target, items) in vyos {
+        match pool.get(targets, &target).await {
+            Ok(s) => {
+                if let Err(e) = providers::revert_vyos(&s, &items).await {
+                    left.push(e.to_string());
+                }
+            }
+            Err(e) => left.push(format!("{target}: {e}")),
+        }
+    }
+    for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos) {
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }
@@ -512,8 +552,6 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &mut Pool, targe
         }
         if let Err(e) = providers::revert(&s, r, prior).await {
             left.push(e.to_string());
-        } else if r.provider == ProviderKind::Vyos {
-            let _ = s.run("vbash -s", Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await;
         }
     }
     left

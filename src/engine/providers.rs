@@ -37,7 +37,20 @@ pub enum ProviderError {
 }
 
 fn failed(r: &Resource, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
-    ProviderError::Command { address: r.address.clone(), what: what.into(), status: o.status, stderr: o.stderr_str() }
+    failed_at(&r.address, what, o)
+}
+
+/// The error of a failed remote command, with stderr and (routers often print their errors
+/// there) the end of stdout.
+fn failed_at(address: &str, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
+    let out = o.stdout_str();
+    let tail: Vec<&str> = out.lines().rev().filter(|l| !l.trim().is_empty()).take(3).collect();
+    let mut detail = o.stderr_str();
+    if !tail.is_empty() {
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        detail = format!("{detail} | {}", tail.join(" / "));
+    }
+    ProviderError::Command { address: address.to_string(), what: what.into(), status: o.status, stderr: detail }
 }
 
 /// Remote user of the session, for sudo.
@@ -130,13 +143,81 @@ pub fn vyos_filter(config: &str, subtree: &str) -> Vec<String> {
     lines
 }
 
-/// The configuration-mode script that turns `from` into `to` (both sets of `set` lines). With
-/// `confirm_minutes` it ends in `commit-confirm`, so the router reverts by itself unless
-/// confirmed; without, in `commit` and `save` (used to put a step back).
-pub fn vyos_script(from: &[String], to: &[String], confirm_minutes: Option<u32>, generate_key: Option<&str>) -> String {
+/// Words of a configuration path; a single-quoted value (which may hold spaces) is one word.
+fn vyos_words(path: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    for c in path.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                cur.push(c);
+            }
+            ' ' if !quoted => {
+                if !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                }
+            }
+            _ => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+/// The `delete` commands that remove `gone` lines without touching `keep`: a whole node is
+/// deleted when nothing below it stays (VyOS refuses a peer or route left half-configured), but
+/// never above one of `roots`, the subtrees fabric manages.
+pub fn vyos_deletes(gone: &[String], keep: &[String], roots: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in gone {
+        let path = line.trim_start_matches("set ");
+        let words = vyos_words(path);
+        let Some(root) =
+            roots.iter().filter(|r| line.trim_start_matches("set ").starts_with(r.as_str())).max_by_key(|r| r.len())
+        else {
+            out.push(format!("delete {}", line.trim_start_matches("set ")));
+            continue;
+        };
+        let min = root.split(' ').count();
+        let mut chosen = path.to_string();
+        for k in min..words.len() {
+            let candidate = words[..k].join(" ");
+            let prefix = format!("set {candidate} ");
+            let exact = format!("set {candidate}");
+            if !keep.iter().any(|l| l.starts_with(&prefix) || *l == exact) {
+                chosen = candidate;
+                break;
+            }
+        }
+        let cmd = format!("delete {chosen}");
+        // A node deleted whole covers the lines below it.
+        if !out.iter().any(|d| cmd == *d || cmd.starts_with(&format!("{d} "))) {
+            out.retain(|d| !d.starts_with(&format!("{cmd} ")));
+            out.push(cmd);
+        }
+    }
+    out
+}
+
+/// The configuration-mode script that turns `from` into `to` (both sets of `set` lines under
+/// the managed `roots`). With `confirm_minutes` it ends in `commit-confirm`, so the router
+/// reverts by itself unless confirmed; without, in `commit` and `save` (to put a step back).
+pub fn vyos_script(
+    from: &[String],
+    to: &[String],
+    roots: &[String],
+    confirm_minutes: Option<u32>,
+    generate_key: Option<&str>,
+) -> String {
     let mut s = String::from("source /opt/vyatta/etc/functions/script-template\nconfigure\n");
-    for line in from.iter().filter(|l| !to.contains(l)) {
-        s.push_str(&format!("delete {}\n", line.trim_start_matches("set ")));
+    let gone: Vec<String> = from.iter().filter(|l| !to.contains(l)).cloned().collect();
+    for d in vyos_deletes(&gone, to, roots) {
+        s.push_str(&d);
+        s.push('\n');
     }
     if let Some(iface) = generate_key {
         s.push_str(&format!("run generate pki wireguard key-pair install interface {iface}\n"));
@@ -340,7 +421,13 @@ pub async fn apply(
                     .await?
                     .is_none();
             let iface = vyos_subtree(r).rsplit(' ').next().unwrap_or("wg0").to_string();
-            let script = vyos_script(&from, &to, confirm_minutes, needs_key.then_some(iface.as_str()));
+            let script = vyos_script(
+                &from,
+                &to,
+                &[vyos_subtree(r).to_string()],
+                confirm_minutes,
+                needs_key.then_some(iface.as_str()),
+            );
             let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "commit-confirm", &o)) } else { Ok(()) }
         }
@@ -349,6 +436,63 @@ pub async fn apply(
             message: "the Kubernetes provider is not part of this build yet".into(),
         }),
     }
+}
+
+fn lines(o: &Observed) -> Vec<String> {
+    match o {
+        Observed::Present(t) => t.lines().map(String::from).collect(),
+        Observed::Absent => vec![],
+    }
+}
+
+fn vyos_iface(items: &[&Resource]) -> Option<String> {
+    items.iter().find_map(|r| {
+        vyos_subtree(r).strip_prefix("interfaces wireguard ").map(|i| i.split(' ').next().unwrap_or("wg0").to_string())
+    })
+}
+
+/// Applies every VyOS resource of one router in one commit-confirm: VyOS allows one pending
+/// confirmation at a time, and one commit is one rollback point on the router.
+pub async fn apply_vyos(
+    s: &Session,
+    items: &[(Resource, Observed, String)],
+    confirm_minutes: u32,
+) -> Result<(), ProviderError> {
+    let mut from = Vec::new();
+    let mut to = Vec::new();
+    for (_, prior, text) in items {
+        from.extend(lines(prior));
+        to.extend(text.lines().map(String::from));
+    }
+    let rs: Vec<&Resource> = items.iter().map(|(r, _, _)| r).collect();
+    let needs_key = match vyos_iface(&rs) {
+        Some(i) => public_key(s, ProviderKind::Vyos, &i).await?.is_none().then_some(i),
+        None => None,
+    };
+    let roots: Vec<String> = rs.iter().map(|r| vyos_subtree(r).to_string()).collect();
+    let script = vyos_script(&from, &to, &roots, Some(confirm_minutes.max(1)), needs_key.as_deref());
+    let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
+    if o.status != 0 { Err(failed_at(&s.endpoint.target, "commit-confirm", &o)) } else { Ok(()) }
+}
+
+/// Puts the VyOS resources of one router back to their prior lines: cancels a pending
+/// commit-confirm first, then commits and saves the prior configuration.
+pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<(), ProviderError> {
+    let _ = s.run("vbash -s", Some(VYOS_CONFIRM.as_bytes()), APPLY_TIMEOUT).await;
+    let mut now = Vec::new();
+    let mut to = Vec::new();
+    for (r, prior) in items {
+        now.extend(lines(&read(s, r).await?));
+        to.extend(lines(prior));
+    }
+    now.sort();
+    to.sort();
+    if now == to {
+        return Ok(());
+    }
+    let roots: Vec<String> = items.iter().map(|(r, _)| vyos_subtree(r).to_string()).collect();
+    let o = s.run("vbash -s", Some(vyos_script(&now, &to, &roots, None, None).as_bytes()), APPLY_TIMEOUT).await?;
+    if o.status != 0 { Err(failed_at(&s.endpoint.target, "revert", &o)) } else { Ok(()) }
 }
 
 /// Puts a resource back to `prior` (its state before the step).
@@ -380,7 +524,8 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
             if now == to {
                 return Ok(());
             }
-            let o = s.run("vbash -s", Some(vyos_script(&now, &to, None, None).as_bytes()), APPLY_TIMEOUT).await?;
+            let script = vyos_script(&now, &to, &[vyos_subtree(r).to_string()], None, None);
+            let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "revert", &o)) } else { Ok(()) }
         }
         (ProviderKind::Command, _) => Ok(()), // commands are probes plus idempotent actions: nothing to undo
@@ -439,6 +584,39 @@ mod tests {
     }
 
     #[test]
+    fn vyos_deletes_whole_nodes_but_never_above_the_managed_root() {
+        let l = |s: &str| s.to_string();
+        let roots = [l("interfaces wireguard wg0"), l("protocols static route 192.168.2.0/23")];
+        // A peer whose every line goes is deleted whole (here with every peer: none stays).
+        let gone = [
+            l("set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'"),
+            l("set interfaces wireguard wg0 peer sp public-key 'K='"),
+        ];
+        let keep = [l("set interfaces wireguard wg0 port '51820'")];
+        assert_eq!(vyos_deletes(&gone, &keep, &roots), ["delete interfaces wireguard wg0 peer"]);
+        let keep = [l("set interfaces wireguard wg0 peer rio public-key 'R='")];
+        assert_eq!(vyos_deletes(&gone, &keep, &roots), ["delete interfaces wireguard wg0 peer sp"]);
+        // Everything of the interface goes: the interface is deleted, not `interfaces wireguard`.
+        let all =
+            [l("set interfaces wireguard wg0 port '51820'"), l("set interfaces wireguard wg0 peer sp public-key 'K='")];
+        assert_eq!(vyos_deletes(&all, &[], &roots), ["delete interfaces wireguard wg0"]);
+        // A route is deleted as a route, never `protocols static route` as a whole.
+        let gone = [l("set protocols static route 192.168.2.0/23 interface wg0")];
+        assert_eq!(vyos_deletes(&gone, &[], &roots), ["delete protocols static route 192.168.2.0/23"]);
+        // A quoted value with spaces stays whole.
+        let gone = [l("set interfaces wireguard wg0 description 'hand edit'")];
+        let keep = [l("set interfaces wireguard wg0 port '51820'")];
+        assert_eq!(vyos_deletes(&gone, &keep, &roots), ["delete interfaces wireguard wg0 description"]);
+        // One value of a multi-value leaf goes, the other stays.
+        let gone = [l("set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'")];
+        let keep = [l("set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'")];
+        assert_eq!(
+            vyos_deletes(&gone, &keep, &roots),
+            ["delete interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'"]
+        );
+    }
+
+    #[test]
     fn vyos_script_is_a_diff_with_commit_confirm() {
         let from = vec![
             "set interfaces wireguard wg0 port '51820'".to_string(),
@@ -449,7 +627,7 @@ mod tests {
             "set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'".to_string(),
         ];
         assert_eq!(
-            vyos_script(&from, &to, Some(2), Some("wg0")),
+            vyos_script(&from, &to, &["interfaces wireguard wg0".to_string()], Some(2), Some("wg0")),
             "source /opt/vyatta/etc/functions/script-template\nconfigure\n\
              delete interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'\n\
              run generate pki wireguard key-pair install interface wg0\n\

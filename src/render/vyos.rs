@@ -24,10 +24,16 @@ pub fn endpoint(t: &Topology, s: &Site) -> Option<std::net::Ipv4Addr> {
     s.router.public_address.filter(|_| fixed)
 }
 
-/// A site behind a dynamic address keeps the tunnel alive from its side.
-pub fn keepalive(t: &Topology, s: &Site) -> Option<u16> {
-    let dynamic = t.decisions.public_address.get(&s.name) == Some(&PublicAddressChoice::Dynamic);
-    s.router.wireguard.keepalive.or(dynamic.then_some(25))
+/// Persistent keepalive of a router's peers: 25 s unless the topology says otherwise (0: none).
+/// A site behind a dynamic address needs it to be reachable at all; on a fixed address it makes
+/// a peer that roamed to another port (or restarted) find its way back within one interval
+/// instead of waiting for traffic from the other side.
+pub fn keepalive(_t: &Topology, s: &Site) -> Option<u16> {
+    match s.router.wireguard.keepalive {
+        Some(0) => None,
+        Some(k) => Some(k),
+        None => Some(25),
+    }
 }
 
 /// The managed subtrees, in a stable order: the interface with its peers, then the routes.

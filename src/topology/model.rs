@@ -231,7 +231,8 @@ pub struct WireGuard {
     /// UDP port WireGuard listens on.
     #[serde(default = "default_wg_port")]
     pub listen_port: Port,
-    /// Persistent keepalive in seconds, sent by a side behind a dynamic address. Default 25 there.
+    /// Persistent keepalive in seconds (0: none). Default 25: needed behind a dynamic address, and
+    /// on fixed ones it lets the tunnel recover from a peer's restart or port change by itself.
     #[serde(default)]
     pub keepalive: Option<u16>,
 }

@@ -326,12 +326,13 @@ EOF
 	# Owned by the vyos_double work (examples/vyos_double.rs,
 	# tests/support/vyos_double.md): every SSH session to a router runs the
 	# double, which plays a VyOS 1.4 router with its state in $d/vyos.
-	# commit-confirm N counts seconds there (tests), not minutes.
+	# commit-confirm N counts seconds there (tests), not minutes; LAB_VYOS_MINUTE=S
+	# makes one "minute" last S seconds instead.
 	if [[ -n "$VYOS_DOUBLE" && "$host" == *-router ]]; then
 		mkdir -m 0700 "$d/vyos"
 		cat >>"$d/sshd_config" <<EOF
 ForceCommand $VYOS_DOUBLE
-SetEnv VYOS_DOUBLE_STATE=$d/vyos VYOS_DOUBLE_CONFIRM_UNIT=seconds
+SetEnv VYOS_DOUBLE_STATE=$d/vyos VYOS_DOUBLE_CONFIRM_UNIT=${LAB_VYOS_MINUTE:-seconds}
 EOF
 	fi
 	# --- end VyOS test double -----------------------------------------------

@@ -91,6 +91,23 @@ impl Lab {
         panic!("{host} not in the lab's ssh_config")
     }
 
+    /// Runs `cmd` over real ssh (the lab's ssh_config), feeding `stdin`.
+    pub fn ssh(&self, host: &str, cmd: &str, stdin: &str) -> Output {
+        use std::io::Write;
+        let mut child = Command::new("ssh")
+            .arg("-F")
+            .arg(self.ssh_config())
+            .arg(host)
+            .arg(cmd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run ssh");
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     /// Pings until a reply comes or `secs` pass (a tunnel may need a handshake first).
     pub fn ping_within(&self, from: &str, to: &str, secs: u64) -> bool {
         let t = std::time::Instant::now();

@@ -74,13 +74,14 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
     let loaded = load(g)?;
     let t = &loaded.topology;
     let (catalog, graph) = super::graph::build(t)?;
-    // First the candidates: what the flags select, with every dependency.
-    let wide = Selection { with_deps: true, ..selection.clone() };
-    let candidates =
-        wide.resolve(&catalog, &graph, t, |_| true).map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    let rs = crate::plan::selected_resources(t, &graph, &candidates, &selection.sites);
+    // What the flags select (without deciding about pending dependencies yet), and the steps
+    // those need: their live state decides whether they still have pending changes.
+    let chosen = selection
+        .resolve(&catalog, &graph, t, |_| false)
+        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+    let rs = crate::plan::selected_resources(t, &graph, &chosen, &selection.sites);
     if let Some(r) = rs.iter().find(|r| r.provider == ProviderKind::Kube) {
-        let steps: BTreeSet<String> = candidates
+        let steps: BTreeSet<String> = chosen
             .iter()
             .filter(|n| resources::for_instance(&graph.graph[**n], t).iter().any(|r| r.provider == ProviderKind::Kube))
             .map(|n| graph.graph[*n].key())
@@ -94,12 +95,39 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
             ),
         ));
     }
+    let deps: BTreeSet<NodeIndex> =
+        chosen.iter().flat_map(|n| graph.dependencies(*n)).filter(|d| !chosen.contains(d)).collect();
+    let mut all = rs.clone();
+    let mut unknown = Vec::new();
+    for d in &deps {
+        let drs = resources::for_instance(&graph.graph[*d], t);
+        if drs.iter().any(|r| r.provider == ProviderKind::Kube) {
+            unknown.push(graph.graph[*d].key());
+        } else {
+            all.extend(
+                drs.into_iter().filter(|r| {
+                    selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))
+                }),
+            );
+        }
+    }
+    if !unknown.is_empty() && !g.quiet {
+        eprintln!(
+            "note: {} live in Kubernetes, which this build cannot read: whether they still have changes is unknown",
+            unknown.join(", ")
+        );
+    }
     let targets = Targets::from_topology(t, &ssh_config(g)?);
-    let keys = observe::key_targets(&rs);
-    let live = rt.block_on(observe::observe(&rs, &keys, &targets));
-    // A dependency has pending changes when one of its resources would change (or is unknown).
+    let keys = observe::key_targets(&all);
+    let live = rt.block_on(observe::observe(&all, &keys, &targets));
+    // A dependency has pending changes when one of its resources would change or could not be
+    // read; one that lives in Kubernetes is unknown (noted above), not pending.
     let pending = |n: NodeIndex| {
-        resources::for_instance(&graph.graph[n], t).iter().any(|r| match diff::change(r, &live) {
+        let drs = resources::for_instance(&graph.graph[n], t);
+        if drs.iter().any(|r| r.provider == ProviderKind::Kube) {
+            return false;
+        }
+        drs.iter().any(|r| match diff::change(r, &live) {
             Some(c) => c.action != Action::NoOp,
             None => true,
         })

@@ -126,17 +126,35 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
                     return (target, Err(format!("{reason} ({})", e.help())), vec![], None);
                 }
             };
+            // Every read of the host at once, each in its own channel of the one connection: a
+            // host costs one connect and about one round trip, however many resources it holds.
+            let mut reads = tokio::task::JoinSet::new();
+            for r in rs {
+                let s = session.clone();
+                reads.spawn(
+                    async move { (r.address.clone(), providers::read(&s, &r).await.map_err(|e| e.to_string())) },
+                );
+            }
+            let key_read = want_key.map(|(kind, iface)| {
+                let s = session.clone();
+                tokio::spawn(async move { providers::public_key(&s, kind, &iface).await.ok().flatten() })
+            });
             let mut states = Vec::new();
-            for r in &rs {
-                match providers::read(&session, r).await {
-                    Ok(o) => states.push((r.address.clone(), o)),
-                    Err(e) => return (target, Err(e.to_string()), vec![], None),
+            let mut failure = None;
+            while let Some(j) = reads.join_next().await {
+                match j {
+                    Ok((address, Ok(o))) => states.push((address, o)),
+                    Ok((_, Err(e))) => failure = failure.or(Some(e)),
+                    Err(e) => failure = failure.or(Some(e.to_string())),
                 }
             }
-            let key = match want_key {
-                Some((kind, iface)) => providers::public_key(&session, kind, &iface).await.ok().flatten(),
+            let key = match key_read {
+                Some(h) => h.await.ok().flatten(),
                 None => None,
             };
+            if let Some(e) = failure {
+                return (target, Err(e), vec![], None);
+            }
             if let Ok(s) = Arc::try_unwrap(session) {
                 s.close().await;
             }

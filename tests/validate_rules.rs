@@ -418,3 +418,30 @@ fn undecided_decisions_are_warnings_at_load() {
     let l = valid(&text);
     assert!(l.warnings.is_empty(), "the loader itself accepts open decisions; validate and plan name them");
 }
+
+#[test]
+fn hostile_values_never_reach_a_shell() {
+    // Everything that reaches a remote command is validated first: names are DNS labels,
+    // interfaces are interface names, addresses are parsed; whatever else reaches a command
+    // (paths, holders) is quoted by `transport::shell` (tested there against a real sh).
+    for (from, to, code) in [
+        ("interface: wg0", "interface: \"wg0; reboot\"", "topology::name"),
+        ("name: vyos-sp", "name: \"sp$(reboot)\"", "topology::name"),
+        ("name: debian-proxy", "name: \"proxy`id`\"", "topology::name"),
+        ("lan: 192.168.2.0/23", "lan: \"192.168.2.0/23; rm -rf /\"", "topology::address"),
+        (
+            "name: gpu-batch\n        gpu_quota: 2",
+            "name: \"gpu-batch && halt\"\n        gpu_quota: 2",
+            "topology::name",
+        ),
+    ] {
+        let text = if from == "interface: wg0" { EXAMPLE.replacen(from, to, 1) } else { mutate("", from, to) };
+        assert_ne!(text, EXAMPLE, "{from}");
+        let d = errors(&text);
+        assert!(d.iter().any(|d| d.problem.code == code), "{to}: {:?}", messages(&d));
+    }
+    // VyOS interface names are wgN.
+    let text = EXAMPLE.replacen("interface: wg0", "interface: tun0", 1);
+    let d = errors(&text);
+    assert!(d.iter().any(|d| d.problem.message == "`tun0` is not a valid interface name"), "{:?}", messages(&d));
+}

@@ -185,13 +185,25 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         state_dir: g.state_dir.clone(),
         confirm_timeout: Duration::from_secs(o.confirm_timeout),
     };
+    // A spinner on a terminal; plain lines otherwise (CI logs).
     let quiet = g.quiet;
-    let progress = move |line: &str| {
-        if !quiet {
-            eprintln!("fabric: {line}");
-        }
+    let bar = (std::io::stderr().is_terminal() && !quiet).then(|| {
+        let b = indicatif::ProgressBar::new_spinner();
+        b.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed:>3} {msg}").expect("valid template"));
+        b.enable_steady_tick(Duration::from_millis(120));
+        b
+    });
+    let spinner = bar.clone();
+    let progress = move |line: &str| match &spinner {
+        Some(b) if line.contains("applying") => b.set_message(line.to_string()),
+        Some(b) => b.println(format!("fabric: {line}")),
+        None if !quiet => eprintln!("fabric: {line}"),
+        None => {}
     };
     let result = rt.block_on(apply::run(t, &steps, &prep.targets, prep.live.clone(), &opts, &mut j, &progress));
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
     match result {
         Ok(done) => {
             if !g.quiet {

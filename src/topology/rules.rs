@@ -138,6 +138,40 @@ fn dns_names(t: &Topology, out: &mut Vec<Problem>) {
             );
         }
     }
+    // Interface names reach commands on the routers: only what the kernel (and VyOS) accept.
+    for (i, s) in t.sites.iter().enumerate() {
+        let name = &s.router.wireguard.interface;
+        let vyos = s.router.kind == RouterKind::Vyos;
+        let ok = if vyos {
+            name.strip_prefix("wg").is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        } else {
+            is_interface_name(name)
+        };
+        if !ok {
+            let want = if vyos {
+                "wgN (VyOS names WireGuard interfaces wg0, wg1, …)"
+            } else {
+                "a Linux interface name: letters, digits, '-', '_', at most 15 characters"
+            };
+            out.push(
+                Problem::error(
+                    "topology::name",
+                    path!["sites", i, "router", "wireguard", "interface"],
+                    format!("`{name}` is not a valid interface name"),
+                )
+                .label("not an interface name")
+                .help(format!("use {want}, e.g. `wg0`")),
+            );
+        }
+    }
+}
+
+/// A Linux interface name fabric accepts: 1–15 of `[A-Za-z0-9_-]`, starting with a letter.
+pub fn is_interface_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    (1..=15).contains(&b.len())
+        && b[0].is_ascii_alphabetic()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'_')
 }
 
 /// Reports the second and later occurrences of each key.

@@ -252,7 +252,7 @@ fn plan_out_writes_the_json_plan() {
 
 #[test]
 fn help_explains_with_examples() {
-    for cmd in ["validate", "graph", "plan", "schema"] {
+    for cmd in ["validate", "graph", "plan", "schema", "render", "apply", "rollback", "completions", "man"] {
         let o = fabric(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Example"), "{cmd} --help has an example");

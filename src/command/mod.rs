@@ -1,6 +1,7 @@
 //! One module per subcommand: its options and its `run`.
 
 pub mod apply;
+pub mod completions;
 pub mod graph;
 pub mod live;
 pub mod plan;
@@ -37,6 +38,8 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Render(o) => render::run(&global, o),
         Command::Apply(o) => apply::run(&global, o),
         Command::Rollback(o) => rollback::run(&global, o),
+        Command::Completions(o) => completions::run(o),
+        Command::Man(o) => completions::man(o),
         Command::Schema(o) => schema::run(&global, o),
     }
 }

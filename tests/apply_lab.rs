@@ -121,6 +121,38 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     // 1. The tunnel does not exist: the LANs cannot reach each other.
     assert!(!lab.ping("franca-lan", "172.30.2.10"), "the LANs are connected before any apply");
 
+    // Without --auto-approve, apply shows the plan and accepts only `yes` (at a terminal: a pty
+    // from `script`). Anything else changes nothing.
+    if kind == Kind::Linux {
+        for answer in ["no", "y"] {
+            let cmd = format!(
+                "{} -f {} --ssh-config {} apply --step B.1",
+                env!("CARGO_BIN_EXE_fabric"),
+                topo.display(),
+                run.ssh_config.display()
+            );
+            let mut child = std::process::Command::new("script")
+                .args(["-qec", &cmd, "/dev/null"])
+                .current_dir(&run.dir)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(format!("{answer}\n").as_bytes()).unwrap();
+            let o = child.wait_with_output().unwrap();
+            let text = out(&o);
+            assert_eq!(o.status.code(), Some(1), "{text}");
+            assert!(
+                text.contains("Only 'yes' will be accepted to approve.") && text.contains("Apply cancelled."),
+                "{text}"
+            );
+        }
+        let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+        assert_eq!(o.status.code(), Some(2), "a refused apply changed something");
+    }
+
     // 2. Apply B.1 builds the tunnel; the LAN hosts ping each other through it.
     let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));

@@ -91,6 +91,8 @@ pub fn wg_public_key(iface: &str) -> String {
 /// WireGuard; its output is redirected so that it does not hold the SSH session open. After the
 /// start, one ping to each peer's tunnel address makes this side shake hands at once, so a peer
 /// still holding a session with the old instance renegotiates now rather than in 15 s or more.
+/// Under systemd the interface is enabled at boot (`wg-quick@<if>`, with wireguard-go where the
+/// kernel has no WireGuard), so the file written is also what comes back after a reboot.
 pub fn wg_restart(iface: &str) -> String {
     let i = quote(iface);
     format!(
@@ -98,7 +100,11 @@ pub fn wg_restart(iface: &str) -> String {
          if ! ip link add fabric-probe type wireguard 2>/dev/null; then export WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go; \
          else ip link del fabric-probe; fi; \
          wg-quick up {i} </dev/null >/tmp/fabric-wg-quick-{iface}.log 2>&1 || {{ cat /tmp/fabric-wg-quick-{iface}.log >&2; exit 1; }}; \
-         for a in $(wg show {i} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait"
+         for a in $(wg show {i} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait; \
+         if [ -d /run/systemd/system ]; then \
+         if [ -n \"$WG_QUICK_USERSPACE_IMPLEMENTATION\" ]; then mkdir -p /etc/systemd/system/wg-quick@.service.d && \
+         printf '[Service]\\nEnvironment=WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go\\n' > /etc/systemd/system/wg-quick@.service.d/fabric-userspace.conf && systemctl daemon-reload; fi; \
+         systemctl enable wg-quick@{i} >/dev/null 2>&1 || true; fi"
     )
 }
 
@@ -559,6 +565,15 @@ mod tests {
         let vyos = "set interfaces wireguard wg0 peer franca allowed-ips '10.0.0.1/32'\nset interfaces wireguard wg0 peer franca public-key 'FRKEY='\n";
         assert_eq!(keys_in(vyos).get("router.franca").map(String::as_str), Some("FRKEY="));
         assert!(keys_in("nothing").is_empty());
+    }
+
+    /// Every remote command line parses in a real POSIX shell.
+    #[test]
+    fn builders_are_valid_shell() {
+        for cmd in [wg_ensure_key("wg0"), wg_public_key("wg0"), wg_restart("wg0"), wg_remove("wg0"), wg_read("wg0")] {
+            let o = std::process::Command::new("sh").arg("-n").arg("-c").arg(&cmd).output().unwrap();
+            assert!(o.status.success(), "{cmd}\n{}", String::from_utf8_lossy(&o.stderr));
+        }
     }
 
     #[test]

@@ -170,6 +170,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             StepWork {
                 key: inst.key(),
                 id: inst.spec.id.clone(),
+                needs: prep.graph.dependencies(*n).iter().map(|d| prep.graph.graph[*d].key()).collect(),
                 resources: crate::resources::for_instance(inst, t)
                     .into_iter()
                     .filter(|r| {

@@ -53,10 +53,10 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         .map_err(|e| usage("rollback::journal", e.to_string(), "make .fabric writable"))?;
     let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();
     rt.block_on(async {
-        let mut pool = Pool::default();
+        let pool = Pool::default();
         for (step, priors) in &steps {
             let applied: Vec<_> = priors.iter().map(|p| (apply::resource_from_prior(p), p.prior.clone())).collect();
-            let left = apply::revert_all(&applied, &mut pool, &targets).await;
+            let left = apply::revert_all(&applied, &pool, &targets).await;
             if left.is_empty() {
                 let _ = j.write(&Entry::RolledBack { run: run.clone(), step: step.clone() });
                 if !g.quiet {

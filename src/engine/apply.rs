@@ -36,6 +36,8 @@ pub struct Options {
 pub struct StepWork {
     pub key: String,
     pub id: String,
+    /// Keys of the steps this one needs (those in the same run must finish first).
+    pub needs: Vec<String>,
     pub resources: Vec<Resource>,
 }
 
@@ -78,15 +80,15 @@ impl ApplyError {
 /// Progress, as plain lines (the command decides how to show them).
 pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
 
-/// Connections of this run: one per host, opened on first use.
+/// Connections of this run: one per host, opened on first use, shared by concurrent steps.
 #[derive(Default)]
 pub struct Pool {
-    sessions: BTreeMap<String, Arc<Session>>,
+    sessions: tokio::sync::Mutex<BTreeMap<String, Arc<Session>>>,
 }
 
 impl Pool {
-    pub async fn get(&mut self, targets: &Targets, target: &str) -> Result<Arc<Session>, SshError> {
-        if let Some(s) = self.sessions.get(target) {
+    pub async fn get(&self, targets: &Targets, target: &str) -> Result<Arc<Session>, SshError> {
+        if let Some(s) = self.sessions.lock().await.get(target) {
             return Ok(s.clone());
         }
         let ep = targets.ssh.get(target).ok_or_else(|| SshError::Connect {
@@ -94,13 +96,13 @@ impl Pool {
             addr: "-".into(),
             reason: "no SSH access is configured for it".into(),
         })?;
+        // Connect without holding the map: other steps reach other hosts meanwhile.
         let s = Arc::new(Session::connect(ep).await?);
-        self.sessions.insert(target.to_string(), s.clone());
-        Ok(s)
+        Ok(self.sessions.lock().await.entry(target.to_string()).or_insert(s).clone())
     }
 
     pub async fn close(self) {
-        for (_, s) in self.sessions {
+        for (_, s) in self.sessions.into_inner() {
             if let Ok(s) = Arc::try_unwrap(s) {
                 s.close().await;
             }
@@ -167,7 +169,7 @@ pub fn disarm_linux_revert(iface: &str) -> String {
 // ---- Checks ------------------------------------------------------------------------------
 
 /// The step's post-apply check against live state; Ok(None) when the step has none here.
-async fn check(step: &StepWork, t: &Topology, pool: &mut Pool, targets: &Targets) -> Result<Option<String>, String> {
+async fn check(step: &StepWork, t: &Topology, pool: &Pool, targets: &Targets) -> Result<Option<String>, String> {
     if step.id != "B.1" {
         return Ok(None);
     }
@@ -210,7 +212,7 @@ async fn check(step: &StepWork, t: &Topology, pool: &mut Pool, targets: &Targets
 /// Makes sure every router of the step has its WireGuard key, so that the peers' public keys are
 /// known before any configuration that names them is written. Keys are created on the routers
 /// and never leave them; creating one is not a change the journal reverts.
-async fn ensure_keys(step: &StepWork, pool: &mut Pool, targets: &Targets, live: &mut Live) -> Result<(), ApplyError> {
+async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut Live) -> Result<(), ApplyError> {
     let routers: BTreeSet<String> = step
         .resources
         .iter()
@@ -265,219 +267,296 @@ pub async fn run(
     t: &Topology,
     steps: &[StepWork],
     targets: &Targets,
-    mut live: Live,
+    live: Live,
     opts: &Options,
     journal: &mut Journal,
     progress: Progress<'_>,
 ) -> Result<Vec<String>, ApplyError> {
-    let mut pool = Pool::default();
-    let mut locked: Vec<String> = Vec::new();
-    let result = run_steps(t, steps, targets, &mut live, opts, journal, progress, &mut pool, &mut locked).await;
+    let path = journal.path.display().to_string();
+    let shared = Shared {
+        t,
+        targets,
+        opts,
+        progress,
+        pool: Pool::default(),
+        journal: std::sync::Mutex::new(journal),
+        journal_path: path.clone(),
+        locked: std::sync::Mutex::new(Vec::new()),
+    };
+    let result = run_steps(&shared, steps, live).await;
+    let locked: Vec<String> = shared.locked.lock().expect("lock list").clone();
     for target in &locked {
-        if let Ok(s) = pool.get(targets, target).await {
+        if let Ok(s) = shared.pool.get(targets, target).await {
             unlock(&s, &opts.run).await;
         }
     }
+    let Shared { pool, journal, .. } = shared;
     pool.close().await;
-    let path = journal.path.display().to_string();
+    let journal = journal.into_inner().expect("journal lock");
     journal
         .write(&Entry::End { run: opts.run.clone(), ok: result.is_ok() })
         .map_err(|e| ApplyError::Journal { path, reason: e.to_string() })?;
     result
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn run_steps(
-    t: &Topology,
-    steps: &[StepWork],
-    targets: &Targets,
-    live: &mut Live,
-    opts: &Options,
-    journal: &mut Journal,
-    progress: Progress<'_>,
-    pool: &mut Pool,
-    locked: &mut Vec<String>,
-) -> Result<Vec<String>, ApplyError> {
-    let jpath = journal.path.display().to_string();
-    let jerr = |e: std::io::Error| ApplyError::Journal { path: jpath.clone(), reason: e.to_string() };
-    let mut done = Vec::new();
-    for step in steps {
-        if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(&r.target)) {
-            return Err(ApplyError::Blocked {
-                step: step.key.clone(),
-                reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
-            });
-        }
-        // Lock every target of the step before touching any of them. VyOS routers are not
-        // locked with a file: their own configuration lock refuses a second commit while a
-        // commit-confirm is pending.
-        for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
-            let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-            if !vyos && !locked.contains(&target) {
-                let s = pool.get(targets, &target).await?;
-                lock(&s, &opts.run).await?;
-                locked.push(target);
-            }
-        }
-        ensure_keys(step, pool, targets, live).await?;
-        // Re-read after the keys exist: the rollback point is what is live right now.
-        let keys = observe::key_targets(&step.resources);
-        let mut now = observe::observe(&step.resources, &keys, targets).await;
-        for (k, v) in &live.keys {
-            now.keys.entry(k.clone()).or_insert_with(|| v.clone());
-        }
-        live.keys.extend(now.keys.clone());
-        let mut changes: Vec<(Resource, Observed, String)> = Vec::new();
-        for r in &step.resources {
-            let Some(c) = super::diff::change(r, &now) else {
-                return Err(ApplyError::Blocked {
-                    step: step.key.clone(),
-                    reason: format!("{} became unreachable", r.target),
-                });
-            };
-            if c.action != Action::NoOp {
-                let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
-                let text = super::diff::desired_with_keys(r, &now, &prior);
-                if text.contains("<public-key:") {
-                    return Err(ApplyError::Blocked {
-                        step: step.key.clone(),
-                        reason: format!("{}: a peer's public key is unknown", r.address),
-                    });
-                }
-                changes.push((r.clone(), prior, text));
-            }
-        }
-        if changes.is_empty() {
-            progress(&format!("{}: no changes", step.key));
-            continue;
-        }
-        let priors: Vec<Prior> = changes
-            .iter()
-            .map(|(r, p, _)| Prior {
-                address: r.address.clone(),
-                target: r.target.clone(),
-                provider: r.provider,
-                sensitive: r.sensitive,
-                prior: if r.sensitive && matches!(p, Observed::Present(_)) {
-                    Observed::Present(providers::SENSITIVE.into())
-                } else {
-                    p.clone()
-                },
-            })
-            .collect();
-        journal.write(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors }).map_err(jerr)?;
-        progress(&format!("{}: applying {} change(s)", step.key, changes.len()));
+/// What the steps of a run share.
+struct Shared<'a> {
+    t: &'a Topology,
+    targets: &'a Targets,
+    opts: &'a Options,
+    progress: Progress<'a>,
+    pool: Pool,
+    journal: std::sync::Mutex<&'a mut Journal>,
+    journal_path: String,
+    locked: std::sync::Mutex<Vec<String>>,
+}
 
-        let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
-        let confirm_minutes = confirm_secs.div_ceil(60);
-        let mut applied: Vec<(Resource, Observed)> = Vec::new();
-        let mut failure: Option<String> = None;
-        // Targets of the step in parallel; a target's resources in order.
-        let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
-        for c in changes {
-            by_target.entry(c.0.target.clone()).or_default().push(c);
+impl Shared<'_> {
+    fn journal(&self, e: &Entry) -> Result<(), ApplyError> {
+        self.journal
+            .lock()
+            .expect("journal lock")
+            .write(e)
+            .map_err(|err| ApplyError::Journal { path: self.journal_path.clone(), reason: err.to_string() })
+    }
+}
+
+fn step_targets(step: &StepWork) -> BTreeSet<String> {
+    step.resources.iter().map(|r| r.target.clone()).collect()
+}
+
+/// The steps (indices into `pending`, which is in graph order) that can run together next: each
+/// has every step it needs finished (not pending) and shares no target with the others.
+pub fn next_wave(pending: &[&StepWork]) -> Vec<usize> {
+    let waiting: BTreeSet<&str> = pending.iter().map(|s| s.key.as_str()).collect();
+    let mut wave = Vec::new();
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for (i, s) in pending.iter().enumerate() {
+        let ready = s.needs.iter().all(|n| !waiting.contains(n.as_str()));
+        let ts = step_targets(s);
+        if ready && ts.is_disjoint(&used) {
+            used.extend(ts);
+            wave.push(i);
         }
-        let mut set = tokio::task::JoinSet::new();
-        for (target, items) in by_target {
-            let holder_id = holder(&opts.run);
-            let s = pool.get(targets, &target).await?;
-            let progress_lines: Vec<String> =
-                items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
-            for l in &progress_lines {
-                progress(l);
-            }
-            set.spawn(async move {
-                let mut ok: Vec<(Resource, Observed)> = Vec::new();
-                if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
-                    // One commit-confirm for the whole router.
-                    // A script that fails commits nothing, and the pending confirmation it
-                    // found may be someone else's: only a commit that went through is reverted.
-                    return match providers::apply_vyos(&s, &items, confirm_minutes).await {
-                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
-                        Err(e) => (ok, Some(e.to_string())),
-                    };
-                }
-                for (r, prior, text) in items {
-                    if r.provider == ProviderKind::Wireguard {
-                        let arm = shell::as_root(
-                            &s.endpoint.user,
-                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
-                        );
-                        match s.run(&arm, None, Duration::from_secs(20)).await {
-                            Ok(o) if o.status == 0 => {}
-                            Ok(o) => {
-                                return (
-                                    ok,
-                                    Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
-                                );
-                            }
-                            Err(e) => return (ok, Some(e.to_string())),
-                        }
-                    }
-                    match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
-                        Ok(()) => ok.push((r, prior)),
-                        Err(e) => {
-                            // Partially applied resources revert too.
-                            ok.push((r, prior));
-                            return (ok, Some(e.to_string()));
-                        }
-                    }
-                }
-                (ok, None)
-            });
+    }
+    if wave.is_empty() && !pending.is_empty() {
+        // Needs come earlier in graph order, so the first pending step is always ready.
+        wave.push(0);
+    }
+    wave
+}
+
+/// Walks the steps in order, in waves: a step joins the current wave when every step it needs
+/// has finished and it shares no target with the steps already in the wave; a wave's steps run
+/// at the same time. The first failure ends the run once its wave has finished.
+async fn run_steps(sh: &Shared<'_>, steps: &[StepWork], mut live: Live) -> Result<Vec<String>, ApplyError> {
+    let mut done = Vec::new();
+    let mut pending: Vec<&StepWork> = steps.iter().collect();
+    while !pending.is_empty() {
+        let wave: Vec<&StepWork> = next_wave(&pending).into_iter().map(|i| pending[i]).collect();
+        if wave.len() > 1 {
+            let keys: Vec<&str> = wave.iter().map(|s| s.key.as_str()).collect();
+            (sh.progress)(&format!("{}: at the same time (no shared target)", keys.join(", ")));
         }
-        while let Some(j) = set.join_next().await {
-            match j {
-                Ok((ok, err)) => {
-                    applied.extend(ok);
-                    if let Some(e) = err {
-                        failure.get_or_insert(e);
+        let results = futures::future::join_all(wave.iter().map(|s| apply_step(sh, s, live.clone()))).await;
+        let mut first_error = None;
+        for (s, r) in wave.iter().zip(results) {
+            match r {
+                Ok((changed, keys)) => {
+                    live.keys.extend(keys);
+                    if changed {
+                        done.push(s.key.clone());
                     }
                 }
                 Err(e) => {
-                    failure.get_or_insert(format!("internal error: {e}"));
+                    first_error.get_or_insert(e);
                 }
             }
         }
-        if failure.is_none() {
-            match check(step, t, pool, targets).await {
-                Ok(Some(evidence)) => progress(&format!("{}: check passed: {evidence}", step.key)),
-                Ok(None) => {}
-                Err(e) => failure = Some(format!("check failed: {e}")),
-            }
+        if let Some(e) = first_error {
+            return Err(e);
         }
-        if let Some(reason) = failure {
-            progress(&format!("{}: {reason}; reverting", step.key));
-            let leftover = revert_all(&applied, pool, targets).await;
-            return if leftover.is_empty() {
-                journal
-                    .write(&Entry::Reverted { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
-                    .map_err(jerr)?;
-                Err(ApplyError::Reverted { step: step.key.clone(), reason })
-            } else {
-                let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
-                journal
-                    .write(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
-                    .map_err(jerr)?;
-                Err(ApplyError::Stuck { step: step.key.clone(), reason })
-            };
-        }
-        // Confirm over new connections: proof that the management path survived the change.
-        if let Err(reason) = confirm(&applied, targets).await {
-            let reason = format!(
-                "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
-                opts.confirm_timeout.as_secs()
-            );
-            journal
-                .write(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })
-                .map_err(jerr)?;
-            return Err(ApplyError::Stuck { step: step.key.clone(), reason });
-        }
-        journal.write(&Entry::Done { run: opts.run.clone(), step: step.key.clone() }).map_err(jerr)?;
-        progress(&format!("{}: done", step.key));
-        done.push(step.key.clone());
+        pending.retain(|p| !wave.iter().any(|w| w.key == p.key));
     }
     Ok(done)
+}
+
+/// One step: lock, keys, rollback point, apply, check, confirm (or revert). Returns whether it
+/// changed anything, and the public keys known after it.
+async fn apply_step(
+    sh: &Shared<'_>,
+    step: &StepWork,
+    mut live: Live,
+) -> Result<(bool, BTreeMap<String, String>), ApplyError> {
+    let (t, targets, opts) = (sh.t, sh.targets, sh.opts);
+    if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(&r.target)) {
+        return Err(ApplyError::Blocked {
+            step: step.key.clone(),
+            reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
+        });
+    }
+    // Lock every target of the step before touching any of them. VyOS routers are not
+    // locked with a file: their own configuration lock refuses a second commit while a
+    // commit-confirm is pending.
+    for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
+        let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
+        if !vyos && !sh.locked.lock().expect("lock list").contains(&target) {
+            let s = sh.pool.get(targets, &target).await?;
+            lock(&s, &opts.run).await?;
+            sh.locked.lock().expect("lock list").push(target);
+        }
+    }
+    ensure_keys(step, &sh.pool, targets, &mut live).await?;
+    // Re-read after the keys exist: the rollback point is what is live right now.
+    let keys = observe::key_targets(&step.resources);
+    let mut now = observe::observe(&step.resources, &keys, targets).await;
+    for (k, v) in &live.keys {
+        now.keys.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    live.keys.extend(now.keys.clone());
+    let mut changes: Vec<(Resource, Observed, String)> = Vec::new();
+    for r in &step.resources {
+        let Some(c) = super::diff::change(r, &now) else {
+            return Err(ApplyError::Blocked {
+                step: step.key.clone(),
+                reason: format!("{} became unreachable", r.target),
+            });
+        };
+        if c.action != Action::NoOp {
+            let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
+            let text = super::diff::desired_with_keys(r, &now, &prior);
+            if text.contains("<public-key:") {
+                return Err(ApplyError::Blocked {
+                    step: step.key.clone(),
+                    reason: format!("{}: a peer's public key is unknown", r.address),
+                });
+            }
+            changes.push((r.clone(), prior, text));
+        }
+    }
+    if changes.is_empty() {
+        (sh.progress)(&format!("{}: no changes", step.key));
+        return Ok((false, live.keys));
+    }
+    let priors: Vec<Prior> = changes
+        .iter()
+        .map(|(r, p, _)| Prior {
+            address: r.address.clone(),
+            target: r.target.clone(),
+            provider: r.provider,
+            sensitive: r.sensitive,
+            prior: if r.sensitive && matches!(p, Observed::Present(_)) {
+                Observed::Present(providers::SENSITIVE.into())
+            } else {
+                p.clone()
+            },
+        })
+        .collect();
+    sh.journal(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors })?;
+    (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
+
+    let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
+    let confirm_minutes = confirm_secs.div_ceil(60);
+    let mut applied: Vec<(Resource, Observed)> = Vec::new();
+    let mut failure: Option<String> = None;
+    // Targets of the step in parallel; a target's resources in order.
+    let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
+    for c in changes {
+        by_target.entry(c.0.target.clone()).or_default().push(c);
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (target, items) in by_target {
+        let holder_id = holder(&opts.run);
+        let s = sh.pool.get(targets, &target).await?;
+        let progress_lines: Vec<String> =
+            items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
+        for l in &progress_lines {
+            (sh.progress)(l);
+        }
+        set.spawn(async move {
+            let mut ok: Vec<(Resource, Observed)> = Vec::new();
+            if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
+                // One commit-confirm for the whole router.
+                // A script that fails commits nothing, and the pending confirmation it
+                // found may be someone else's: only a commit that went through is reverted.
+                return match providers::apply_vyos(&s, &items, confirm_minutes).await {
+                    Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
+                    Err(e) => (ok, Some(e.to_string())),
+                };
+            }
+            for (r, prior, text) in items {
+                if r.provider == ProviderKind::Wireguard {
+                    let arm = shell::as_root(
+                        &s.endpoint.user,
+                        &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
+                    );
+                    match s.run(&arm, None, Duration::from_secs(20)).await {
+                        Ok(o) if o.status == 0 => {}
+                        Ok(o) => {
+                            return (
+                                ok,
+                                Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
+                            );
+                        }
+                        Err(e) => return (ok, Some(e.to_string())),
+                    }
+                }
+                match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
+                    Ok(()) => ok.push((r, prior)),
+                    Err(e) => {
+                        // Partially applied resources revert too.
+                        ok.push((r, prior));
+                        return (ok, Some(e.to_string()));
+                    }
+                }
+            }
+            (ok, None)
+        });
+    }
+    while let Some(j) = set.join_next().await {
+        match j {
+            Ok((ok, err)) => {
+                applied.extend(ok);
+                if let Some(e) = err {
+                    failure.get_or_insert(e);
+                }
+            }
+            Err(e) => {
+                failure.get_or_insert(format!("internal error: {e}"));
+            }
+        }
+    }
+    if failure.is_none() {
+        match check(step, t, &sh.pool, targets).await {
+            Ok(Some(evidence)) => (sh.progress)(&format!("{}: check passed: {evidence}", step.key)),
+            Ok(None) => {}
+            Err(e) => failure = Some(format!("check failed: {e}")),
+        }
+    }
+    if let Some(reason) = failure {
+        (sh.progress)(&format!("{}: {reason}; reverting", step.key));
+        let leftover = revert_all(&applied, &sh.pool, targets).await;
+        return if leftover.is_empty() {
+            sh.journal(&Entry::Reverted { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
+            Err(ApplyError::Reverted { step: step.key.clone(), reason })
+        } else {
+            let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
+            sh.journal(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
+            Err(ApplyError::Stuck { step: step.key.clone(), reason })
+        };
+    }
+    // Confirm over new connections: proof that the management path survived the change.
+    if let Err(reason) = confirm(&applied, targets).await {
+        let reason = format!(
+            "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
+            opts.confirm_timeout.as_secs()
+        );
+        sh.journal(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
+        return Err(ApplyError::Stuck { step: step.key.clone(), reason });
+    }
+    sh.journal(&Entry::Done { run: opts.run.clone(), step: step.key.clone() })?;
+    (sh.progress)(&format!("{}: done", step.key));
+    Ok((true, live.keys))
 }
 
 async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), String> {
@@ -518,7 +597,7 @@ async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<
 }
 
 /// Puts applied resources back, newest first; returns what could not be put back.
-pub async fn revert_all(applied: &[(Resource, Observed)], pool: &mut Pool, targets: &Targets) -> Vec<String> {
+pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
     let mut left = Vec::new();
     // VyOS routers: all of a router's resources in one commit.
     let mut vyos: BTreeMap<String, Vec<(Resource, Observed)>> = BTreeMap::new();
@@ -583,6 +662,55 @@ pub fn resource_from_prior(p: &Prior) -> Resource {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn work(key: &str, needs: &[&str], targets: &[&str]) -> StepWork {
+        use crate::resources::Desired;
+        StepWork {
+            key: key.into(),
+            id: key.split('@').next().unwrap().into(),
+            needs: needs.iter().map(|s| s.to_string()).collect(),
+            resources: targets
+                .iter()
+                .map(|t| Resource {
+                    address: format!("{t}/file:/x"),
+                    target: t.to_string(),
+                    site: None,
+                    provider: ProviderKind::File,
+                    summary: String::new(),
+                    sensitive: false,
+                    desired: Desired::File(String::new()),
+                    file: None,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn waves_run_disjoint_ready_steps_together() {
+        let steps = [
+            work("A.1@sp", &[], &["host.sp-cp1"]),
+            work("A.2@franca", &[], &["host.franca-cp1"]),
+            work("A.3@franca", &["A.2@franca"], &["host.debian-proxy"]),
+            work("A.4@sp", &["A.1@sp"], &["host.pve-ippri-31"]),
+            work("B.1", &[], &["router.franca", "router.sp"]),
+            work("X.1", &[], &["router.sp"]),
+        ];
+        let mut pending: Vec<&StepWork> = steps.iter().collect();
+        let mut waves = Vec::new();
+        while !pending.is_empty() {
+            let w = next_wave(&pending);
+            waves.push(w.iter().map(|i| pending[*i].key.clone()).collect::<Vec<_>>());
+            let keys: Vec<String> = w.iter().map(|i| pending[*i].key.clone()).collect();
+            pending.retain(|p| !keys.contains(&p.key));
+        }
+        assert_eq!(
+            waves,
+            vec![
+                vec!["A.1@sp", "A.2@franca", "B.1"], // ready and on different hosts
+                vec!["A.3@franca", "A.4@sp", "X.1"], // their needs are done; X.1 shared router.sp with B.1
+            ]
+        );
+    }
 
     #[test]
     fn linux_revert_is_armed_with_a_canary() {

@@ -362,10 +362,14 @@ pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
     with(object(t, KUEUE, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
 }
 
-pub fn kueue_values(_t: &Topology, s: &Site) -> Value {
-    // The chart's defaults serve v1beta2 and enable MultiKueue; only the replica count is set,
-    // so the values file documents that the site runs the stock controller.
-    json!({ "controllerManager": { "replicas": 1 }, "fabric": { "site": s.name } })
+pub fn kueue_values(t: &Topology, s: &Site) -> Value {
+    // The chart's defaults serve v1beta2 and integrate batch/Job. A MultiKueue manager turns
+    // the MultiKueue gate on explicitly (it is beta, on by default, and the site depends on it).
+    let mut v = json!({ "controllerManager": { "replicas": 1 } });
+    if t.multikueue.as_ref().is_some_and(|m| m.manager == s.name) {
+        v["controllerManager"]["featureGates"] = json!([{ "name": "MultiKueue", "enabled": true }]);
+    }
+    v
 }
 
 pub fn kueue_helm_chart(t: &Topology, s: &Site) -> Value {

@@ -39,7 +39,7 @@ pub struct Global {
     /// Never color output (NO_COLOR is honoured too)
     #[arg(long, global = true)]
     pub no_color: bool,
-    /// More output (-v, -vv)
+    /// More output: -v what was read and how long it took, -vv every resource's state
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
     /// Less output: errors and the result only

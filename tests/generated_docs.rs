@@ -28,3 +28,27 @@ fn topology_reference_is_current() {
     }
     check("docs/topology.md", &md);
 }
+
+/// The schema file editors use accepts the example and rejects a misspelled key.
+#[test]
+fn the_example_validates_against_the_schema_file() {
+    use fabric::topology::schema_check;
+    use fabric::topology::tree::Node;
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/topology.schema.json")).unwrap(),
+    )
+    .unwrap();
+    let example = include_str!("../topology.example.yaml");
+    let tree: Node = serde_saphyr::from_str(example).unwrap();
+    assert_eq!(schema_check::check(&tree, &schema), vec![], "the example fits the schema");
+    let bad: Node =
+        serde_saphyr::from_str(&example.replace("  karmada_host: host-cluster", "  karmada_hots: host-cluster"))
+            .unwrap();
+    let problems = schema_check::check(&bad, &schema);
+    assert!(
+        problems.iter().any(|p| p.code == "topology::unknown-key" && p.message.contains("karmada_hots")),
+        "{problems:?}"
+    );
+    // The editor hint points at the schema file.
+    assert!(example.starts_with("# yaml-language-server: $schema=./docs/topology.schema.json"));
+}

@@ -91,3 +91,29 @@ pub fn mermaid(g: &StepGraph) -> String {
     }
     out
 }
+
+/// The graph as data: steps in order with their site, phase, risk and needs.
+pub fn json(g: &StepGraph) -> String {
+    let steps: Vec<serde_json::Value> = g
+        .order
+        .iter()
+        .map(|n| {
+            let i = &g.graph[*n];
+            serde_json::json!({
+                "key": i.key(),
+                "id": i.spec.id,
+                "site": i.site,
+                "phase": i.phase,
+                "title": i.spec.title,
+                "seed_title": i.spec.seed_title,
+                "risk": risk_word(i.spec.risk),
+                "needs": g.dependencies(*n).iter().map(|d| g.graph[*d].key()).collect::<Vec<_>>(),
+                "decisions": i.spec.decisions,
+                "check": i.spec.check,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&serde_json::json!({ "format_version": "1.0", "steps": steps }))
+        .expect("graph serializes")
+        + "\n"
+}

@@ -25,6 +25,7 @@ pub enum GraphFormat {
     Text,
     Dot,
     Mermaid,
+    Json,
 }
 
 pub fn build(t: &crate::topology::Topology) -> Result<(Catalog, StepGraph), Report> {
@@ -44,6 +45,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         GraphFormat::Text => view::text(&graph),
         GraphFormat::Dot => view::dot(&graph),
         GraphFormat::Mermaid => view::mermaid(&graph),
+        GraphFormat::Json => view::json(&graph),
     };
     print!("{out}");
     Ok(Done::Ok)

@@ -119,7 +119,36 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
     }
     let targets = Targets::from_topology(t, &ssh_config(g)?);
     let keys = observe::key_targets(&all);
+    let started = std::time::Instant::now();
     let live = rt.block_on(observe::observe(&all, &keys, &targets));
+    if g.verbose > 0 {
+        let mut per_target: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for r in &all {
+            *per_target.entry(r.target.as_str()).or_default() += 1;
+        }
+        for k in &keys {
+            per_target.entry(k.as_str()).or_default();
+        }
+        eprintln!("fabric: read {} target(s) in {} ms", per_target.len(), started.elapsed().as_millis());
+        for (t, n) in &per_target {
+            match live.unreachable.get(*t) {
+                Some(reason) => eprintln!("fabric:   {t}: unreachable: {reason}"),
+                None => eprintln!(
+                    "fabric:   {t}: {n} resource(s){}",
+                    if live.keys.contains_key(*t) { ", public key" } else { "" }
+                ),
+            }
+        }
+        if g.verbose > 1 {
+            for (address, state) in &live.observed {
+                let what = match state {
+                    crate::engine::providers::Observed::Absent => "absent".to_string(),
+                    crate::engine::providers::Observed::Present(t) => format!("present, {} bytes", t.len()),
+                };
+                eprintln!("fabric:     {address}: {what}");
+            }
+        }
+    }
     // A dependency has pending changes when one of its resources would change or could not be
     // read; one that lives in Kubernetes is unknown (noted above), not pending.
     let pending = |n: NodeIndex| {

@@ -67,3 +67,26 @@ pub enum Format {
     Json,
     Markdown,
 }
+
+/// The step selection shared by plan and apply.
+#[derive(Debug, Clone, Args)]
+pub struct SelectionArgs {
+    /// Only steps of this phase (A, B, C, D, G); repeatable
+    #[arg(long = "phase", value_name = "P")]
+    pub phases: Vec<String>,
+    /// Only this step (A.3) or step instance (A.3@sp); repeatable
+    #[arg(long = "step", value_name = "S")]
+    pub steps: Vec<String>,
+    /// Only this site's steps and resources; repeatable
+    #[arg(long = "site", value_name = "NAME")]
+    pub sites: Vec<String>,
+    /// Also select every step the selected ones need
+    #[arg(long)]
+    pub with_deps: bool,
+}
+
+impl From<SelectionArgs> for crate::plan::select::Selection {
+    fn from(a: SelectionArgs) -> Self {
+        crate::plan::select::Selection { phases: a.phases, steps: a.steps, sites: a.sites, with_deps: a.with_deps }
+    }
+}

@@ -31,18 +31,8 @@ pub struct Opts {
     /// A plan written by `fabric plan --out`; refused when stale
     #[arg(value_name = "PLANFILE")]
     pub planfile: Option<PathBuf>,
-    /// Only steps of this phase; repeatable
-    #[arg(long = "phase", value_name = "P")]
-    pub phases: Vec<String>,
-    /// Only this step or step instance; repeatable
-    #[arg(long = "step", value_name = "S")]
-    pub steps: Vec<String>,
-    /// Only this site's steps and resources; repeatable
-    #[arg(long = "site", value_name = "NAME")]
-    pub sites: Vec<String>,
-    /// Also apply every step the selected ones need
-    #[arg(long)]
-    pub with_deps: bool,
+    #[command(flatten)]
+    pub selection: crate::cli::SelectionArgs,
     /// Do not ask for confirmation
     #[arg(long)]
     pub auto_approve: bool,
@@ -52,7 +42,7 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let mut selection = Selection { phases: o.phases, steps: o.steps, sites: o.sites, with_deps: o.with_deps };
+    let mut selection: Selection = o.selection.into();
     let mut expected: Option<(String, String)> = None;
     if let Some(path) = &o.planfile {
         let text = std::fs::read_to_string(path).map_err(|e| {

@@ -24,18 +24,8 @@ use crate::style::Style;
                         fabric plan --offline --phase B --with-deps\n  \
                         fabric plan --offline --site sp --format markdown --detailed-exitcode")]
 pub struct Opts {
-    /// Only steps of this phase (A, B, C, D, G); repeatable
-    #[arg(long = "phase", value_name = "P")]
-    pub phases: Vec<String>,
-    /// Only this step (A.3) or step instance (A.3@sp); repeatable
-    #[arg(long = "step", value_name = "S")]
-    pub steps: Vec<String>,
-    /// Only this site's steps and resources; repeatable
-    #[arg(long = "site", value_name = "NAME")]
-    pub sites: Vec<String>,
-    /// Also select every step the selected ones need
-    #[arg(long)]
-    pub with_deps: bool,
+    #[command(flatten)]
+    pub selection: crate::cli::SelectionArgs,
     /// Read nothing live: plan every resource as absent (for CI without credentials)
     #[arg(long)]
     pub offline: bool,
@@ -81,8 +71,8 @@ pub fn make(g: &Global, selection: Selection, offline: bool) -> Result<Plan, Rep
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let Opts { phases, steps, sites, with_deps, offline, format, detailed_exitcode, out } = o;
-    let p = make(g, Selection { phases, steps, sites, with_deps }, offline)?;
+    let Opts { selection, offline, format, detailed_exitcode, out } = o;
+    let p = make(g, selection.into(), offline)?;
     let text = match format {
         Format::Human => view::human(&p, &Style::stdout(g.no_color)),
         Format::Json => view::json(&p),

@@ -46,24 +46,7 @@ pub fn desired_with_keys(r: &Resource, live: &Live, observed: &Observed) -> Stri
 
 /// `<public-key:router.x>` as terraform shows values it cannot know yet.
 fn show_placeholders(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("<public-key:") {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + "<public-key:".len()..];
-        match after.find('>') {
-            Some(j) => {
-                out.push_str(&format!("{KNOWN_AFTER_APPLY}: public key of {}", &after[..j]));
-                rest = &after[j + 1..];
-            }
-            None => {
-                out.push_str(&rest[i..]);
-                rest = "";
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+    providers::resolve_keys(text, &|t| Some(format!("{KNOWN_AFTER_APPLY}: public key of {t}")))
 }
 
 #[cfg(test)]

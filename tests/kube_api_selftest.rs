@@ -1,0 +1,2 @@
+#[path = "support/kube_api.rs"]
+mod kube_api;

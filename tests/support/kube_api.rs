@@ -1,5 +1,2207 @@
+//! Test support: an in-process test double of the Kubernetes API server (kube-apiserver) with
+//! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
+//! schemas (through `kube_schema.rs`). See `tests/support/kube_api.md` for what it does, what it
+//! simplifies and how to use it.
+//!
+//! Include it from an integration test with
+//! `#[path = "support/kube_api.rs"] mod kube_api;`. It includes `kube_schema.rs` itself (as
+//! `kube_api::kube_schema`); a test that needs the validator too must use that module rather than
+//! including `kube_schema.rs` a second time (that would be a distinct `Schemas` type).
+//!
+//! The server runs on **its own thread with its own single-threaded tokio runtime**, so it works
+//! from `#[tokio::test]` (any flavour), from plain `#[test]`s and while the code under test blocks.
+
 #![allow(dead_code)]
+
 #[path = "kube_schema.rs"]
-mod kube_schema;
+pub mod kube_schema;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::watch;
+
 pub use kube_schema::Schemas;
-use hyper as _;
+
+/// The bearer token every request must carry (`Authorization: Bearer <TEST_TOKEN>`).
+pub const TEST_TOKEN: &str = "fabric-test-token";
+
+/// The version reported by `GET /version`.
+pub const SERVER_GIT_VERSION: &str = "v1.31.4+k3s1";
+
+// ---------------------------------------------------------------------------------------------
+// Public API
+// ---------------------------------------------------------------------------------------------
+
+/// The running test double. Serves until dropped.
+pub struct TestApiServer {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    pub addr: SocketAddr,
+    shared: Arc<Shared>,
+    ctl: watch::Sender<Ctl>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// A response received by [`TestApiServer::request`].
+#[derive(Debug, Clone)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON (`Value::Null` when empty, `Value::String` when not JSON).
+    pub body: Value,
+}
+
+impl HttpResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+impl TestApiServer {
+    /// Starts the server on 127.0.0.1 with an ephemeral port, on a dedicated thread with its own
+    /// tokio runtime (so it is independent of the caller's runtime). `async` only for symmetry with
+    /// async callers; it does not need to be awaited on any particular runtime.
+    pub async fn start(schemas: Arc<Schemas>) -> TestApiServer {
+        TestApiServer::start_blocking(schemas)
+    }
+
+    /// [`TestApiServer::start`] with the schemas of `shared/specs/crds`, loaded once per process.
+    pub async fn start_shared() -> TestApiServer {
+        TestApiServer::start_blocking(shared_schemas())
+    }
+
+    /// Synchronous variant of [`TestApiServer::start`] (for plain `#[test]`s).
+    pub fn start_blocking(schemas: Arc<Schemas>) -> TestApiServer {
+        let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        std_listener.set_nonblocking(true).expect("nonblocking listener");
+        let addr = std_listener.local_addr().expect("local addr");
+        let url = format!("http://{addr}");
+        let shared = Arc::new(Shared::new(schemas, addr));
+        let (ctl, ctl_rx) = watch::channel(Ctl::Up);
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("kube-api-double-{}", addr.port()))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                rt.block_on(accept_loop(std_listener, s2, ctl_rx));
+            })
+            .expect("spawn server thread");
+        TestApiServer { url, addr, shared, ctl, thread: Some(thread) }
+    }
+
+    /// Simulates an unreachable cluster: while down, new connections are reset (TCP RST) and
+    /// kept-alive ones closed, without a response. `set_down(false)` makes it reachable again, with its state kept.
+    pub fn set_down(&self, down: bool) {
+        self.ctl.send_replace(if down { Ctl::Down } else { Ctl::Up });
+    }
+
+    /// A snapshot of every stored object as the API would return it (with `managedFields`),
+    /// including the initial namespaces `default` and `kube-system`.
+    pub fn objects(&self) -> Vec<Value> {
+        let st = self.shared.lock();
+        st.objects.values().map(|s| s.render(None)).collect()
+    }
+
+    /// One stored object (as the API would return it), by apiVersion, kind, namespace and name.
+    pub fn object(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let (group, _) = split_api_version(api_version);
+        let key = (group.to_string(), kind.to_string(), namespace.unwrap_or("").to_string(), name.to_string());
+        self.shared.lock().objects.get(&key).map(|s| s.render(Some(api_version)))
+    }
+
+    /// Seeds (creates or replaces) an object as if written by someone else with an `Update`
+    /// (manager `kubectl`): no validation, no namespace check; `status` is kept as given. The
+    /// object must carry `apiVersion`, `kind`, `metadata.name` (and `metadata.namespace` when
+    /// namespaced). Panics on a kind the server does not serve.
+    pub fn put_raw(&self, obj: Value) {
+        self.put_raw_as(obj, "kubectl");
+    }
+
+    /// [`TestApiServer::put_raw`] with another manager name.
+    pub fn put_raw_as(&self, mut obj: Value, manager: &str) {
+        let api_version = obj["apiVersion"].as_str().expect("put_raw: apiVersion").to_string();
+        let kind = obj["kind"].as_str().expect("put_raw: kind").to_string();
+        let res = self
+            .shared
+            .resource_for(&api_version, &kind)
+            .unwrap_or_else(|| panic!("put_raw: {api_version} {kind} is not served by the test double"))
+            .clone();
+        let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("put_raw: metadata.name").to_string();
+        let ns = if res.namespaced {
+            obj.pointer("/metadata/namespace").and_then(Value::as_str).expect("put_raw: metadata.namespace").to_string()
+        } else {
+            if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("namespace");
+            }
+            String::new()
+        };
+        let status = obj.as_object_mut().and_then(|m| m.remove("status"));
+        let key = (res.group.clone(), res.kind.clone(), ns, name);
+        let mut st = self.shared.lock();
+        let old = st.objects.get(&key).cloned();
+        let managers = update_managers(old.as_ref(), &obj, manager, &api_version);
+        let mut stored = st.commit(&res, &key, old.as_ref(), obj, managers, false, manager).stored;
+        if let Some(s) = status {
+            stored.obj["status"] = s;
+            st.objects.insert(key, stored);
+        }
+    }
+
+    /// Accepts requests without a valid bearer token too (default: `false`, such requests get 401).
+    /// Needed for `kubectl`: client-go does not send a bearer token over plain `http://`.
+    pub fn set_allow_anonymous(&self, allowed: bool) {
+        self.shared.anonymous.store(allowed, Ordering::SeqCst);
+    }
+
+    /// Makes the next matching request fail once with `status` (a Status body; nothing is
+    /// changed). `verb`: `get`, `list`, `create`, `update`, `delete`, `patch` (any PATCH,
+    /// including server-side apply and dry runs), `apply` (server-side apply that is **not** a dry
+    /// run), `dryrun-apply` (server-side apply with `dryRun=All`) or `*`. `kind`: the Kind
+    /// (`ClusterQueue`), the plural (`clusterqueues`) or `*`, case-insensitive. Several
+    /// injections queue up and each fires once, first match first.
+    pub fn fail_next(&self, verb: &str, kind: &str, status: u16) {
+        self.shared.lock().failures.push(Injected {
+            verb: verb.to_ascii_lowercase(),
+            kind: kind.to_ascii_lowercase(),
+            status,
+        });
+    }
+
+    /// Every request received, in order, as `METHOD /path?query` (query as sent), e.g.
+    /// `PATCH /apis/kueue.x-k8s.io/v1beta2/clusterqueues/a?fieldManager=fabric&dryRun=All`.
+    /// Requests on connections reset by [`TestApiServer::set_down`] are not logged.
+    pub fn requests(&self) -> Vec<String> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Clears the request log.
+    pub fn clear_requests(&self) {
+        self.shared.lock().requests.clear();
+    }
+
+    /// Writes a kubeconfig with one cluster, user (bearer token [`TEST_TOKEN`]) and context named
+    /// `context`, which is also the current context. Overwrites `path`.
+    pub fn kubeconfig(&self, path: &Path, context: &str) {
+        write_kubeconfig(path, &[(self, context)]);
+    }
+
+    /// The current resourceVersion counter (the last resourceVersion handed out).
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().rv
+    }
+
+    /// A small HTTP/1.1 client (one connection per request, `Connection: close`) that sends the
+    /// test token. `content_type` defaults to `application/json` when a body is given.
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: Option<&str>,
+    ) -> std::io::Result<HttpResponse> {
+        http_request(self.addr, method, path, Some(TEST_TOKEN), content_type, body).await
+    }
+}
+
+impl Drop for TestApiServer {
+    fn drop(&mut self) {
+        self.ctl.send_replace(Ctl::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Writes one kubeconfig with a cluster/user/context per `(server, context name)`; the first
+/// context is the current one. Overwrites `path`.
+pub fn write_kubeconfig(path: &Path, entries: &[(&TestApiServer, &str)]) {
+    let mut y = String::from("apiVersion: v1\nkind: Config\nclusters:\n");
+    for (s, c) in entries {
+        let _ = writeln!(y, "- name: {c}\n  cluster:\n    server: {}", s.url);
+    }
+    y.push_str("users:\n");
+    for (_, c) in entries {
+        let _ = writeln!(y, "- name: {c}\n  user:\n    token: {TEST_TOKEN}");
+    }
+    y.push_str("contexts:\n");
+    for (_, c) in entries {
+        let _ = writeln!(y, "- name: {c}\n  context:\n    cluster: {c}\n    user: {c}\n    namespace: default");
+    }
+    let _ = writeln!(y, "current-context: {}\npreferences: {{}}", entries.first().map_or("", |e| e.1));
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    std::fs::write(path, y).unwrap_or_else(|e| panic!("write kubeconfig {}: {e}", path.display()));
+}
+
+/// The schemas of `shared/specs/crds`, loaded once per process.
+pub fn shared_schemas() -> Arc<Schemas> {
+    static S: OnceLock<Arc<Schemas>> = OnceLock::new();
+    S.get_or_init(|| Arc::new(Schemas::from_shared().unwrap_or_else(|e| panic!("{e}")))).clone()
+}
+
+/// The plural resource name Kubernetes tooling derives from a Kind (lowercase, English rules),
+/// with a table for irregular ones.
+pub fn plural_of(kind: &str) -> String {
+    const IRREGULAR: &[(&str, &str)] = &[("Endpoints", "endpoints"), ("PodSecurityPolicy", "podsecuritypolicies")];
+    if let Some((_, p)) = IRREGULAR.iter().find(|(k, _)| *k == kind) {
+        return (*p).to_string();
+    }
+    let l = kind.to_ascii_lowercase();
+    let b = l.as_bytes();
+    if l.ends_with('y') && b.len() >= 2 && !b"aeiou".contains(&b[b.len() - 2]) {
+        format!("{}ies", &l[..l.len() - 1])
+    } else if l.ends_with('s') || l.ends_with('x') || l.ends_with('z') || l.ends_with("ch") || l.ends_with("sh") {
+        format!("{l}es")
+    } else {
+        format!("{l}s")
+    }
+}
+
+/// A one-shot HTTP/1.1 request (used by [`TestApiServer::request`]); `token: None` sends no
+/// `Authorization` header.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    content_type: Option<&str>,
+    body: Option<&str>,
+) -> std::io::Result<HttpResponse> {
+    let mut s = tokio::net::TcpStream::connect(addr).await?;
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAccept: application/json\r\n");
+    if let Some(t) = token {
+        let _ = write!(head, "Authorization: Bearer {t}\r\n");
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() || matches!(method, "POST" | "PUT" | "PATCH") {
+        let _ = write!(head, "Content-Type: {}\r\n", content_type.unwrap_or("application/json"));
+    }
+    let _ = write!(head, "Content-Length: {}\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body.as_bytes()).await?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await?;
+    let bad = |m: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, m.to_string());
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| bad("no HTTP response head"))?;
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status: u16 =
+        status_line.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| bad("bad status line"))?;
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':').map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))).collect();
+    let mut body = raw[split + 4..].to_vec();
+    let chunked =
+        headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.eq_ignore_ascii_case("chunked"));
+    if chunked {
+        body = dechunk(&body);
+    }
+    let body = if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&body).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).to_string()))
+    };
+    Ok(HttpResponse { status, headers, body })
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = usize::from_str_radix(String::from_utf8_lossy(&b[..eol]).trim(), 16).unwrap_or(0);
+        if size == 0 {
+            break;
+        }
+        let start = eol + 2;
+        out.extend_from_slice(&b[start..(start + size).min(b.len())]);
+        b = &b[(start + size + 2).min(b.len())..];
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server plumbing
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ctl {
+    Up,
+    Down,
+    Stop,
+}
+
+async fn accept_loop(std_listener: std::net::TcpListener, shared: Arc<Shared>, mut ctl: watch::Receiver<Ctl>) {
+    let listener = tokio::net::TcpListener::from_std(std_listener).expect("tokio listener");
+    loop {
+        tokio::select! {
+            r = ctl.changed() => {
+                if r.is_err() || *ctl.borrow() == Ctl::Stop {
+                    return;
+                }
+            }
+            acc = listener.accept() => {
+                let Ok((stream, _)) = acc else { continue };
+                if *ctl.borrow() != Ctl::Up {
+                    let _ = stream.set_zero_linger();
+                    drop(stream);
+                    continue;
+                }
+                let _ = stream.set_nodelay(true);
+                let shared = shared.clone();
+                let mut conn_ctl = ctl.clone();
+                tokio::spawn(async move {
+                    let io = TokioIo::new(stream);
+                    let svc = service_fn(move |req: Request<Incoming>| {
+                        let shared = shared.clone();
+                        async move { Ok::<_, Infallible>(serve(shared, req).await) }
+                    });
+                    let conn = http1::Builder::new().keep_alive(true).serve_connection(io, svc);
+                    tokio::select! {
+                        biased;
+                        _ = conn_ctl.wait_for(|c| *c != Ctl::Up) => {}
+                        _ = conn => {}
+                    }
+                });
+            }
+        }
+    }
+}
+
+async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes().to_vec(),
+        Err(_) => Vec::new(),
+    };
+    let header = |n: &str| parts.headers.get(n).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let r = Req {
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        raw_query: parts.uri.query().unwrap_or("").to_string(),
+        query: parse_query(parts.uri.query().unwrap_or("")),
+        authorization: header("authorization"),
+        content_type: header("content-type"),
+        user_agent: header("user-agent"),
+        body,
+    };
+    let out = shared.handle(&r);
+    let mut b = Response::builder().status(out.status).header("Content-Type", "application/json");
+    for w in &out.warnings {
+        b = b.header("Warning", format!("299 - {}", serde_json::to_string(w).unwrap_or_default()));
+    }
+    let text = serde_json::to_vec(&out.body).unwrap_or_default();
+    b.body(Full::new(Bytes::from(text))).expect("response")
+}
+
+struct Req {
+    method: String,
+    path: String,
+    raw_query: String,
+    query: Vec<(String, String)>,
+    authorization: Option<String>,
+    content_type: Option<String>,
+    user_agent: Option<String>,
+    body: Vec<u8>,
+}
+
+impl Req {
+    fn q(&self, k: &str) -> Option<&str> {
+        self.query.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str())
+    }
+}
+
+struct Out {
+    status: u16,
+    body: Value,
+    warnings: Vec<String>,
+}
+
+fn out(status: u16, body: Value) -> Out {
+    Out { status, body, warnings: Vec::new() }
+}
+
+fn parse_query(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|s| !s.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
+                    Ok(x) => {
+                        out.push(x);
+                        i += 2;
+                    }
+                    Err(_) => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).to_string()
+}
+
+// ---------------------------------------------------------------------------------------------
+// State
+// ---------------------------------------------------------------------------------------------
+
+/// A served resource (one group/version/kind).
+#[derive(Clone, Debug)]
+struct Resource {
+    group: String,
+    version: String,
+    kind: String,
+    plural: String,
+    singular: String,
+    namespaced: bool,
+    /// Validated by `Schemas` (otherwise only basic metadata checks).
+    schema: bool,
+}
+
+impl Resource {
+    fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+    /// `clusterqueues.kueue.x-k8s.io` / `secrets` (the resource in NotFound-style messages).
+    fn qualified_plural(&self) -> String {
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+    }
+    /// `ClusterQueue.kueue.x-k8s.io` / `Secret` (the kind in Invalid messages).
+    fn qualified_kind(&self) -> String {
+        if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+    }
+}
+
+/// Kinds served without a schema (basic metadata checks only), unless the schemas know the
+/// (group, kind): (group, version, kind, namespaced).
+const BUILTIN: &[(&str, &str, &str, bool)] = &[
+    ("", "v1", "Namespace", false),
+    ("", "v1", "Secret", true),
+    ("", "v1", "ServiceAccount", true),
+    ("", "v1", "Service", true),
+    ("", "v1", "ConfigMap", true),
+    ("apps", "v1", "Deployment", true),
+    ("apps", "v1", "StatefulSet", true),
+    ("apps", "v1", "DaemonSet", true),
+    ("batch", "v1", "Job", true),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRole", false),
+    ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", false),
+    ("rbac.authorization.k8s.io", "v1", "Role", true),
+    ("rbac.authorization.k8s.io", "v1", "RoleBinding", true),
+    ("argoproj.io", "v1alpha1", "Application", true),
+    ("argoproj.io", "v1alpha1", "AppProject", true),
+];
+
+/// (group, kind, namespace or "", name).
+type Key = (String, String, String, String);
+
+/// A field path: object keys from the root (lists are atomic, so no list elements).
+type FieldPath = Vec<String>;
+
+#[derive(Clone, Debug, PartialEq)]
+struct Manager {
+    name: String,
+    /// `Apply` or `Update`.
+    operation: &'static str,
+    api_version: String,
+    time: String,
+    fields: BTreeSet<FieldPath>,
+}
+
+#[derive(Clone, Debug)]
+struct Stored {
+    /// The object without `metadata.managedFields`.
+    obj: Value,
+    managers: Vec<Manager>,
+}
+
+impl Stored {
+    /// The object as the API returns it, with `managedFields` and the requested apiVersion.
+    fn render(&self, api_version: Option<&str>) -> Value {
+        let mut o = self.obj.clone();
+        if let Some(av) = api_version {
+            o["apiVersion"] = json!(av);
+        }
+        if !self.managers.is_empty()
+            && let Some(m) = o.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            m.insert("managedFields".into(), Value::Array(self.managers.iter().map(managed_entry).collect()));
+        }
+        o
+    }
+}
+
+fn managed_entry(m: &Manager) -> Value {
+    json!({
+        "manager": m.name,
+        "operation": m.operation,
+        "apiVersion": m.api_version,
+        "time": m.time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields_v1(&m.fields),
+    })
+}
+
+/// The FieldsV1 encoding of a field set: `{"f:spec": {"f:replicas": {}}}`.
+fn fields_v1(fields: &BTreeSet<FieldPath>) -> Value {
+    let mut root = Map::new();
+    for p in fields {
+        let mut cur = &mut root;
+        for seg in p {
+            let e = cur.entry(format!("f:{seg}")).or_insert_with(|| json!({}));
+            cur = e.as_object_mut().expect("fieldsV1 node");
+        }
+    }
+    Value::Object(root)
+}
+
+struct Injected {
+    verb: String,
+    kind: String,
+    status: u16,
+}
+
+struct State {
+    objects: BTreeMap<Key, Stored>,
+    rv: u64,
+    uids: u64,
+    requests: Vec<String>,
+    failures: Vec<Injected>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    resources: Vec<Resource>,
+    schemas: Arc<Schemas>,
+    addr: SocketAddr,
+    /// Accept requests without the bearer token (see [`TestApiServer::set_allow_anonymous`]).
+    anonymous: AtomicBool,
+}
+
+struct Committed {
+    stored: Stored,
+    changed: bool,
+}
+
+impl Shared {
+    fn new(schemas: Arc<Schemas>, addr: SocketAddr) -> Shared {
+        let mut resources = Vec::new();
+        let known: BTreeSet<(String, String)> = schemas.kinds().into_iter().map(|(g, _, k)| (g, k)).collect();
+        for (g, v, k) in schemas.kinds() {
+            let av = if g.is_empty() { v.clone() } else { format!("{g}/{v}") };
+            let status = schemas.version_status(&av, &k);
+            if !status.is_some_and(|s| s.served) {
+                continue;
+            }
+            let namespaced = schemas.namespaced(&av, &k).unwrap_or(true);
+            let plural = plural_of(&k);
+            resources.push(Resource {
+                singular: k.to_ascii_lowercase(),
+                group: g,
+                version: v,
+                kind: k,
+                plural,
+                namespaced,
+                schema: true,
+            });
+        }
+        for (g, v, k, namespaced) in BUILTIN {
+            if known.contains(&(g.to_string(), k.to_string())) {
+                continue;
+            }
+            resources.push(Resource {
+                group: g.to_string(),
+                version: v.to_string(),
+                kind: k.to_string(),
+                plural: plural_of(k),
+                singular: k.to_ascii_lowercase(),
+                namespaced: *namespaced,
+                schema: false,
+            });
+        }
+        let mut st = State { objects: BTreeMap::new(), rv: 0, uids: 0, requests: Vec::new(), failures: Vec::new() };
+        let ns_res = resources.iter().find(|r| r.group.is_empty() && r.kind == "Namespace").cloned().expect("ns");
+        for ns in ["default", "kube-system"] {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+            let key = (String::new(), "Namespace".to_string(), String::new(), ns.to_string());
+            let managers = update_managers(None, &obj, "k3s", "v1");
+            st.commit(&ns_res, &key, None, obj, managers, false, "k3s");
+        }
+        Shared { state: Mutex::new(st), resources, schemas, addr, anonymous: AtomicBool::new(false) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn resource_for(&self, api_version: &str, kind: &str) -> Option<&Resource> {
+        let (g, v) = split_api_version(api_version);
+        self.resources.iter().find(|r| r.group == g && r.version == v && r.kind == kind)
+    }
+
+    fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for r in &self.resources {
+            if !r.group.is_empty() {
+                m.entry(r.group.clone()).or_default().insert(r.version.clone());
+            }
+        }
+        m.into_iter()
+            .map(|(g, vs)| {
+                let mut vs: Vec<String> = vs.into_iter().collect();
+                vs.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+                (g, vs)
+            })
+            .collect()
+    }
+
+    fn handle(&self, r: &Req) -> Out {
+        {
+            let mut st = self.lock();
+            let line = if r.raw_query.is_empty() {
+                format!("{} {}", r.method, r.path)
+            } else {
+                format!("{} {}?{}", r.method, r.path, r.raw_query)
+            };
+            st.requests.push(line);
+        }
+        let segs: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+        // Anonymous-readable endpoints (as with the default RBAC of kube-apiserver).
+        match segs.as_slice() {
+            ["version"] if r.method == "GET" => {
+                return out(
+                    200,
+                    json!({"major": "1", "minor": "31", "gitVersion": SERVER_GIT_VERSION, "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean", "buildDate": "2024-12-10T00:00:00Z", "goVersion": "go1.22.9", "compiler": "gc", "platform": "linux/amd64"}),
+                );
+            }
+            ["healthz"] | ["livez"] | ["readyz"] if r.method == "GET" => return out(200, json!("ok")),
+            _ => {}
+        }
+        let authorized =
+            r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == TEST_TOKEN);
+        if !authorized && !self.anonymous.load(Ordering::SeqCst) {
+            return out(401, status_failure(401, "Unauthorized", "Unauthorized".into(), None));
+        }
+        match segs.as_slice() {
+            ["api"] if r.method == "GET" => {
+                return out(
+                    200,
+                    json!({"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.addr.to_string()}]}),
+                );
+            }
+            ["api", "v1"] if r.method == "GET" => return out(200, self.resource_list("", "v1")),
+            ["openapi", "v3"] if r.method == "GET" => {
+                let mut paths = Map::new();
+                paths.insert("api/v1".into(), json!({"serverRelativeURL": "/openapi/v3/api/v1"}));
+                for (g, vs) in self.groups() {
+                    for v in vs {
+                        paths.insert(
+                            format!("apis/{g}/{v}"),
+                            json!({"serverRelativeURL": format!("/openapi/v3/apis/{g}/{v}")}),
+                        );
+                    }
+                }
+                return out(200, json!({"paths": paths}));
+            }
+            ["openapi", "v3", "api", "v1"] if r.method == "GET" => return out(200, self.openapi_v3("", "v1")),
+            ["openapi", "v3", "apis", g, v] if r.method == "GET" => {
+                if !self.resources.iter().any(|r| r.group == *g && r.version == *v) {
+                    return not_found_path();
+                }
+                return out(200, self.openapi_v3(g, v));
+            }
+            ["apis"] if r.method == "GET" => {
+                let groups: Vec<Value> = self.groups().iter().map(|(g, vs)| group_json(g, vs)).collect();
+                return out(200, json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}));
+            }
+            ["apis", g] if r.method == "GET" => {
+                return match self.groups().into_iter().find(|(n, _)| n == g) {
+                    Some((g, vs)) => out(200, group_json(&g, &vs)),
+                    None => not_found_path(),
+                };
+            }
+            ["apis", g, v] if r.method == "GET" => {
+                if !self.resources.iter().any(|r| r.group == *g && r.version == *v) {
+                    return not_found_path();
+                }
+                return out(200, self.resource_list(g, v));
+            }
+            _ => {}
+        }
+        let (group, version, rest) = match segs.as_slice() {
+            ["api", "v1", rest @ ..] => ("", "v1", rest),
+            ["apis", g, v, rest @ ..] => (*g, *v, rest),
+            _ => return not_found_path(),
+        };
+        let find = |plural: &str| {
+            self.resources.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+        };
+        // (resource, namespace from the URL, name)
+        let (res, ns, name) = match rest {
+            ["namespaces", ns, plural] => (find(plural), Some(*ns), None),
+            ["namespaces", ns, plural, name] => (find(plural), Some(*ns), Some(*name)),
+            ["namespaces", ns, _, _, ..] if !ns.is_empty() => return not_found_path(),
+            [plural] => (find(plural), None, None),
+            [plural, name] => (find(plural), None, Some(*name)),
+            _ => return not_found_path(),
+        };
+        let Some(res) = res else { return not_found_path() };
+        // `/api/v1/namespaces/x` is the Namespace `x`, handled by the `[plural, name]` arm above
+        // only when the segment count matches; a namespaced path for a cluster-scoped kind is 404.
+        if ns.is_some() && !res.namespaced {
+            return not_found_path();
+        }
+        // A namespaced kind is only listed (across namespaces) without a namespace in the path.
+        if ns.is_none() && res.namespaced && !(r.method == "GET" && name.is_none()) {
+            return not_found_path();
+        }
+        let verb = match (r.method.as_str(), name) {
+            ("GET", Some(_)) => "get",
+            ("GET", None) => "list",
+            ("POST", None) => "create",
+            ("PUT", Some(_)) => "update",
+            ("PATCH", Some(_)) => "patch",
+            ("DELETE", Some(_)) => "delete",
+            _ => {
+                return out(
+                    405,
+                    status_failure(
+                        405,
+                        "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource".into(),
+                        None,
+                    ),
+                );
+            }
+        };
+        if let Some(o) = self.injected(r, res, verb) {
+            return o;
+        }
+        let ns = ns.unwrap_or("");
+        match verb {
+            "get" => self.get(res, ns, name.unwrap_or("")),
+            "list" => self.list(res, ns, r),
+            "delete" => self.delete(res, ns, name.unwrap_or(""), r),
+            _ => self.write(res, ns, name, verb, r),
+        }
+    }
+
+    fn injected(&self, r: &Req, res: &Resource, verb: &str) -> Option<Out> {
+        let apply = verb == "patch" && is_apply(r);
+        let dry = r.q("dryRun").is_some();
+        let mut st = self.lock();
+        let idx = st.failures.iter().position(|f| {
+            let kind_ok = f.kind == "*" || f.kind == res.kind.to_ascii_lowercase() || f.kind == res.plural;
+            let verb_ok = match f.verb.as_str() {
+                "*" => true,
+                "apply" => apply && !dry,
+                "dryrun-apply" | "dry-run-apply" => apply && dry,
+                v => v == verb,
+            };
+            kind_ok && verb_ok
+        })?;
+        let f = st.failures.remove(idx);
+        let reason = reason_for(f.status);
+        let msg = format!("injected failure ({} {} {}) by the test double", f.status, verb, res.kind);
+        let details = if f.status == 422 {
+            Some(
+                json!({"name": "", "group": res.group, "kind": res.kind, "causes": [{"reason": "FieldValueInvalid", "message": msg, "field": ""}]}),
+            )
+        } else {
+            None
+        };
+        Some(out(f.status, status_failure(f.status, reason, msg, details)))
+    }
+
+    /// A minimal OpenAPI v3 document of one group/version: operations and query parameters only
+    /// (no schemas), enough for kubectl to see that `fieldValidation` is supported.
+    fn openapi_v3(&self, group: &str, version: &str) -> Value {
+        let prefix = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
+        let param = |n: &str| json!({"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+        let write_params: Vec<Value> =
+            ["dryRun", "fieldManager", "fieldValidation", "force"].iter().map(|n| param(n)).collect();
+        let mut paths = Map::new();
+        for r in self.resources.iter().filter(|r| r.group == group && r.version == version) {
+            let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+            let op = |id: &str| json!({"operationId": format!("{id}{}", r.kind), "parameters": write_params, "responses": {"200": {"description": "OK"}}, "x-kubernetes-group-version-kind": gvk});
+            let base = if r.namespaced {
+                format!("{prefix}/namespaces/{{namespace}}/{}", r.plural)
+            } else {
+                format!("{prefix}/{}", r.plural)
+            };
+            paths.insert(base.clone(), json!({"post": op("create"), "get": op("list")}));
+            paths.insert(
+                format!("{base}/{{name}}"),
+                json!({"get": op("read"), "put": op("replace"), "patch": op("patch"), "delete": op("delete")}),
+            );
+        }
+        json!({"openapi": "3.0.0", "info": {"title": "Kubernetes (test double)", "version": SERVER_GIT_VERSION}, "paths": paths, "components": {"schemas": {}}})
+    }
+
+    fn resource_list(&self, group: &str, version: &str) -> Value {
+        let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        let resources: Vec<Value> = self
+            .resources
+            .iter()
+            .filter(|r| r.group == group && r.version == version)
+            .map(|r| {
+                json!({
+                    "name": r.plural,
+                    "singularName": r.singular,
+                    "namespaced": r.namespaced,
+                    "kind": r.kind,
+                    "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                })
+            })
+            .collect();
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    }
+
+    fn key(res: &Resource, ns: &str, name: &str) -> Key {
+        (res.group.clone(), res.kind.clone(), ns.to_string(), name.to_string())
+    }
+
+    fn get(&self, res: &Resource, ns: &str, name: &str) -> Out {
+        let st = self.lock();
+        match st.objects.get(&Shared::key(res, ns, name)) {
+            Some(s) => out(200, s.render(Some(&res.api_version()))),
+            None => not_found(res, name),
+        }
+    }
+
+    fn list(&self, res: &Resource, ns: &str, r: &Req) -> Out {
+        if r.q("watch").is_some_and(|w| w == "true" || w == "1") {
+            return out(
+                400,
+                status_failure(
+                    400,
+                    "BadRequest",
+                    "watch is not supported by the kube-apiserver test double".into(),
+                    None,
+                ),
+            );
+        }
+        let selector = match r.q("labelSelector").map(parse_selector).transpose() {
+            Ok(s) => s.unwrap_or_default(),
+            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+        };
+        let fields = match r.q("fieldSelector").map(parse_field_selector).transpose() {
+            Ok(s) => s.unwrap_or_default(),
+            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+        };
+        let st = self.lock();
+        let items: Vec<Value> = st
+            .objects
+            .iter()
+            .filter(|((g, k, n, _), _)| *g == res.group && *k == res.kind && (ns.is_empty() || n == ns))
+            .filter(|(_, s)| selector.iter().all(|t| t.matches(s.obj.pointer("/metadata/labels"))))
+            .filter(|(_, s)| {
+                fields.iter().all(|(f, want, eq)| {
+                    let got = s.obj.pointer(&format!("/{}", f.replace('.', "/"))).and_then(Value::as_str).unwrap_or("");
+                    (got == want) == *eq
+                })
+            })
+            .map(|(_, s)| s.render(Some(&res.api_version())))
+            .collect();
+        out(
+            200,
+            json!({"kind": format!("{}List", res.kind), "apiVersion": res.api_version(), "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
+        )
+    }
+
+    fn delete(&self, res: &Resource, ns: &str, name: &str, r: &Req) -> Out {
+        let dry = match dry_run(r) {
+            Ok(d) => d,
+            Err(o) => return o,
+        };
+        let key = Shared::key(res, ns, name);
+        let mut st = self.lock();
+        let Some(old) = st.objects.get(&key).cloned() else { return not_found(res, name) };
+        let is_ns = res.group.is_empty() && res.kind == "Namespace";
+        if is_ns && matches!(name, "default" | "kube-system" | "kube-public") {
+            return out(
+                403,
+                status_failure(
+                    403,
+                    "Forbidden",
+                    format!("namespaces \"{name}\" is forbidden: this namespace may not be deleted"),
+                    Some(json!({"name": name, "kind": "namespaces"})),
+                ),
+            );
+        }
+        if !dry {
+            st.objects.remove(&key);
+            if is_ns {
+                st.objects.retain(|(_, _, n, _), _| n != name);
+            }
+            st.rv += 1;
+        }
+        let uid = old.obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+        out(
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": name, "group": res.group, "kind": res.plural, "uid": uid}}),
+        )
+    }
+
+    /// create (POST), update (PUT), patch (apply or merge patch).
+    fn write(&self, res: &Resource, ns: &str, url_name: Option<&str>, verb: &str, r: &Req) -> Out {
+        let dry = match dry_run(r) {
+            Ok(d) => d,
+            Err(o) => return o,
+        };
+        let apply = verb == "patch" && is_apply(r);
+        let merge =
+            verb == "patch" && r.content_type.as_deref().is_some_and(|c| c.starts_with("application/merge-patch+json"));
+        if verb == "patch" && !apply && !merge {
+            let ct = r.content_type.clone().unwrap_or_default();
+            return out(
+                415,
+                status_failure(
+                    415,
+                    "UnsupportedMediaType",
+                    format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/merge-patch+json (got {ct:?})"
+                    ),
+                    None,
+                ),
+            );
+        }
+        let manager = match r.q("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_string(),
+            None if apply => {
+                return out(
+                    422,
+                    status_failure(
+                        422,
+                        "Invalid",
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
+                        Some(json!({"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [{"reason": "FieldValueRequired", "message": "Required value: is required for apply patch", "field": "fieldManager"}]})),
+                    ),
+                );
+            }
+            None => default_manager(r.user_agent.as_deref(), verb),
+        };
+        let force = r.q("force") == Some("true");
+        // Strict is the default here (kube-apiserver's default is Warn; kubectl sends Strict).
+        let mode = match r.q("fieldValidation").unwrap_or("Strict") {
+            m @ ("Strict" | "Warn" | "Ignore") => m,
+            other => {
+                return out(
+                    400,
+                    status_failure(
+                        400,
+                        "BadRequest",
+                        format!(
+                            "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                        ),
+                        None,
+                    ),
+                );
+            }
+        };
+        if force && !apply {
+            return out(
+                422,
+                status_failure(
+                    422,
+                    "Invalid",
+                    "force: Forbidden: may not be specified for non-apply patch".into(),
+                    None,
+                ),
+            );
+        }
+        let body = match parse_body(&r.body, apply) {
+            Ok(b) => b,
+            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+        };
+        let mut body = match body {
+            Value::Object(m) => Value::Object(m),
+            _ => return out(400, status_failure(400, "BadRequest", "the request body must be an object".into(), None)),
+        };
+        // apiVersion / kind must match the URL (filled in when absent).
+        let av = res.api_version();
+        if !merge {
+            for (field, want) in [("apiVersion", av.as_str()), ("kind", res.kind.as_str())] {
+                match body.get(field) {
+                    None | Some(Value::Null) => body[field] = json!(want),
+                    Some(Value::String(s)) if s == want => {}
+                    Some(other) => {
+                        return out(
+                            400,
+                            status_failure(
+                                400,
+                                "BadRequest",
+                                format!(
+                                    "the API version in the data ({}) does not match the expected API version ({av}) or kind {} (expected {})",
+                                    body.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+                                    other,
+                                    res.kind
+                                ),
+                                None,
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+        if !body.get("metadata").is_none_or(Value::is_object) {
+            return out(400, status_failure(400, "BadRequest", "metadata must be an object".into(), None));
+        }
+        if body.get("metadata").is_none() && !merge {
+            body["metadata"] = json!({});
+        }
+        if apply && body.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
+            return out(400, status_failure(400, "BadRequest", "metadata.managedFields must be nil".into(), None));
+        }
+        // Namespace: from the URL; a different one in the body is an error; dropped for
+        // cluster-scoped kinds (as the API does).
+        if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+            match (res.namespaced, m.get("namespace").and_then(Value::as_str)) {
+                (true, Some(b)) if !b.is_empty() && b != ns => {
+                    return out(
+                        400,
+                        status_failure(
+                            400,
+                            "BadRequest",
+                            "the namespace of the provided object does not match the namespace sent on the request"
+                                .into(),
+                            None,
+                        ),
+                    );
+                }
+                (true, _) => {
+                    if !merge {
+                        m.insert("namespace".into(), json!(ns));
+                    }
+                }
+                (false, _) => {
+                    m.remove("namespace");
+                }
+            }
+        }
+        // Name.
+        let body_name = body.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+        let name = match (verb, url_name) {
+            ("create", _) => match body_name {
+                Some(n) if !n.is_empty() => n,
+                _ => match body.pointer("/metadata/generateName").and_then(Value::as_str) {
+                    Some(g) if !g.is_empty() => {
+                        let n = format!("{g}{}", random_suffix(self.lock().uids));
+                        body["metadata"]["name"] = json!(n);
+                        n
+                    }
+                    _ => {
+                        return invalid(
+                            res,
+                            "",
+                            vec![("metadata.name".into(), "Required value: name or generateName is required".into())],
+                        );
+                    }
+                },
+            },
+            (_, Some(u)) => {
+                match body_name {
+                    Some(b) if b != u => {
+                        return out(
+                            400,
+                            status_failure(
+                                400,
+                                "BadRequest",
+                                format!("the name of the object ({b}) does not match the name on the URL ({u})"),
+                                None,
+                            ),
+                        );
+                    }
+                    None if !merge => body["metadata"]["name"] = json!(u),
+                    _ => {}
+                }
+                u.to_string()
+            }
+            _ => return not_found_path(),
+        };
+        // The namespace must exist (NamespaceLifecycle admission), also for dry runs.
+        let mut st = self.lock();
+        if res.namespaced && !st.objects.contains_key(&(String::new(), "Namespace".into(), String::new(), ns.into())) {
+            return out(
+                404,
+                status_failure(
+                    404,
+                    "NotFound",
+                    format!("namespaces \"{ns}\" not found"),
+                    Some(json!({"name": ns, "kind": "namespaces"})),
+                ),
+            );
+        }
+        let key = Shared::key(res, ns, &name);
+        let old = st.objects.get(&key).cloned();
+        // Status is a subresource: writes to the main resource ignore it.
+        let strip_status = |v: &mut Value| {
+            if let Some(m) = v.as_object_mut() {
+                m.remove("status");
+            }
+        };
+        let (content, mut managers) = match verb {
+            "create" => {
+                if old.is_some() {
+                    return out(
+                        409,
+                        status_failure(
+                            409,
+                            "AlreadyExists",
+                            format!("{} \"{name}\" already exists", res.qualified_plural()),
+                            Some(json!({"name": name, "group": res.group, "kind": res.plural})),
+                        ),
+                    );
+                }
+                strip_status(&mut body);
+                let managers = update_managers(None, &body, &manager, &av);
+                (body, managers)
+            }
+            "update" => {
+                let Some(old) = old.as_ref() else { return not_found(res, &name) };
+                let want_rv = body.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+                let have_rv = old.obj.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or("");
+                if !want_rv.is_empty() && want_rv != have_rv {
+                    return conflict_modified(res, &name);
+                }
+                strip_status(&mut body);
+                let managers = update_managers(Some(old), &body, &manager, &av);
+                (body, managers)
+            }
+            _ if merge => {
+                let Some(old) = old.as_ref() else { return not_found(res, &name) };
+                strip_status(&mut body);
+                let mut content = old.obj.clone();
+                json_merge_patch(&mut content, &body);
+                let managers = update_managers(Some(old), &content, &manager, &av);
+                (content, managers)
+            }
+            _ => {
+                strip_status(&mut body);
+                match server_side_apply(old.as_ref(), &body, &manager, &av, force) {
+                    Ok(x) => x,
+                    Err(conflicts) => return conflict_apply(res, &name, &conflicts),
+                }
+            }
+        };
+        // Identity from the URL, then type-specific conversion and validation of the result.
+        let mut content = content;
+        content["apiVersion"] = json!(av);
+        content["kind"] = json!(res.kind);
+        if !content.get("metadata").is_some_and(Value::is_object) {
+            content["metadata"] = json!({});
+        }
+        content["metadata"]["name"] = json!(name);
+        if res.namespaced {
+            content["metadata"]["namespace"] = json!(ns);
+        }
+        if let Err(causes) = prepare_builtin(res, &mut content) {
+            return invalid(res, &name, causes);
+        }
+        let mut warnings = Vec::new();
+        let mut check = content.clone();
+        if let Some(m) = check.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        if res.schema {
+            let mut report = self.schemas.check(&check);
+            if mode != "Strict" {
+                // Unknown fields are dropped (pruned), with a warning for `Warn`.
+                let (unknown, rest): (Vec<String>, Vec<String>) =
+                    report.errors.into_iter().partition(|e| e.contains(": unknown field \""));
+                for e in &unknown {
+                    let (field, msg) = split_error(e);
+                    let segs = parse_error_path(&field);
+                    prune(&mut content, &segs);
+                    prune(&mut check, &segs);
+                    if segs.iter().all(|s| matches!(s, ErrSeg::Field(_))) {
+                        let p: FieldPath = segs
+                            .iter()
+                            .map(|s| if let ErrSeg::Field(f) = s { f.clone() } else { String::new() })
+                            .collect();
+                        for m in &mut managers {
+                            m.fields.retain(|q| !q.starts_with(&p));
+                        }
+                        managers.retain(|m| !m.fields.is_empty());
+                    }
+                    if mode == "Warn" {
+                        warnings.push(format!("{field}: {msg}"));
+                    }
+                }
+                report.errors = rest;
+            }
+            warnings.extend(report.warnings);
+            if !report.errors.is_empty() {
+                let causes = report.errors.iter().map(|e| split_error(e)).collect();
+                let mut o = invalid(res, &name, causes);
+                o.warnings = warnings;
+                return o;
+            }
+        } else if let Err(causes) = basic_checks(res, &check) {
+            return invalid(res, &name, causes);
+        }
+        let c = st.commit(res, &key, old.as_ref(), content, managers, dry, &manager);
+        let code = if old.is_none() { 201 } else { 200 };
+        Out { status: code, body: c.stored.render(Some(&av)), warnings }
+    }
+}
+
+impl State {
+    /// Stores `content` (unless it and the field ownership are unchanged, or `dry`), setting the
+    /// server-owned metadata. Returns what is (or would be) stored.
+    #[allow(clippy::too_many_arguments)]
+    fn commit(
+        &mut self,
+        res: &Resource,
+        key: &Key,
+        old: Option<&Stored>,
+        mut content: Value,
+        mut managers: Vec<Manager>,
+        dry: bool,
+        acting: &str,
+    ) -> Committed {
+        if let Some(m) = content.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.remove("managedFields");
+        }
+        if let Some(old) = old {
+            let same_content = ownable(&old.obj) == ownable(&content);
+            let same_fields = managers.len() == old.managers.len()
+                && managers
+                    .iter()
+                    .zip(&old.managers)
+                    .all(|(a, b)| a.name == b.name && a.operation == b.operation && a.fields == b.fields);
+            if same_content && same_fields {
+                return Committed { stored: old.clone(), changed: false };
+            }
+        }
+        let now = now_rfc3339();
+        for m in &mut managers {
+            let before = old.and_then(|o| o.managers.iter().find(|b| b.name == m.name && b.operation == m.operation));
+            if m.name == acting || before.is_none_or(|b| b.fields != m.fields) || m.time.is_empty() {
+                m.time = now.clone();
+            }
+        }
+        let old_meta = old.and_then(|o| o.obj.get("metadata")).cloned().unwrap_or(json!({}));
+        let uid = match old_meta.get("uid") {
+            Some(u) => u.clone(),
+            None => {
+                self.uids += 1;
+                json!(make_uid(self.uids))
+            }
+        };
+        let created = old_meta.get("creationTimestamp").cloned().unwrap_or_else(|| json!(now));
+        let generation = match old {
+            None => 1,
+            Some(o) => {
+                let g = o.obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1);
+                if spec_part(&o.obj) != spec_part(&content) { g + 1 } else { g }
+            }
+        };
+        let rv = if dry {
+            old_meta.get("resourceVersion").cloned()
+        } else {
+            self.rv += 1;
+            Some(json!(self.rv.to_string()))
+        };
+        // Rebuild metadata: identity and server fields first, then the user's fields.
+        let user_meta = content.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+        let mut meta = Map::new();
+        meta.insert("name".into(), json!(key.3));
+        if !key.2.is_empty() {
+            meta.insert("namespace".into(), json!(key.2));
+        }
+        meta.insert("uid".into(), uid);
+        if let Some(rv) = rv {
+            meta.insert("resourceVersion".into(), rv);
+        }
+        meta.insert("generation".into(), json!(generation));
+        meta.insert("creationTimestamp".into(), created);
+        for (k, v) in user_meta {
+            if !matches!(
+                k.as_str(),
+                "name"
+                    | "namespace"
+                    | "uid"
+                    | "resourceVersion"
+                    | "generation"
+                    | "creationTimestamp"
+                    | "managedFields"
+                    | "selfLink"
+            ) {
+                meta.insert(k, v);
+            }
+        }
+        let mut obj = Map::new();
+        obj.insert("apiVersion".into(), json!(res.api_version()));
+        obj.insert("kind".into(), json!(res.kind));
+        obj.insert("metadata".into(), Value::Object(meta));
+        if let Some(m) = content.as_object() {
+            for (k, v) in m {
+                if !matches!(k.as_str(), "apiVersion" | "kind" | "metadata" | "status") {
+                    obj.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        // The main resource keeps the stored status (status is a subresource).
+        if let Some(s) = old.and_then(|o| o.obj.get("status")) {
+            obj.insert("status".into(), s.clone());
+        } else if res.group.is_empty() && res.kind == "Namespace" {
+            obj.insert("spec".into(), json!({"finalizers": ["kubernetes"]}));
+            obj.insert("status".into(), json!({"phase": "Active"}));
+        }
+        let stored = Stored { obj: Value::Object(obj), managers };
+        if !dry {
+            self.objects.insert(key.clone(), stored.clone());
+        }
+        Committed { stored, changed: true }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server-side apply and field ownership
+// ---------------------------------------------------------------------------------------------
+
+/// A conflict: (other manager's display name, field path).
+type Conflict = (String, String);
+
+/// The object without identity, server-set metadata and status: what field managers own.
+fn ownable(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+        m.remove("status");
+        if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
+            for k in [
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "generation",
+                "creationTimestamp",
+                "managedFields",
+                "selfLink",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "generateName",
+            ] {
+                meta.remove(k);
+            }
+            if meta.is_empty() {
+                m.remove("metadata");
+            }
+        }
+    }
+    o
+}
+
+/// Everything but metadata and status (a change bumps `metadata.generation`).
+fn spec_part(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    o
+}
+
+/// Leaf field paths: scalars, lists (atomic) and empty objects.
+fn leaf_paths(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+    match v {
+        Value::Object(m) if !m.is_empty() => {
+            for (k, c) in m {
+                prefix.push(k.clone());
+                leaf_paths(c, prefix, out);
+                prefix.pop();
+            }
+        }
+        _ => {
+            if !prefix.is_empty() {
+                out.insert(prefix.clone());
+            }
+        }
+    }
+}
+
+fn leaves(v: &Value) -> BTreeSet<FieldPath> {
+    let mut out = BTreeSet::new();
+    leaf_paths(v, &mut Vec::new(), &mut out);
+    out
+}
+
+fn get_path<'a>(v: &'a Value, p: &[String]) -> Option<&'a Value> {
+    let mut cur = v;
+    for s in p {
+        cur = cur.as_object()?.get(s)?;
+    }
+    Some(cur)
+}
+
+fn overlaps(a: &[String], b: &[String]) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+fn show_field(p: &[String]) -> String {
+    let mut s = String::new();
+    for seg in p {
+        s.push('.');
+        s.push_str(seg);
+    }
+    s
+}
+
+/// Removes the field at `p`, then the parent objects left empty (not the root, `metadata` or an
+/// object someone owns as a leaf).
+fn remove_path(v: &mut Value, p: &[String], owned: &dyn Fn(&[String]) -> bool) {
+    let Some((last, parent)) = p.split_last() else { return };
+    let mut cur = &mut *v;
+    for s in parent {
+        match cur.as_object_mut().and_then(|m| m.get_mut(s)) {
+            Some(c) => cur = c,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(last);
+    }
+    for depth in (1..p.len()).rev() {
+        let pp = &p[..depth];
+        let empty = get_path(v, pp).is_some_and(|x| x.as_object().is_some_and(Map::is_empty));
+        if !empty || owned(pp) || pp == ["metadata"] {
+            break;
+        }
+        let (l, par) = pp.split_last().expect("non-empty");
+        let mut cur = &mut *v;
+        for s in par {
+            cur = cur.get_mut(s).expect("parent exists");
+        }
+        if let Some(m) = cur.as_object_mut() {
+            m.remove(l);
+        }
+    }
+}
+
+/// Deep merge: objects merge key by key; anything else (including lists) is replaced.
+fn merge_into(target: &mut Value, patch: &Value) {
+    match (target.as_object_mut(), patch.as_object()) {
+        (Some(t), Some(p)) => {
+            for (k, v) in p {
+                match t.get_mut(k) {
+                    Some(tv) if tv.is_object() && v.is_object() => merge_into(tv, v),
+                    _ => {
+                        t.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        _ => *target = patch.clone(),
+    }
+}
+
+/// RFC 7386 JSON merge patch.
+fn json_merge_patch(target: &mut Value, patch: &Value) {
+    let Some(p) = patch.as_object() else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let t = target.as_object_mut().expect("object");
+    for (k, v) in p {
+        if v.is_null() {
+            t.remove(k);
+        } else {
+            json_merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+        }
+    }
+}
+
+fn manager_display(m: &Manager) -> String {
+    if m.operation == "Update" { format!("\"{}\" using {}", m.name, m.api_version) } else { format!("\"{}\"", m.name) }
+}
+
+/// Server-side apply of `applied` by `manager` onto `live`. Returns the new content and field
+/// managers, or the conflicts.
+fn server_side_apply(
+    live: Option<&Stored>,
+    applied: &Value,
+    manager: &str,
+    api_version: &str,
+    force: bool,
+) -> Result<(Value, Vec<Manager>), Vec<Conflict>> {
+    let applied_c = ownable(applied);
+    let new_set = leaves(&applied_c);
+    let live_obj = live.map(|l| l.obj.clone()).unwrap_or_else(|| json!({}));
+    let live_c = ownable(&live_obj);
+    let mut managers: Vec<Manager> = live.map(|l| l.managers.clone()).unwrap_or_default();
+    let is_self = |m: &Manager| m.name == manager && m.operation == "Apply";
+    // Conflicts: another manager owns an overlapping field whose value would change.
+    let mut conflicts: Vec<Conflict> = Vec::new();
+    let mut conflicting: Vec<(usize, FieldPath)> = Vec::new();
+    for (i, m) in managers.iter().enumerate() {
+        if is_self(m) {
+            continue;
+        }
+        for q in &m.fields {
+            for p in new_set.iter().filter(|p| overlaps(p, q)) {
+                let short: &[String] = if p.len() <= q.len() { p } else { q };
+                if get_path(&live_c, short) != get_path(&applied_c, short) {
+                    conflicting.push((i, q.clone()));
+                    let c = (manager_display(m), show_field(short));
+                    if !conflicts.contains(&c) {
+                        conflicts.push(c);
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflicts);
+    }
+    for (i, q) in &conflicting {
+        managers[*i].fields.remove(q);
+    }
+    // Fields this manager applied before and omits now are removed unless someone else owns
+    // them (or they are still applied through an overlapping path).
+    let old_set = managers.iter().find(|m| is_self(m)).map(|m| m.fields.clone()).unwrap_or_default();
+    let mut content = live_obj.clone();
+    if let Some(m) = content.as_object_mut() {
+        m.remove("status");
+    }
+    {
+        let others: Vec<&Manager> = managers.iter().filter(|m| !is_self(m)).collect();
+        let owned_elsewhere = |q: &[String]| {
+            new_set.iter().any(|p| overlaps(p, q)) || others.iter().any(|m| m.fields.iter().any(|f| overlaps(f, q)))
+        };
+        let exact_owned = |q: &[String]| {
+            new_set.iter().any(|p| p.as_slice() == q)
+                || others.iter().any(|m| m.fields.iter().any(|f| f.as_slice() == q))
+        };
+        for q in old_set.difference(&new_set) {
+            if !owned_elsewhere(q) {
+                remove_path(&mut content, q, &exact_owned);
+            }
+        }
+    }
+    merge_into(&mut content, &applied_c);
+    // Ownership.
+    match managers.iter_mut().find(|m| is_self(m)) {
+        Some(m) => {
+            m.fields = new_set;
+            m.api_version = api_version.to_string();
+        }
+        None => managers.push(Manager {
+            name: manager.to_string(),
+            operation: "Apply",
+            api_version: api_version.to_string(),
+            time: String::new(),
+            fields: new_set,
+        }),
+    }
+    managers.retain(|m| !m.fields.is_empty());
+    Ok((content, managers))
+}
+
+/// Field ownership after an `Update` (create, PUT, merge patch, put_raw) by `manager`: it owns
+/// every field it changed; other managers lose changed and removed fields.
+fn update_managers(old: Option<&Stored>, new: &Value, manager: &str, api_version: &str) -> Vec<Manager> {
+    let new_c = ownable(new);
+    let old_c = old.map(|o| ownable(&o.obj)).unwrap_or_else(|| json!({}));
+    let changed: BTreeSet<FieldPath> =
+        leaves(&new_c).into_iter().filter(|p| get_path(&old_c, p) != get_path(&new_c, p)).collect();
+    let mut managers: Vec<Manager> = old.map(|o| o.managers.clone()).unwrap_or_default();
+    for m in &mut managers {
+        m.fields.retain(|q| get_path(&new_c, q).is_some() && !changed.iter().any(|p| overlaps(p, q)));
+    }
+    let me = match managers.iter_mut().position(|m| m.name == manager && m.operation == "Update") {
+        Some(i) => i,
+        None => {
+            managers.push(Manager {
+                name: manager.to_string(),
+                operation: "Update",
+                api_version: api_version.to_string(),
+                time: String::new(),
+                fields: BTreeSet::new(),
+            });
+            managers.len() - 1
+        }
+    };
+    managers[me].fields.extend(changed);
+    managers[me].api_version = api_version.to_string();
+    managers.retain(|m| !m.fields.is_empty());
+    managers
+}
+
+// ---------------------------------------------------------------------------------------------
+// Validation of kinds without a schema, Secret conversion
+// ---------------------------------------------------------------------------------------------
+
+type Cause = (String, String);
+
+fn prepare_builtin(res: &Resource, obj: &mut Value) -> Result<(), Vec<Cause>> {
+    if !(res.group.is_empty() && res.kind == "Secret") {
+        return Ok(());
+    }
+    let mut causes = Vec::new();
+    let Some(m) = obj.as_object_mut() else { return Ok(()) };
+    if let Some(sd) = m.remove("stringData") {
+        match sd {
+            Value::Object(sd) => {
+                let data = m.entry("data").or_insert_with(|| json!({}));
+                if !data.is_object() {
+                    *data = json!({});
+                }
+                for (k, v) in sd {
+                    match v.as_str() {
+                        Some(s) => {
+                            data[k.as_str()] = json!(base64_encode(s.as_bytes()));
+                        }
+                        None => causes.push((format!("stringData[{k}]"), "Invalid value: must be a string".into())),
+                    }
+                }
+            }
+            Value::Null => {}
+            _ => causes.push(("stringData".into(), "Invalid value: must be an object".into())),
+        }
+    }
+    if let Some(data) = m.get("data") {
+        match data.as_object() {
+            Some(d) => {
+                for (k, v) in d {
+                    if v.as_str().is_none_or(|s| base64_decode(s).is_none()) {
+                        causes.push((
+                            format!("data[{k}]"),
+                            "Invalid value: illegal base64 data (the data of a Secret is base64-encoded)".into(),
+                        ));
+                    }
+                }
+            }
+            None if data.is_null() => {}
+            None => causes.push(("data".into(), "Invalid value: must be an object".into())),
+        }
+    }
+    if causes.is_empty() { Ok(()) } else { Err(causes) }
+}
+
+fn basic_checks(res: &Resource, obj: &Value) -> Result<(), Vec<Cause>> {
+    let mut causes = Vec::new();
+    let name = obj.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+    let label_only = res.group.is_empty() && matches!(res.kind.as_str(), "Namespace" | "Service");
+    let ok = if label_only { is_dns_label(name) } else { is_dns_subdomain(name) };
+    if !ok {
+        let what = if label_only { "RFC 1123 label" } else { "RFC 1123 subdomain" };
+        causes.push((
+            "metadata.name".into(),
+            format!("Invalid value: {name:?}: a lowercase {what} must consist of lower case alphanumeric characters, '-'{}, and must start and end with an alphanumeric character", if label_only { "" } else { " or '.'" }),
+        ));
+    }
+    for f in ["labels", "annotations"] {
+        if let Some(v) = obj.pointer(&format!("/metadata/{f}")).filter(|v| !v.is_null()) {
+            match v.as_object() {
+                Some(m) => {
+                    for (k, v) in m {
+                        if !v.is_string() {
+                            causes.push((format!("metadata.{f}[{k}]"), "Invalid value: must be a string".into()));
+                        }
+                    }
+                }
+                None => causes.push((format!("metadata.{f}"), "Invalid value: must be an object".into())),
+            }
+        }
+    }
+    if res.group.is_empty()
+        && res.kind == "ConfigMap"
+        && let Some(d) = obj.get("data").and_then(Value::as_object)
+    {
+        for (k, v) in d {
+            if !v.is_string() {
+                causes.push((format!("data[{k}]"), "Invalid value: must be a string".into()));
+            }
+        }
+    }
+    if causes.is_empty() { Ok(()) } else { Err(causes) }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().all(|c| alnum(c) || c == '-')
+        && s.starts_with(alnum)
+        && s.ends_with(alnum)
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+enum ErrSeg {
+    Field(String),
+    /// `[x]`: a list index or a map key.
+    Bracket(String),
+}
+
+/// `spec.a[0].b[key]` → segments.
+fn parse_error_path(p: &str) -> Vec<ErrSeg> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut chars = p.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '.' => {
+                if !cur.is_empty() {
+                    out.push(ErrSeg::Field(std::mem::take(&mut cur)));
+                }
+            }
+            '[' => {
+                if !cur.is_empty() {
+                    out.push(ErrSeg::Field(std::mem::take(&mut cur)));
+                }
+                let mut k = String::new();
+                for c in chars.by_ref() {
+                    if c == ']' {
+                        break;
+                    }
+                    k.push(c);
+                }
+                out.push(ErrSeg::Bracket(k));
+            }
+            c => cur.push(c),
+        }
+    }
+    if !cur.is_empty() {
+        out.push(ErrSeg::Field(cur));
+    }
+    out
+}
+
+/// Removes the value at an error path (no-op when it does not resolve).
+fn prune(v: &mut Value, segs: &[ErrSeg]) {
+    let Some((last, parents)) = segs.split_last() else { return };
+    let mut cur = v;
+    for s in parents {
+        let next = match (s, &mut *cur) {
+            (ErrSeg::Field(f) | ErrSeg::Bracket(f), Value::Object(m)) => m.get_mut(f),
+            (ErrSeg::Bracket(i), Value::Array(a)) => i.parse::<usize>().ok().and_then(|i| a.get_mut(i)),
+            _ => None,
+        };
+        match next {
+            Some(n) => cur = n,
+            None => return,
+        }
+    }
+    if let (ErrSeg::Field(f) | ErrSeg::Bracket(f), Value::Object(m)) = (last, cur) {
+        m.remove(f);
+    }
+}
+
+/// `".spec.foo: unknown field ..."` (kube_schema's format) → (`spec.foo`, message).
+fn split_error(e: &str) -> Cause {
+    match e.split_once(": ") {
+        Some((p, m)) if p.starts_with('.') => (p.trim_start_matches('.').to_string(), m.to_string()),
+        _ => (String::new(), e.to_string()),
+    }
+}
+
+fn cause_reason(msg: &str) -> &'static str {
+    let m = msg.trim_start();
+    if m.starts_with("Required value") {
+        "FieldValueRequired"
+    } else if m.starts_with("Unsupported value") {
+        "FieldValueNotSupported"
+    } else if m.starts_with("Forbidden") {
+        "FieldValueForbidden"
+    } else if m.starts_with("Too long") {
+        "FieldValueTooLong"
+    } else if m.starts_with("Too many") {
+        "FieldValueTooMany"
+    } else if m.starts_with("Duplicate value") {
+        "FieldValueDuplicate"
+    } else if m.contains("must be of type") || m.starts_with("Invalid type") {
+        "FieldValueTypeInvalid"
+    } else {
+        "FieldValueInvalid"
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status bodies
+// ---------------------------------------------------------------------------------------------
+
+fn status_failure(code: u16, reason: &str, message: String, details: Option<Value>) -> Value {
+    let mut s = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason});
+    if let Some(d) = details {
+        s["details"] = d;
+    }
+    s["code"] = json!(code);
+    s
+}
+
+fn reason_for(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        405 => "MethodNotAllowed",
+        409 => "Conflict",
+        410 => "Expired",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        500 => "InternalError",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "Unknown",
+    }
+}
+
+fn not_found_path() -> Out {
+    out(
+        404,
+        status_failure(404, "NotFound", "the server could not find the requested resource".into(), Some(json!({}))),
+    )
+}
+
+fn not_found(res: &Resource, name: &str) -> Out {
+    out(
+        404,
+        status_failure(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", res.qualified_plural()),
+            Some(json!({"name": name, "group": res.group, "kind": res.plural})),
+        ),
+    )
+}
+
+fn invalid(res: &Resource, name: &str, causes: Vec<Cause>) -> Out {
+    let parts: Vec<String> =
+        causes.iter().map(|(f, m)| if f.is_empty() { m.clone() } else { format!("{f}: {m}") }).collect();
+    let joined = if parts.len() == 1 { parts[0].clone() } else { format!("[{}]", parts.join(", ")) };
+    let message = format!("{} \"{name}\" is invalid: {joined}", res.qualified_kind());
+    let causes: Vec<Value> =
+        causes.iter().map(|(f, m)| json!({"reason": cause_reason(m), "message": m, "field": f})).collect();
+    out(
+        422,
+        status_failure(
+            422,
+            "Invalid",
+            message,
+            Some(json!({"name": name, "group": res.group, "kind": res.kind, "causes": causes})),
+        ),
+    )
+}
+
+fn conflict_apply(res: &Resource, name: &str, conflicts: &[Conflict]) -> Out {
+    let n = conflicts.len();
+    let message = if n == 1 {
+        format!("Apply failed with 1 conflict: conflict with {}: {}", conflicts[0].0, conflicts[0].1)
+    } else {
+        let mut by: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (m, f) in conflicts {
+            by.entry(m).or_default().push(f);
+        }
+        let mut s = format!("Apply failed with {n} conflicts: ");
+        let groups: Vec<String> = by
+            .iter()
+            .map(|(m, fs)| {
+                let list: String = fs.iter().map(|f| format!("\n- {f}")).collect();
+                format!("conflicts with {m}:{list}")
+            })
+            .collect();
+        s.push_str(&groups.join("\n"));
+        s
+    };
+    let causes: Vec<Value> = conflicts
+        .iter()
+        .map(|(m, f)| json!({"reason": "FieldManagerConflict", "message": format!("conflict with {m}"), "field": f}))
+        .collect();
+    out(
+        409,
+        status_failure(
+            409,
+            "Conflict",
+            message,
+            Some(json!({"name": name, "group": res.group, "kind": res.plural, "causes": causes})),
+        ),
+    )
+}
+
+fn conflict_modified(res: &Resource, name: &str) -> Out {
+    out(
+        409,
+        status_failure(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                res.qualified_plural()
+            ),
+            Some(json!({"name": name, "group": res.group, "kind": res.plural})),
+        ),
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------------------------
+
+fn split_api_version(av: &str) -> (&str, &str) {
+    match av.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", av),
+    }
+}
+
+fn is_apply(r: &Req) -> bool {
+    r.content_type.as_deref().is_some_and(|c| c.starts_with("application/apply-patch+yaml"))
+}
+
+fn dry_run(r: &Req) -> Result<bool, Out> {
+    match r.q("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(out(
+            400,
+            status_failure(
+                400,
+                "BadRequest",
+                format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""),
+                None,
+            ),
+        )),
+    }
+}
+
+/// The manager name kube-apiserver derives when `fieldManager` is absent (from the user agent).
+fn default_manager(user_agent: Option<&str>, verb: &str) -> String {
+    match user_agent.map(|u| u.split('/').next().unwrap_or("").trim()).filter(|u| !u.is_empty()) {
+        Some(u) => u.to_string(),
+        None => format!("unknown-{verb}"),
+    }
+}
+
+fn parse_body(body: &[u8], yaml_ok: bool) -> Result<Value, String> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err("the request body is empty".into());
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(v) => Ok(v),
+        Err(_) if yaml_ok => {
+            let text = std::str::from_utf8(body).map_err(|e| format!("the body is not UTF-8: {e}"))?;
+            serde_saphyr::from_str::<Value>(text).map_err(|e| format!("error decoding YAML: {e}"))
+        }
+        Err(je) => Err(format!("error decoding JSON: {je}")),
+    }
+}
+
+/// Kube version priority: GA > beta > alpha, then by numbers.
+fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else { return (0, 0, 0) };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, minor) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(n) = tail.strip_prefix("beta") {
+        (2, n.parse().unwrap_or(0))
+    } else if let Some(n) = tail.strip_prefix("alpha") {
+        (1, n.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, minor)
+}
+
+fn group_json(g: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions.iter().map(|v| json!({"groupVersion": format!("{g}/{v}"), "version": v})).collect();
+    let preferred = vs.first().cloned().unwrap_or(Value::Null);
+    json!({"kind": "APIGroup", "apiVersion": "v1", "name": g, "versions": vs, "preferredVersion": preferred})
+}
+
+/// One label selector requirement (equality-based: `a=b`, `a==b`, `a!=b`, `a`, `!a`).
+#[derive(Debug)]
+enum LabelTerm {
+    Eq(String, String),
+    Ne(String, String),
+    Exists(String),
+    NotExists(String),
+}
+
+impl LabelTerm {
+    fn matches(&self, labels: Option<&Value>) -> bool {
+        let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        match self {
+            LabelTerm::Eq(k, v) => get(k) == Some(v.as_str()),
+            LabelTerm::Ne(k, v) => get(k) != Some(v.as_str()),
+            LabelTerm::Exists(k) => get(k).is_some(),
+            LabelTerm::NotExists(k) => get(k).is_none(),
+        }
+    }
+}
+
+fn parse_selector(s: &str) -> Result<Vec<LabelTerm>, String> {
+    if s.contains('(') {
+        return Err(format!(
+            "unable to parse requirement: set-based selectors are not supported by the test double: {s:?}"
+        ));
+    }
+    let mut out = Vec::new();
+    for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        out.push(if let Some((k, v)) = t.split_once("!=") {
+            LabelTerm::Ne(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = t.split_once("==") {
+            LabelTerm::Eq(k.trim().into(), v.trim().into())
+        } else if let Some((k, v)) = t.split_once('=') {
+            LabelTerm::Eq(k.trim().into(), v.trim().into())
+        } else if let Some(k) = t.strip_prefix('!') {
+            LabelTerm::NotExists(k.trim().into())
+        } else {
+            LabelTerm::Exists(t.into())
+        });
+    }
+    Ok(out)
+}
+
+/// `metadata.name=x,metadata.namespace!=y` → (field, value, equal).
+fn parse_field_selector(s: &str) -> Result<Vec<(String, String, bool)>, String> {
+    let mut out = Vec::new();
+    for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v, eq) = if let Some((k, v)) = t.split_once("!=") {
+            (k, v, false)
+        } else if let Some((k, v)) = t.split_once("==") {
+            (k, v, true)
+        } else if let Some((k, v)) = t.split_once('=') {
+            (k, v, true)
+        } else {
+            return Err(format!("invalid field selector {t:?}"));
+        };
+        if !matches!(k.trim(), "metadata.name" | "metadata.namespace") {
+            return Err(format!("field label not supported: {}", k.trim()));
+        }
+        out.push((k.trim().to_string(), v.trim().to_string(), eq));
+    }
+    Ok(out)
+}
+
+fn make_uid(n: u64) -> String {
+    let seed = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+    let x = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    format!("{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}", (x >> 32) as u32, (x >> 16) & 0xffff, x & 0xfff, n & 0xfff, n)
+}
+
+fn random_suffix(n: u64) -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut x = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0) ^ (n * 7919);
+    (0..5)
+        .map(|_| {
+            let c = ALPHA[(x % ALPHA.len() as u64) as usize] as char;
+            x /= ALPHA.len() as u64;
+            x ^= 0x5bd1_e995;
+            c
+        })
+        .collect()
+}
+
+fn now_rfc3339() -> String {
+    let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs() as i64;
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/// Standard base64 with padding.
+pub fn base64_encode(data: &[u8]) -> String {
+    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(B64[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+/// Standard base64 with padding; `None` if malformed.
+pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let b = s.as_bytes();
+    if !b.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(b.len() / 4 * 3);
+    for (ci, chunk) in b.chunks(4).enumerate() {
+        let last = ci == b.len() / 4 - 1;
+        let mut n = 0u32;
+        let mut pad = 0;
+        for (i, &c) in chunk.iter().enumerate() {
+            let v = if c == b'=' && last && i >= 2 {
+                pad += 1;
+                0
+            } else if pad > 0 {
+                return None;
+            } else {
+                B64.iter().position(|&x| x == c)? as u32
+            };
+            n = (n << 6) | v;
+        }
+        out.push((n >> 16) as u8);
+        if pad < 2 {
+            out.push((n >> 8) as u8);
+        }
+        if pad < 1 {
+            out.push(n as u8);
+        }
+    }
+    Some(out)
+}

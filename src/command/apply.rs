@@ -36,6 +36,9 @@ pub struct Opts {
     /// Do not ask for confirmation
     #[arg(long)]
     pub auto_approve: bool,
+    /// Take over fields another field manager owns in Kubernetes objects (server-side apply force)
+    #[arg(long)]
+    pub force_conflicts: bool,
     /// Seconds a router waits for confirmation before reverting by itself (VyOS rounds up to minutes)
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub confirm_timeout: u64,
@@ -175,6 +178,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         run: run_id.clone(),
         state_dir: g.state_dir.clone(),
         confirm_timeout: Duration::from_secs(o.confirm_timeout),
+        force_conflicts: o.force_conflicts,
     };
     // A spinner on a terminal; plain lines otherwise (CI logs).
     let quiet = g.quiet;

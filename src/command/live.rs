@@ -13,7 +13,7 @@ use crate::engine::diff;
 use crate::engine::observe::{self, Live, Targets};
 use crate::plan::model::Action;
 use crate::plan::select::Selection;
-use crate::resources::{self, ProviderKind};
+use crate::resources;
 use crate::topology::Loaded;
 use crate::transport::ssh_config::SshConfig;
 
@@ -80,41 +80,14 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         .resolve(&catalog, &graph, t, |_| false)
         .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
     let rs = crate::plan::selected_resources(t, &graph, &chosen, &selection.sites);
-    if let Some(r) = rs.iter().find(|r| r.provider == ProviderKind::Kube) {
-        let steps: BTreeSet<String> = chosen
-            .iter()
-            .filter(|n| resources::for_instance(&graph.graph[**n], t).iter().any(|r| r.provider == ProviderKind::Kube))
-            .map(|n| graph.graph[*n].key())
-            .collect();
-        return Err(usage(
-            "plan::needs-kubernetes",
-            format!("{} (and more) live in a Kubernetes API, which this build cannot read yet", r.address),
-            format!(
-                "select steps that live on routers and hosts (e.g. --step B.1), or plan with --offline; the steps that need Kubernetes here: {}",
-                steps.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-        ));
-    }
     let deps: BTreeSet<NodeIndex> =
         chosen.iter().flat_map(|n| graph.dependencies(*n)).filter(|d| !chosen.contains(d)).collect();
     let mut all = rs.clone();
-    let mut unknown = Vec::new();
     for d in &deps {
         let drs = resources::for_instance(&graph.graph[*d], t);
-        if drs.iter().any(|r| r.provider == ProviderKind::Kube) {
-            unknown.push(graph.graph[*d].key());
-        } else {
-            all.extend(
-                drs.into_iter().filter(|r| {
-                    selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))
-                }),
-            );
-        }
-    }
-    if !unknown.is_empty() && !g.quiet {
-        eprintln!(
-            "note: {} live in Kubernetes, which this build cannot read: whether they still have changes is unknown",
-            unknown.join(", ")
+        all.extend(
+            drs.into_iter()
+                .filter(|r| selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))),
         );
     }
     let targets = Targets::from_topology(t, &ssh_config(g)?);
@@ -150,13 +123,9 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         }
     }
     // A dependency has pending changes when one of its resources would change or could not be
-    // read; one that lives in Kubernetes is unknown (noted above), not pending.
+    // read.
     let pending = |n: NodeIndex| {
-        let drs = resources::for_instance(&graph.graph[n], t);
-        if drs.iter().any(|r| r.provider == ProviderKind::Kube) {
-            return false;
-        }
-        drs.iter().any(|r| match diff::change(r, &live) {
+        resources::for_instance(&graph.graph[n], t).iter().any(|r| match diff::change(r, &live) {
             Some(c) => c.action != Action::NoOp,
             None => true,
         })

@@ -98,6 +98,22 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             format!("{}\n(apply the other sites with --site; the unreachable ones keep their state)", names.join("\n")),
         ));
     }
+    let server_refused: Vec<String> = p
+        .steps
+        .iter()
+        .flat_map(|s| &s.changes)
+        .filter_map(|c| c.refused.as_ref().map(|r| format!("{}: {r}", c.address)))
+        .collect();
+    if !server_refused.is_empty() {
+        return Err(usage(
+            "plan::server-refused",
+            format!("the API server would refuse {} change(s)", server_refused.len()),
+            format!(
+                "{}\n(a conflict with another field manager needs `apply --force-conflicts`; an invalid field is a bug in fabric's objects: please report it)",
+                server_refused.join("\n")
+            ),
+        ));
+    }
     if p.summary.refused_steps > 0 {
         return Err(usage(
             "plan::refused",

@@ -29,6 +29,8 @@ pub struct Options {
     pub state_dir: std::path::PathBuf,
     /// How long a router waits for confirmation before it reverts by itself.
     pub confirm_timeout: Duration,
+    /// Take fields over from other field managers in Kubernetes objects.
+    pub force_conflicts: bool,
 }
 
 /// One step to apply, with its resources (already limited to the selected sites).
@@ -450,6 +452,7 @@ async fn apply_step(
             } else {
                 p.clone()
             },
+            object: kube_identity(r),
         })
         .collect();
     sh.journal(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors })?;
@@ -466,6 +469,37 @@ async fn apply_step(
     }
     let mut set = tokio::task::JoinSet::new();
     for (target, items) in by_target {
+        if let Some(access) = targets.kube.get(&target).cloned() {
+            for (r, _, _) in &items {
+                (sh.progress)(&format!("{}: applying {}", step.key, r.address));
+            }
+            let force = opts.force_conflicts;
+            set.spawn(async move {
+                let client = match super::kube::client(&target, &access).await {
+                    Ok(c) => c,
+                    Err(e) => return (Vec::new(), Some(e)),
+                };
+                let mut ok: Vec<(Resource, Observed)> = Vec::new();
+                for (r, prior, _) in items {
+                    let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
+                    if r.sensitive {
+                        return (
+                            ok,
+                            Some(format!(
+                                "{}: secrets are generated at apply time, which this build does not do yet",
+                                r.address
+                            )),
+                        );
+                    }
+                    match super::kube::apply(&client, obj, force).await {
+                        Ok(()) => ok.push((r, prior)),
+                        Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
+                    }
+                }
+                (ok, None)
+            });
+            continue;
+        }
         let holder_id = holder(&opts.run);
         let s = sh.pool.get(targets, &target).await?;
         let progress_lines: Vec<String> =
@@ -614,7 +648,21 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
             Err(e) => left.push(format!("{target}: {e}")),
         }
     }
-    for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos) {
+    for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
+        let (Some(access), crate::resources::Desired::Kube(obj)) = (targets.kube.get(&r.target), &r.desired) else {
+            continue;
+        };
+        let result = match super::kube::client(&r.target, access).await {
+            Ok(c) => super::kube::revert(&c, obj, prior).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            left.push(format!("{}: {e}", r.address));
+        }
+    }
+    for (r, prior) in
+        applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos && r.provider != ProviderKind::Kube)
+    {
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }
@@ -636,6 +684,17 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
     left
 }
 
+/// The identity of a Kubernetes object (enough to find it again), for the journal.
+fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
+    let crate::resources::Desired::Kube(o) = &r.desired else { return None };
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), o["metadata"]["name"].clone());
+    if let Some(ns) = o["metadata"].get("namespace") {
+        meta.insert("namespace".into(), ns.clone());
+    }
+    Some(serde_json::json!({ "apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": meta }))
+}
+
 /// A resource as the journal knows it, enough for its provider to put it back.
 pub fn resource_from_prior(p: &Prior) -> Resource {
     use crate::resources::Desired;
@@ -645,7 +704,7 @@ pub fn resource_from_prior(p: &Prior) -> Resource {
         ProviderKind::Wireguard => Desired::Wireguard(String::new()),
         ProviderKind::Vyos => Desired::Vyos(vec![]),
         ProviderKind::Command => Desired::Command { probe: "true".into(), apply: "true".into() },
-        ProviderKind::Kube => Desired::Kube(serde_json::Value::Null),
+        ProviderKind::Kube => Desired::Kube(p.object.clone().unwrap_or(serde_json::Value::Null)),
     };
     Resource {
         address: p.address.clone(),

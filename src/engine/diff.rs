@@ -29,6 +29,7 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     let mut c = Change::create(r);
     c.action = action;
     c.diff = diff;
+    c.refused = live.refusals.get(&r.address).filter(|_| action != Action::NoOp).cloned();
     Some(c)
 }
 

@@ -18,6 +18,9 @@ pub struct Prior {
     pub provider: ProviderKind,
     pub sensitive: bool,
     pub prior: Observed,
+    /// A Kubernetes object's identity (apiVersion, kind, name, namespace), to find it again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +139,7 @@ mod tests {
             provider: ProviderKind::File,
             sensitive: false,
             prior: Observed::Absent,
+            object: None,
         };
         let run = "r".to_string();
         let entries = vec![
@@ -162,6 +166,7 @@ mod tests {
                 provider: ProviderKind::Wireguard,
                 sensitive: false,
                 prior: Observed::Present("conf\n".into()),
+                object: None,
             }],
         };
         j.write(&e).unwrap();

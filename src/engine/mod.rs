@@ -4,5 +4,6 @@
 pub mod apply;
 pub mod diff;
 pub mod journal;
+pub mod kube;
 pub mod observe;
 pub mod providers;

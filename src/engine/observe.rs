@@ -15,6 +15,8 @@ use crate::transport::ssh_config::SshConfig;
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
     pub ssh: BTreeMap<String, Endpoint>,
+    /// Kubernetes targets (`cluster.<site>`, `karmada`) and their kubeconfig.
+    pub kube: BTreeMap<String, super::kube::KubeAccess>,
     /// Provider and WireGuard interface of each router target (for reading its public key).
     pub router_kind: BTreeMap<String, (ProviderKind, String)>,
 }
@@ -23,7 +25,12 @@ impl Targets {
     pub fn from_topology(t: &Topology, config: &SshConfig) -> Targets {
         let mut ssh = BTreeMap::new();
         let mut router_kind = BTreeMap::new();
+        let mut kube = BTreeMap::new();
+        let k = &t.federation.karmada.kubeconfig;
+        kube.insert("karmada".to_string(), super::kube::KubeAccess::new(&k.path, k.context.as_deref()));
         for s in &t.sites {
+            let k = &s.cluster.kubeconfig;
+            kube.insert(format!("cluster.{}", s.name), super::kube::KubeAccess::new(&k.path, k.context.as_deref()));
             let target = format!("router.{}", s.name);
             ssh.insert(target.clone(), Endpoint::resolve(&target, &s.router.ssh, config));
             let kind = match s.router.kind {
@@ -46,7 +53,7 @@ impl Targets {
             let target = format!("host.{}", vm.name);
             ssh.insert(target.clone(), Endpoint::resolve(&target, &vm.ssh, config));
         }
-        Targets { ssh, router_kind }
+        Targets { ssh, kube, router_kind }
     }
 }
 
@@ -59,6 +66,10 @@ pub struct Live {
     pub keys: BTreeMap<String, String>,
     /// Target → why it could not be read.
     pub unreachable: BTreeMap<String, String>,
+    /// Resource address → why the API server would refuse to apply it (dry run: a conflict with
+    /// another field manager, an invalid field).
+    #[serde(default)]
+    pub refusals: BTreeMap<String, String>,
 }
 
 impl Live {
@@ -108,7 +119,12 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         by_target.entry(k.clone()).or_default();
     }
     let mut set = tokio::task::JoinSet::new();
+    let mut kube_reads = tokio::task::JoinSet::new();
     for (target, rs) in by_target {
+        if let Some(access) = targets.kube.get(&target).cloned() {
+            kube_reads.spawn(read_kube(target, access, rs));
+            continue;
+        }
         let Some(ep) = targets.ssh.get(&target).cloned() else {
             let reason = format!("no SSH access is configured for {target}");
             set.spawn(async move { (target, Err(reason), vec![], None) });
@@ -162,6 +178,22 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         });
     }
     let mut live = Live::default();
+    while let Some(joined) = kube_reads.join_next().await {
+        let Ok((target, result)) = joined else { continue };
+        match result {
+            Ok(states) => {
+                for (address, observed, refusal) in states {
+                    live.observed.insert(address.clone(), observed);
+                    if let Some(r) = refusal {
+                        live.refusals.insert(address, r);
+                    }
+                }
+            }
+            Err(reason) => {
+                live.unreachable.insert(target, reason);
+            }
+        }
+    }
     while let Some(joined) = set.join_next().await {
         let Ok((target, result, states, key)) = joined else { continue };
         match result {
@@ -177,4 +209,37 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         }
     }
     live
+}
+
+type KubeStates = Vec<(String, Observed, Option<String>)>;
+
+/// Reads every object of one Kubernetes target at once (and asks for their dry runs).
+async fn read_kube(
+    target: String,
+    access: super::kube::KubeAccess,
+    rs: Vec<Resource>,
+) -> (String, Result<KubeStates, String>) {
+    let client = match super::kube::client(&target, &access).await {
+        Ok(c) => c,
+        Err(e) => return (target, Err(e)),
+    };
+    let mut reads = tokio::task::JoinSet::new();
+    for r in rs {
+        let c = client.clone();
+        reads.spawn(async move {
+            let crate::resources::Desired::Kube(obj) = &r.desired else {
+                return Err(format!("{} is not a Kubernetes object", r.address));
+            };
+            super::kube::read(&c, obj, r.sensitive).await.map(|(o, refusal)| (r.address.clone(), o, refusal))
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(j) = reads.join_next().await {
+        match j {
+            Ok(Ok(state)) => out.push(state),
+            Ok(Err(e)) => return (target, Err(e)),
+            Err(e) => return (target, Err(e.to_string())),
+        }
+    }
+    (target, Ok(out))
 }

@@ -291,6 +291,9 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
 /// The desired canonical text of a resource, with `<public-key:…>` placeholders resolved by
 /// `keys` where known.
 pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> String {
+    if r.sensitive {
+        return SENSITIVE.into();
+    }
     let text = match &r.desired {
         Desired::File(t) | Desired::Wireguard(t) => t.clone(),
         Desired::Vyos(lines) => {

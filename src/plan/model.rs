@@ -59,6 +59,9 @@ pub struct Change {
     pub sensitive: bool,
     /// Unified diff of live against desired (never for sensitive resources); display only.
     pub diff: Option<String>,
+    /// Why the API server would refuse this change (its dry run failed): a conflict with
+    /// another field manager, or an invalid field.
+    pub refused: Option<String>,
 }
 
 impl Change {
@@ -71,6 +74,7 @@ impl Change {
             summary: r.summary.clone(),
             sensitive: r.sensitive,
             diff: None,
+            refused: None,
         }
     }
 }

@@ -55,6 +55,9 @@ pub fn human(p: &Plan, st: &Style) -> String {
             };
             let sensitive = if c.sensitive { " (sensitive)" } else { "" };
             let _ = writeln!(out, "  {sym} {:width$}  {}{}", c.address, st.dim(&c.summary), sensitive);
+            if let Some(r) = &c.refused {
+                let _ = writeln!(out, "      {} {r}", st.red("the API server refuses this (dry run):"));
+            }
             if let Some(d) = &c.diff
                 && c.action == Action::Update
             {

@@ -1,0 +1,200 @@
+//! The Kubernetes provider: objects in each cluster and in Karmada, through the kube crate.
+//!
+//! Plan reads the live object and asks the API server for a server-side-apply dry run (field
+//! manager `fabric`), so conflicts with another manager and invalid fields show at plan time.
+//! Live and desired are compared on the fields fabric manages only (the desired object's
+//! shape): no managedFields, resourceVersion or status noise. Apply is server-side apply;
+//! revert re-applies the prior fields or deletes what did not exist. Secrets are compared by
+//! presence only, and their content is never read into a plan.
+
+use std::path::PathBuf;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Config};
+use serde_json::Value;
+
+use super::providers::{Observed, SENSITIVE};
+
+pub const FIELD_MANAGER: &str = "fabric";
+
+/// Where a Kubernetes target's credentials are: a kubeconfig file and context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeAccess {
+    pub path: PathBuf,
+    pub context: Option<String>,
+}
+
+fn expand_home(p: &str) -> PathBuf {
+    match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
+        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
+        _ => PathBuf::from(p),
+    }
+}
+
+impl KubeAccess {
+    pub fn new(path: &str, context: Option<&str>) -> KubeAccess {
+        KubeAccess { path: expand_home(path), context: context.map(String::from) }
+    }
+}
+
+/// A client for `target`, from its kubeconfig; the error says which file and context failed.
+pub async fn client(target: &str, access: &KubeAccess) -> Result<Client, String> {
+    let kc = Kubeconfig::read_from(&access.path)
+        .map_err(|e| format!("cannot read kubeconfig {} for {target}: {e}", access.path.display()))?;
+    let opts = KubeConfigOptions { context: access.context.clone(), ..Default::default() };
+    let mut config = Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
+        format!("kubeconfig {} (context {:?}) for {target}: {e}", access.path.display(), access.context)
+    })?;
+    // An unreachable API fails in seconds, as an SSH host does.
+    config.connect_timeout = Some(std::time::Duration::from_secs(8));
+    config.read_timeout = Some(std::time::Duration::from_secs(30));
+    Client::try_from(config).map_err(|e| format!("{target}: {e}"))
+}
+
+/// The plural resource name of a kind, by the rules Kubernetes' generators follow.
+pub fn plural(kind: &str) -> String {
+    let k = kind.to_ascii_lowercase();
+    if let Some(stem) = k.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
+        format!("{stem}ies")
+    } else if k.ends_with('s') || k.ends_with('x') || k.ends_with("ch") || k.ends_with("sh") {
+        format!("{k}es")
+    } else {
+        format!("{k}s")
+    }
+}
+
+/// The typed handle for an object's kind and scope.
+pub fn api_for(client: &Client, obj: &Value) -> (Api<DynamicObject>, String) {
+    let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural(kind));
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let api = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    };
+    (api, name)
+}
+
+/// The part of `live` that has the shape of `desired`: only the fields fabric manages.
+pub fn project(live: &Value, desired: &Value) -> Value {
+    match (live, desired) {
+        (Value::Object(l), Value::Object(d)) => {
+            let mut out = serde_json::Map::new();
+            for (k, dv) in d {
+                if let Some(lv) = l.get(k) {
+                    out.insert(k.clone(), project(lv, dv));
+                }
+            }
+            Value::Object(out)
+        }
+        (Value::Array(l), Value::Array(d)) => Value::Array(
+            l.iter()
+                .enumerate()
+                .map(|(i, lv)| match d.get(i).or(d.first()) {
+                    Some(dv) => project(lv, dv),
+                    None => lv.clone(),
+                })
+                .collect(),
+        ),
+        (l, _) => l.clone(),
+    }
+}
+
+fn text(v: &Value) -> String {
+    crate::render::yaml::to_string(v)
+}
+
+/// An API error as one line: status code, reason and the server's message.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+        other => other.to_string(),
+    }
+}
+
+/// Reads the live state of `desired` (projected onto its shape) and, when `dry_run`, the
+/// server's answer to applying it: Err carries a conflict or validation message.
+pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(Observed, Option<String>), String> {
+    let (api, name) = api_for(client, desired);
+    let live = api.get_opt(&name).await.map_err(|e| describe(&e))?;
+    let observed = match live {
+        None => Observed::Absent,
+        Some(_) if sensitive => Observed::Present(SENSITIVE.into()),
+        Some(obj) => {
+            let v = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
+            Observed::Present(text(&project(&v, desired)))
+        }
+    };
+    // The server-side dry run: the would-be object, or why it would be refused.
+    let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
+    let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await {
+        Ok(_) => None,
+        Err(e) => Some(describe(&e)),
+    };
+    Ok((observed, refusal))
+}
+
+/// Server-side apply of `desired`; `force` takes fields over from other managers.
+pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), String> {
+    let (api, name) = api_for(client, desired);
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    if force {
+        pp = pp.force();
+    }
+    api.patch(&name, &pp, &Patch::Apply(desired)).await.map(|_| ()).map_err(|e| describe(&e))
+}
+
+/// Puts an object back: delete it when it did not exist, else re-apply its prior fields.
+pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Result<(), String> {
+    let (api, name) = api_for(client, desired);
+    match prior {
+        Observed::Absent => match api.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+            Err(e) => Err(describe(&e)),
+        },
+        Observed::Present(t) if t == SENSITIVE => Ok(()),
+        Observed::Present(t) => {
+            let v: Value =
+                serde_saphyr::from_str::<crate::topology::tree::Node>(t).map_err(|e| e.to_string())?.to_json();
+            apply(client, &v, true).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn plurals() {
+        for (k, p) in [
+            ("HelmChart", "helmcharts"),
+            ("PropagationPolicy", "propagationpolicies"),
+            ("ClusterTaintPolicy", "clustertaintpolicies"),
+            ("ClusterQueue", "clusterqueues"),
+            ("MultiKueueConfig", "multikueueconfigs"),
+            ("Namespace", "namespaces"),
+            ("Ingress", "ingresses"),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(plural(k), p);
+        }
+    }
+
+    #[test]
+    fn projection_keeps_only_managed_fields() {
+        let live = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "resourceVersion": "7", "managedFields": [], "labels": {"x": "1", "y": "2"}},
+            "spec": {"a": 1, "b": [{"n": 1, "extra": 2}]}, "status": {"ok": true}});
+        let desired = json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"a": 2, "b": [{"n": 1}]}});
+        assert_eq!(
+            project(&live, &desired),
+            json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"a": 1, "b": [{"n": 1}]}})
+        );
+    }
+}

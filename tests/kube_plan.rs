@@ -1,0 +1,136 @@
+//! Planning Kubernetes objects against in-process test API servers (two clusters and Karmada):
+//! creates, drift limited to the fields fabric manages, secrets by presence, a conflict with
+//! another field manager shown by the server-side dry run, and an unreachable cluster named while
+//! the others are still planned.
+
+#[path = "support/kube_api.rs"]
+mod kube_api;
+
+use kube_api::{TestApiServer, shared_schemas};
+use std::process::{Command, Output};
+
+struct Env {
+    dir: std::path::PathBuf,
+    franca: TestApiServer,
+    sp: TestApiServer,
+    karmada: TestApiServer,
+}
+
+fn env(name: &str) -> Env {
+    let dir = std::env::temp_dir().join(format!("fabric-kube-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, karmada) = (
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+    );
+    franca.kubeconfig(&dir.join("franca.yaml"), "franca");
+    sp.kubeconfig(&dir.join("sp.yaml"), "sp");
+    karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
+    let topology = include_str!("../topology.example.yaml")
+        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
+        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
+        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
+        .replace("context: karmada-apiserver", "context: karmada");
+    std::fs::write(dir.join("topology.yaml"), topology).unwrap();
+    // No SSH host of this topology exists here: an empty ssh_config keeps fabric from trying the
+    // example's addresses through ~/.ssh/config; the hosts are reported unreachable.
+    std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")
+        .unwrap();
+    Env { dir, franca, sp, karmada }
+}
+
+impl Env {
+    fn fabric(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .arg("-f")
+            .arg(self.dir.join("topology.yaml"))
+            .arg("--ssh-config")
+            .arg(self.dir.join("ssh_config"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .current_dir(&self.dir)
+            .output()
+            .unwrap()
+    }
+}
+
+fn out(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+#[test]
+fn kubernetes_objects_are_planned_against_the_api() {
+    let e = env("plan");
+    // C.5 with everything it needs: the Kubernetes parts are read from the test API servers,
+    // the routers and hosts are unreachable here and named so.
+    let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "unreachable hosts make the plan incomplete: {text}");
+    assert!(text.contains("+ karmada/ai/PropagationPolicy/gpu-services"), "{text}");
+    assert!(text.contains("+ cluster.franca/kube-system/HelmChart/karmada"), "{text}");
+    assert!(text.contains("unreachable: router.sp"), "{text}");
+    // Every planned read went to the servers with fabric's field manager and a dry run.
+    let reqs = e.karmada.requests().join("\n");
+    assert!(reqs.contains("fieldManager=fabric") && reqs.contains("dryRun=All"), "{reqs}");
+    assert!(e.karmada.objects().iter().all(|o| o["kind"] != "PropagationPolicy"), "a plan changed nothing");
+
+    // Drift limited to managed fields: an object created by someone else with one field
+    // different (and fields fabric does not manage) shows as one changed line.
+    let mut pp: serde_json::Value = serde_saphyr::from_str::<serde_json::Value>(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/snapshots/example/apps/karmada/propagation-policies/web-services.yaml"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    pp["spec"]["placement"]["replicaScheduling"]["replicaSchedulingType"] = serde_json::json!("Divided");
+    pp["metadata"]["annotations"] = serde_json::json!({ "note": "not fabric's" });
+    e.karmada.put_raw(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}));
+    e.karmada.put_raw_as(pp, "fabric");
+    let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
+    let text = out(&o);
+    assert!(text.contains("~ karmada/web/PropagationPolicy/web-services"), "{text}");
+    assert!(
+        text.contains("-      replicaSchedulingType: Divided")
+            && text.contains("+      replicaSchedulingType: Duplicated"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("not fabric's") && !text.contains("resourceVersion") && !text.contains("managedFields"),
+        "{text}"
+    );
+
+    // A field owned by another manager: the dry run reports the conflict at plan time.
+    let queues = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/snapshots/example/apps/kueue/cluster-queues/gpu-sp.yaml"
+    ))
+    .unwrap();
+    let doc = queues.split("---\n").find(|d| d.contains("kind: ClusterQueue")).unwrap();
+    let mut cq: serde_json::Value = serde_saphyr::from_str::<serde_json::Value>(doc).unwrap();
+    cq["spec"]["cohortName"] = serde_json::json!("someone-else");
+    e.sp.put_raw_as(cq, "kubectl");
+    let o = e.fabric(&["plan", "--step", "D.1@sp", "--with-deps", "--site", "sp"]);
+    let text = out(&o);
+    assert!(text.contains("~ cluster.sp/ClusterQueue/gpu-interactive"), "{text}");
+    assert!(text.contains("the API server refuses this (dry run): 409 Conflict"), "{text}");
+    assert!(text.contains("kubectl"), "the conflict names the other manager: {text}");
+
+    // Secrets are compared by presence only: their content never appears.
+    e.franca.put_raw(serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cilium-ca", "namespace": "kube-system"},
+        "data": {"ca.key": "c2VjcmV0LWtleS1tYXRlcmlhbA=="}}));
+    let o = e.fabric(&["plan", "--step", "B.2", "--with-deps", "--format", "json"]);
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(!text.contains("c2VjcmV0") && !text.contains("secret-key-material"), "secret content leaked");
+
+    // One cluster down: it is named, the others are still planned.
+    e.sp.set_down(true);
+    let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
+    let text = out(&o);
+    assert!(text.contains("unreachable: cluster.sp"), "{text}");
+    assert!(text.contains("karmada/ai/PropagationPolicy/gpu-services"), "{text}");
+    std::fs::remove_dir_all(&e.dir).unwrap();
+}

@@ -397,12 +397,14 @@ async fn apply_step(
             reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
         });
     }
-    // Lock every target of the step before touching any of them. VyOS routers are not
-    // locked with a file: their own configuration lock refuses a second commit while a
-    // commit-confirm is pending.
+    // Lock every host of the step before touching any of them. VyOS routers are not locked
+    // with a file: their own configuration lock refuses a second commit while a commit-confirm
+    // is pending.
     for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
         let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-        if !vyos && !sh.locked.lock().expect("lock list").contains(&target) {
+        // Kubernetes objects are guarded by server-side apply's field ownership instead.
+        let kube = targets.kube.contains_key(&target);
+        if !vyos && !kube && !sh.locked.lock().expect("lock list").contains(&target) {
             let s = sh.pool.get(targets, &target).await?;
             lock(&s, &opts.run).await?;
             sh.locked.lock().expect("lock list").push(target);

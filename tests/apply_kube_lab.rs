@@ -1,0 +1,133 @@
+//! Phase A on the lab with Kubernetes test API servers: the K3s config files over SSH and the
+//! Cilium HelmCharts through server-side apply, both sites at once; drift in a Kubernetes object;
+//! a conflict with another field manager; a 422 in the middle of a step reverting the step's
+//! earlier changes. Needs root (network namespaces).
+
+#[path = "support/kube_api.rs"]
+mod kube_api;
+#[path = "support/lab.rs"]
+mod lab;
+
+use kube_api::{TestApiServer, shared_schemas};
+use std::process::Output;
+
+const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
+
+fn out(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+fn helmchart<'a>(server: &TestApiServer, objects: &'a mut Vec<serde_json::Value>) -> Option<&'a serde_json::Value> {
+    *objects = server.objects();
+    objects.iter().find(|o| o["kind"] == "HelmChart" && o["metadata"]["name"] == "cilium")
+}
+
+#[test]
+fn phase_a_files_and_helmcharts() {
+    let lab = lab::Lab::up("ak", "10.245", &[], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-apply-kube-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, karmada) = (
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+    );
+    franca.kubeconfig(&dir.join("franca.yaml"), "franca");
+    sp.kubeconfig(&dir.join("sp.yaml"), "sp");
+    karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
+    let topology = |t: &str| {
+        t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
+            .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
+            .replace("/nonexistent/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
+    };
+    std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
+    let fabric = |args: &[&str]| -> Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .arg("-f")
+            .arg(dir.join("topology.yaml"))
+            .arg("--ssh-config")
+            .arg(lab.ssh_config())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+
+    // 1. Phase A: A.1 at both sites, at the same time (no shared target).
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("A.1@franca, A.1@sp: at the same time"), "{text}");
+    let conf = lab.exec("sp-lan", "cat /etc/rancher/k3s/config.yaml");
+    let conf = String::from_utf8_lossy(&conf.stdout).to_string();
+    assert!(conf.contains("flannel-backend: none") && conf.contains("cluster-cidr: \"10.44.0.0/16\""), "{conf}");
+    let mut objs = Vec::new();
+    let hc = helmchart(&sp, &mut objs).expect("HelmChart cilium in sp").clone();
+    assert!(hc["spec"]["valuesContent"].as_str().unwrap().contains("id: 2"), "{hc}");
+    assert!(hc["metadata"]["managedFields"].to_string().contains("\"fabric\""), "owned by fabric: {hc}");
+    assert!(helmchart(&franca, &mut objs).is_some());
+
+    // 2. The next plan has nothing to do.
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // 3. Someone changes the chart version with kubectl: drift, and a conflict the dry run shows.
+    let mut edited = hc.clone();
+    edited["spec"]["version"] = serde_json::json!("1.17.0");
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        edited["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    sp.put_raw_as(edited, "kubectl");
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("~ cluster.sp/kube-system/HelmChart/cilium"), "{text}");
+    assert!(text.contains("-  version: \"1.17.0\"") && text.contains("+  version: \"1.18.4\""), "{text}");
+    assert!(text.contains("409 Conflict") && text.contains("kubectl"), "{text}");
+    // Without --force-conflicts apply stops and puts the step back; with it, fabric takes over.
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("Conflict"), "{}", out(&o));
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve", "--force-conflicts"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // 4. A 422 in the middle of a step reverts the step's earlier changes: keeping kube-proxy
+    // changes both the K3s config file and the chart; the chart is refused, so the file written
+    // in the same step is put back.
+    std::fs::write(
+        dir.join("topology.yaml"),
+        topology(
+            &TOPOLOGY.replace(
+                "      api_address: 172.30.2.10\n",
+                "      api_address: 172.30.2.10\n      kube_proxy: true\n",
+            ),
+        ),
+    )
+    .unwrap();
+    sp.fail_next("apply", "HelmChart", 422);
+    let o = fabric(&["apply", "--step", "A.1@sp", "--auto-approve"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("failed and was reverted"), "{text}");
+    let after = lab.exec("sp-lan", "cat /etc/rancher/k3s/config.yaml");
+    assert_eq!(String::from_utf8_lossy(&after.stdout), conf, "the file written in the failed step is back");
+    // The same change applies once the server accepts it.
+    let o = fabric(&["apply", "--step", "A.1@sp", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let now = String::from_utf8_lossy(&lab.exec("sp-lan", "cat /etc/rancher/k3s/config.yaml").stdout).to_string();
+    assert!(now.contains("disable-kube-proxy: false"), "{now}");
+
+    // 5. rollback of that run puts the file and the chart back.
+    let o = fabric(&["rollback"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let back = String::from_utf8_lossy(&lab.exec("sp-lan", "cat /etc/rancher/k3s/config.yaml").stdout).to_string();
+    assert_eq!(back, conf);
+    std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "after rollback everything is as before: {}", out(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -65,6 +65,9 @@ pub enum Desired {
     Command { probe: String, apply: String },
     /// A secret fabric generates or copies at apply time: never rendered, never shown.
     Secret(String),
+    /// A Kubernetes object fabric created that the topology no longer has (its identity):
+    /// planned as a deletion.
+    Prune(Value),
 }
 
 /// One unit of desired state.

@@ -129,5 +129,36 @@ fn phase_a_files_and_helmcharts() {
     std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
     let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
     assert_eq!(o.status.code(), Some(0), "after rollback everything is as before: {}", out(&o));
+
+    // 6. An object fabric made that the topology no longer has is planned as a deletion (and
+    // nothing else changes); one fabric did not make is left alone.
+    let labels = serde_json::json!({ "app.kubernetes.io/managed-by": "fabric", "app.kubernetes.io/part-of": "lab" });
+    sp.put_raw_as(
+        serde_json::json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+            "metadata": {"name": "old-chart", "namespace": "kube-system", "labels": labels},
+            "spec": {"chart": "old", "repo": "https://charts.invalid/"}}),
+        "fabric",
+    );
+    sp.put_raw(serde_json::json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+        "metadata": {"name": "theirs", "namespace": "kube-system"}, "spec": {"chart": "theirs"}}));
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("- cluster.sp/kube-system/HelmChart/old-chart"), "{text}");
+    assert!(text.contains("Plan: 0 to create, 0 to update, 1 to delete."), "{text}");
+    assert!(!text.contains("theirs"), "an object fabric did not make is never pruned: {text}");
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let names: Vec<String> = sp
+        .objects()
+        .iter()
+        .filter(|o| o["kind"] == "HelmChart")
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(!names.contains(&"old-chart".to_string()) && names.contains(&"theirs".to_string()), "{names:?}");
+    // Rolling that run back brings the deleted object back.
+    let o = fabric(&["rollback"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(sp.objects().iter().any(|o| o["metadata"]["name"] == "old-chart"), "rollback re-creates the pruned object");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -119,6 +119,26 @@ fn kubernetes_objects_are_planned_against_the_api() {
     assert!(text.contains("the API server refuses this (dry run): 409 Conflict"), "{text}");
     assert!(text.contains("kubectl"), "the conflict names the other manager: {text}");
 
+    // A queue removed from the topology (but still in the cluster, with fabric's labels) is
+    // planned as a deletion of D.1@sp; nothing else of the step changes because of it.
+    e.sp.put_raw_as(
+        serde_json::json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+            "metadata": {"name": "gpu-eval", "labels": {"app.kubernetes.io/managed-by": "fabric", "app.kubernetes.io/part-of": "sp-franca"}},
+            "spec": {"namespaceSelector": {}, "resourceGroups": []}}),
+        "fabric",
+    );
+    let o = e.fabric(&["plan", "--step", "D.1@sp", "--with-deps", "--site", "sp", "--format", "json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d1 = plan["steps"].as_array().unwrap().iter().find(|s| s["key"] == "D.1@sp").unwrap();
+    let deletes: Vec<&str> = d1["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["action"] == "delete")
+        .map(|c| c["address"].as_str().unwrap())
+        .collect();
+    assert_eq!(deletes, ["cluster.sp/ClusterQueue/gpu-eval"]);
+
     // Secrets are compared by presence only: their content never appears.
     e.franca.put_raw(serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cilium-ca", "namespace": "kube-system"},
         "data": {"ca.key": "c2VjcmV0LWtleS1tYXRlcmlhbA=="}}));

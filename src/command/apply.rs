@@ -81,7 +81,15 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let rt = super::live::runtime()?;
     let prep = super::live::prepare(g, selection.clone(), &rt)?;
     let t = &prep.loaded.topology;
-    let p = plan::build(t, &prep.loaded.file, &prep.graph, &prep.selected, &selection.sites, Some(&prep.live));
+    let p = plan::build(
+        t,
+        &prep.loaded.file,
+        &prep.graph,
+        &prep.selected,
+        &selection.sites,
+        Some(&prep.live),
+        &prep.orphans,
+    );
     if p.summary.refused_steps > 0 {
         print!("{}", view::human(&p, &Style::stdout(g.no_color)));
         return Err(usage(
@@ -166,6 +174,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                 needs: prep.graph.dependencies(*n).iter().map(|d| prep.graph.graph[*d].key()).collect(),
                 resources: crate::resources::for_instance(inst, t)
                     .into_iter()
+                    .chain(prep.orphans.get(n).cloned().unwrap_or_default())
                     .filter(|r| {
                         selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))
                     })

@@ -25,6 +25,8 @@ pub struct Prepared {
     pub selection: Selection,
     pub targets: Targets,
     pub live: Live,
+    /// Objects fabric made that the topology no longer has, by the step that deletes them.
+    pub orphans: std::collections::BTreeMap<NodeIndex, Vec<crate::resources::Resource>>,
 }
 
 pub fn digest(text: &str) -> String {
@@ -91,6 +93,8 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         );
     }
     let targets = Targets::from_topology(t, &ssh_config(g)?);
+    let orphans = rt.block_on(crate::engine::prune::orphans(t, &graph, &chosen, &selection.sites, &targets));
+    all.extend(orphans.values().flatten().cloned());
     let keys = observe::key_targets(&all);
     let started = std::time::Instant::now();
     let live = rt.block_on(observe::observe(&all, &keys, &targets));
@@ -133,5 +137,5 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
     let selected = selection
         .resolve(&catalog, &graph, t, pending)
         .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    Ok(Prepared { loaded, catalog, graph, selected, selection, targets, live })
+    Ok(Prepared { loaded, catalog, graph, selected, selection, targets, live, orphans })
 }

@@ -62,7 +62,15 @@ pub fn make(g: &Global, selection: Selection, offline: bool) -> Result<Plan, Rep
         let rt = super::live::runtime()?;
         let prep = super::live::prepare(g, selection.clone(), &rt)?;
         let t = &prep.loaded.topology;
-        let mut p = plan::build(t, &prep.loaded.file, &prep.graph, &prep.selected, &selection.sites, Some(&prep.live));
+        let mut p = plan::build(
+            t,
+            &prep.loaded.file,
+            &prep.graph,
+            &prep.selected,
+            &selection.sites,
+            Some(&prep.live),
+            &prep.orphans,
+        );
         p.topology_digest = super::live::digest(&prep.loaded.text);
         p
     };

@@ -483,6 +483,13 @@ async fn apply_step(
                 };
                 let mut ok: Vec<(Resource, Observed)> = Vec::new();
                 for (r, prior, _) in items {
+                    if let crate::resources::Desired::Prune(id) = &r.desired {
+                        match super::kube::delete(&client, id).await {
+                            Ok(()) => ok.push((r, prior)),
+                            Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
+                        }
+                        continue;
+                    }
                     let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
                     if r.sensitive {
                         return (
@@ -651,7 +658,9 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
         }
     }
     for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
-        let (Some(access), crate::resources::Desired::Kube(obj)) = (targets.kube.get(&r.target), &r.desired) else {
+        let (Some(access), crate::resources::Desired::Kube(obj) | crate::resources::Desired::Prune(obj)) =
+            (targets.kube.get(&r.target), &r.desired)
+        else {
             continue;
         };
         let result = match super::kube::client(&r.target, access).await {
@@ -688,7 +697,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
 
 /// The identity of a Kubernetes object (enough to find it again), for the journal.
 fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
-    let crate::resources::Desired::Kube(o) = &r.desired else { return None };
+    let (crate::resources::Desired::Kube(o) | crate::resources::Desired::Prune(o)) = &r.desired else { return None };
     let mut meta = serde_json::Map::new();
     meta.insert("name".into(), o["metadata"]["name"].clone());
     if let Some(ns) = o["metadata"].get("namespace") {

@@ -17,7 +17,10 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     }
     let observed = live.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
     let desired = desired_with_keys(r, live, &observed);
+    let pruned = matches!(r.desired, crate::resources::Desired::Prune(_));
     let (action, before) = match &observed {
+        Observed::Absent if pruned => (Action::NoOp, String::new()),
+        Observed::Present(t) if pruned => (Action::Delete, t.clone()),
         Observed::Absent => (Action::Create, String::new()),
         Observed::Present(t) if *t == desired => (Action::NoOp, t.clone()),
         Observed::Present(t) => (Action::Update, t.clone()),

@@ -116,8 +116,93 @@ pub fn describe(e: &kube::Error) -> String {
     }
 }
 
-/// Reads the live state of `desired` (projected onto its shape) and, when `dry_run`, the
-/// server's answer to applying it: Err carries a conflict or validation message.
+/// An object as it can be re-created: without server-set metadata and status.
+pub fn cleaned(mut v: Value) -> Value {
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink"] {
+            m.remove(k);
+        }
+    }
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    v
+}
+
+/// Reads an object that should not exist (pruned): its whole content, to re-create it on revert.
+pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, String> {
+    let (api, name) = api_for(client, identity);
+    match api.get_opt(&name).await.map_err(|e| describe(&e))? {
+        None => Ok(Observed::Absent),
+        Some(obj) => {
+            let v = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
+            Ok(Observed::Present(text(&cleaned(v))))
+        }
+    }
+}
+
+/// Deletes an object (absent already is fine).
+pub async fn delete(client: &Client, identity: &Value) -> Result<(), String> {
+    let (api, name) = api_for(client, identity);
+    match api.delete(&name, &DeleteParams::default()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(e) => Err(describe(&e)),
+    }
+}
+
+/// Kinds fabric creates and may delete again when they leave the topology. Namespaces and
+/// Secrets are never pruned: deleting them would take data fabric did not make.
+pub const PRUNABLE: &[(&str, &str)] = &[
+    ("helm.cattle.io/v1", "HelmChart"),
+    ("helm.cattle.io/v1", "HelmChartConfig"),
+    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
+    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
+    ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
+    ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"),
+    ("kueue.x-k8s.io/v1beta2", "MultiKueueConfig"),
+    ("kueue.x-k8s.io/v1beta2", "MultiKueueCluster"),
+    ("policy.karmada.io/v1alpha1", "PropagationPolicy"),
+    ("policy.karmada.io/v1alpha1", "OverridePolicy"),
+    ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy"),
+    ("cluster.karmada.io/v1alpha1", "Cluster"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("batch/v1", "Job"),
+    ("argoproj.io/v1alpha1", "Application"),
+];
+
+/// Every object fabric made for `fabric_name` in one API: the kinds of [`PRUNABLE`] the API
+/// serves, selected by fabric's labels. Returns identities (apiVersion, kind, name, namespace).
+pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Value>, String> {
+    let selector =
+        format!("{}=fabric,{}={fabric_name}", crate::render::objects::MANAGED_BY, crate::render::objects::PART_OF);
+    let mut out = Vec::new();
+    for (api_version, kind) in PRUNABLE {
+        let probe = serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "" } });
+        let (api, _) = api_for(client, &probe);
+        match api.list(&kube::api::ListParams::default().labels(&selector)).await {
+            Ok(list) => {
+                for o in list.items {
+                    let mut meta = serde_json::Map::new();
+                    meta.insert("name".into(), Value::from(o.metadata.name.clone().unwrap_or_default()));
+                    if let Some(ns) = &o.metadata.namespace {
+                        meta.insert("namespace".into(), Value::from(ns.clone()));
+                    }
+                    out.push(serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": meta }));
+                }
+            }
+            // A kind this API does not serve has nothing of fabric's.
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(describe(&e)),
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the live state of `desired` (projected onto its shape) and the server's answer to a
+/// server-side-apply dry run of it: the refusal carries a conflict or validation message.
 pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(Observed, Option<String>), String> {
     let (api, name) = api_for(client, desired);
     let live = api.get_opt(&name).await.map_err(|e| describe(&e))?;

@@ -7,3 +7,4 @@ pub mod journal;
 pub mod kube;
 pub mod observe;
 pub mod providers;
+pub mod prune;

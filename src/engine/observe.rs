@@ -227,10 +227,15 @@ async fn read_kube(
     for r in rs {
         let c = client.clone();
         reads.spawn(async move {
-            let crate::resources::Desired::Kube(obj) = &r.desired else {
-                return Err(format!("{} is not a Kubernetes object", r.address));
-            };
-            super::kube::read(&c, obj, r.sensitive).await.map(|(o, refusal)| (r.address.clone(), o, refusal))
+            match &r.desired {
+                crate::resources::Desired::Kube(obj) => {
+                    super::kube::read(&c, obj, r.sensitive).await.map(|(o, refusal)| (r.address.clone(), o, refusal))
+                }
+                crate::resources::Desired::Prune(id) => {
+                    super::kube::read_pruned(&c, id).await.map(|o| (r.address.clone(), o, None))
+                }
+                _ => Err(format!("{} is not a Kubernetes object", r.address)),
+            }
         });
     }
     let mut out = Vec::new();

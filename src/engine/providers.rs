@@ -304,6 +304,8 @@ pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> Stri
         Desired::Command { .. } => "ok\n".into(),
         Desired::Secret(_) => SENSITIVE.into(),
         Desired::Kube(v) => crate::render::yaml::to_string(v),
+        // Should not exist: the desired text is empty (a deletion when it does).
+        Desired::Prune(_) => String::new(),
     };
     resolve_keys(&text, keys)
 }

@@ -18,7 +18,7 @@ use crate::engine::observe::Live;
 
 /// A plan that reads nothing: every resource of the selected steps is planned as absent.
 pub fn offline(t: &Topology, file: &str, g: &StepGraph, selected: &BTreeSet<NodeIndex>, sites: &[String]) -> Plan {
-    build(t, file, g, selected, sites, None)
+    build(t, file, g, selected, sites, None, &Default::default())
 }
 
 /// The resources of the selected, non-refused steps (limited to `sites` when given).
@@ -45,6 +45,7 @@ pub fn build(
     selected: &BTreeSet<NodeIndex>,
     sites: &[String],
     live: Option<&Live>,
+    orphans: &std::collections::BTreeMap<NodeIndex, Vec<resources::Resource>>,
 ) -> Plan {
     let refused = refusal::refusals(g, t);
     let mut steps = Vec::new();
@@ -57,6 +58,7 @@ pub fn build(
         } else {
             let rs: Vec<resources::Resource> = resources::for_instance(inst, t)
                 .into_iter()
+                .chain(orphans.get(&n).cloned().unwrap_or_default())
                 .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
                 .collect();
             match live {

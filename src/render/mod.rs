@@ -49,7 +49,7 @@ pub fn render(graph: &StepGraph, t: &Topology) -> Vec<Artifact> {
                 Desired::Kube(v) => yaml::to_string(v),
                 Desired::File(text) | Desired::Wireguard(text) => text.clone(),
                 // VyOS files come whole from the generator; secrets and commands are never files.
-                Desired::Vyos(_) | Desired::Secret(_) | Desired::Command { .. } => continue,
+                Desired::Vyos(_) | Desired::Secret(_) | Desired::Command { .. } | Desired::Prune(_) => continue,
             };
             let docs = files.entry(path.clone()).or_default();
             if !docs.contains(&doc) {

@@ -1,0 +1,80 @@
+//! Objects fabric created that the topology no longer has: found by fabric's labels in each
+//! Kubernetes API of the selected steps, and planned as deletions of the step that makes
+//! objects of that kind there. Nothing fabric did not create (no label) is ever deleted.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use petgraph::graph::NodeIndex;
+
+use super::observe::Targets;
+use crate::catalog::StepGraph;
+use crate::resources::{self, Desired, ProviderKind, Resource};
+use crate::topology::Topology;
+
+fn address(target: &str, id: &serde_json::Value) -> String {
+    let kind = id["kind"].as_str().unwrap_or_default();
+    let name = id["metadata"]["name"].as_str().unwrap_or_default();
+    match id["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{target}/{ns}/{kind}/{name}"),
+        None => format!("{target}/{kind}/{name}"),
+    }
+}
+
+/// The orphans of the `selected` steps, by step.
+pub async fn orphans(
+    t: &Topology,
+    g: &StepGraph,
+    selected: &BTreeSet<NodeIndex>,
+    sites: &[String],
+    targets: &Targets,
+) -> BTreeMap<NodeIndex, Vec<Resource>> {
+    // Everything the topology produces, and which steps make which kind in which API.
+    let mut wanted = BTreeSet::new();
+    let mut makers: BTreeMap<(String, String), Vec<NodeIndex>> = BTreeMap::new();
+    for &n in &g.order {
+        for r in resources::for_instance(&g.graph[n], t) {
+            if let Desired::Kube(o) = &r.desired {
+                let kind = o["kind"].as_str().unwrap_or_default().to_string();
+                makers.entry((r.target.clone(), kind)).or_default().push(n);
+            }
+            wanted.insert(r.address);
+        }
+    }
+    let apis: BTreeSet<String> = selected
+        .iter()
+        .flat_map(|n| resources::for_instance(&g.graph[*n], t))
+        .filter(|r| r.provider == ProviderKind::Kube)
+        .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
+        .map(|r| r.target)
+        .collect();
+    let mut out: BTreeMap<NodeIndex, Vec<Resource>> = BTreeMap::new();
+    for target in apis {
+        let Some(access) = targets.kube.get(&target) else { continue };
+        // An API that cannot be reached or listed is reported by the observation itself.
+        let Ok(client) = super::kube::client(&target, access).await else { continue };
+        let Ok(ids) = super::kube::list_managed(&client, &t.name).await else { continue };
+        for id in ids {
+            let addr = address(&target, &id);
+            if wanted.contains(&addr) {
+                continue;
+            }
+            let kind = id["kind"].as_str().unwrap_or_default().to_string();
+            let Some(step) =
+                makers.get(&(target.clone(), kind)).and_then(|ns| ns.iter().find(|n| selected.contains(n)))
+            else {
+                continue;
+            };
+            out.entry(*step).or_default().push(Resource {
+                address: addr,
+                target: target.clone(),
+                site: target.strip_prefix("cluster.").map(String::from),
+                provider: ProviderKind::Kube,
+                summary: "no longer in the topology".into(),
+                sensitive: false,
+                desired: Desired::Prune(id),
+                file: None,
+            });
+        }
+    }
+    out
+}

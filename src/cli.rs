@@ -55,6 +55,7 @@ pub enum Command {
     Render(crate::command::render::Opts),
     Apply(crate::command::apply::Opts),
     Rollback(crate::command::rollback::Opts),
+    State(crate::command::state::Opts),
     Completions(crate::command::completions::Opts),
     Man(crate::command::completions::ManOpts),
     Schema(crate::command::schema::Opts),

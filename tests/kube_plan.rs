@@ -146,6 +146,36 @@ fn kubernetes_objects_are_planned_against_the_api() {
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(!text.contains("c2VjcmV0") && !text.contains("secret-key-material"), "secret content leaked");
 
+    // A snapshot of the live state plans the same without reading anything (CI without
+    // credentials): even with every API down.
+    let o = e.fabric(&["state", "snapshot", "--step", "C.5", "--with-deps", "--out", "state.json"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let snapshot = std::fs::read_to_string(e.dir.join("state.json")).unwrap();
+    assert!(!snapshot.contains("c2VjcmV0"), "no secret content in a snapshot");
+    let live_plan = e.fabric(&["plan", "--step", "C.5", "--with-deps", "--format", "json"]);
+    e.franca.set_down(true);
+    e.karmada.set_down(true);
+    e.sp.set_down(true);
+    let observed = e.fabric(&["plan", "--observed", "state.json", "--step", "C.5", "--with-deps", "--format", "json"]);
+    let (a, b): (serde_json::Value, serde_json::Value) =
+        (serde_json::from_slice(&live_plan.stdout).unwrap(), serde_json::from_slice(&observed.stdout).unwrap());
+    assert_eq!(a["steps"], b["steps"], "the plan from the snapshot equals the live one");
+    assert_eq!(b["mode"]["kind"], "observed");
+    let md = e.fabric(&[
+        "plan",
+        "--observed",
+        "state.json",
+        "--step",
+        "C.5",
+        "--with-deps",
+        "--format",
+        "markdown",
+        "--detailed-exitcode",
+    ]);
+    assert!(String::from_utf8_lossy(&md.stdout).contains("state from the snapshot state.json"), "{}", out(&md));
+    e.franca.set_down(false);
+    e.karmada.set_down(false);
+
     // One cluster down: it is named, the others are still planned.
     e.sp.set_down(true);
     let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);

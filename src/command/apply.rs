@@ -68,12 +68,19 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         let mode: crate::plan::model::Mode = serde_json::from_value(v["mode"].clone()).map_err(|e| {
             usage("apply::planfile", format!("{}: {e}", path.display()), "re-create it with `fabric plan --out`")
         })?;
-        let crate::plan::model::Mode::Live { fingerprint } = mode else {
-            return Err(usage(
-                "apply::planfile",
-                "an offline plan cannot be applied",
-                "make the plan without --offline",
-            ));
+        // A plan made from live state or from a snapshot names what it observed; apply re-reads
+        // and goes on only if that is still what is live.
+        let fingerprint = match mode {
+            crate::plan::model::Mode::Live { fingerprint } | crate::plan::model::Mode::Observed { fingerprint, .. } => {
+                fingerprint
+            }
+            crate::plan::model::Mode::Offline => {
+                return Err(usage(
+                    "apply::planfile",
+                    "an offline plan cannot be applied",
+                    "make the plan without --offline",
+                ));
+            }
         };
         selection = Selection { phases: rec.phases, steps: rec.steps, sites: rec.sites, with_deps: rec.with_deps };
         expected = Some((v["topology_digest"].as_str().unwrap_or_default().to_string(), fingerprint));

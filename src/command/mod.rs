@@ -8,6 +8,7 @@ pub mod plan;
 pub mod render;
 pub mod rollback;
 pub mod schema;
+pub mod state;
 pub mod validate;
 
 use std::path::PathBuf;
@@ -38,6 +39,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Render(o) => render::run(&global, o),
         Command::Apply(o) => apply::run(&global, o),
         Command::Rollback(o) => rollback::run(&global, o),
+        Command::State(o) => state::run(&global, o),
         Command::Completions(o) => completions::run(o),
         Command::Man(o) => completions::man(o),
         Command::Schema(o) => schema::run(&global, o),

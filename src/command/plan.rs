@@ -22,13 +22,17 @@ use crate::style::Style;
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --step B.1 --out b1.plan\n  \
                         fabric plan --offline --phase B --with-deps\n  \
-                        fabric plan --offline --site sp --format markdown --detailed-exitcode")]
+                        fabric plan --offline --site sp --format markdown --detailed-exitcode\n  \
+                        fabric plan --observed state.json --format markdown --detailed-exitcode")]
 pub struct Opts {
     #[command(flatten)]
     pub selection: crate::cli::SelectionArgs,
     /// Read nothing live: plan every resource as absent (for CI without credentials)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "observed")]
     pub offline: bool,
+    /// Read nothing live: plan against a snapshot from `fabric state snapshot`
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -44,9 +48,41 @@ pub fn selection_record(s: &Selection) -> SelectionRecord {
     SelectionRecord { phases: s.phases.clone(), steps: s.steps.clone(), sites: s.sites.clone(), with_deps: s.with_deps }
 }
 
-/// Makes the plan the flags ask for (live or offline).
-pub fn make(g: &Global, selection: Selection, offline: bool) -> Result<Plan, Report> {
-    let mut p = if offline {
+/// Makes the plan the flags ask for (live, offline, or against a snapshot).
+pub fn make(
+    g: &Global,
+    selection: Selection,
+    offline: bool,
+    observed: Option<&std::path::Path>,
+) -> Result<Plan, Report> {
+    let mut p = if let Some(file) = observed {
+        let snap = super::state::read(file)?;
+        let loaded = load(g)?;
+        let t = &loaded.topology;
+        if snap.topology_digest != super::live::digest(&loaded.text) && !g.quiet {
+            eprintln!(
+                "note: {} was taken with another version of the topology; the plan compares the current topology with that state",
+                file.display()
+            );
+        }
+        let (catalog, graph) = super::graph::build(t)?;
+        let live = snap.live.clone();
+        let pending = |n| {
+            resources::for_instance(&graph.graph[n], t).iter().any(|r| match crate::engine::diff::change(r, &live) {
+                Some(c) => c.action != crate::plan::model::Action::NoOp,
+                None => true,
+            })
+        };
+        let selected = selection
+            .resolve(&catalog, &graph, t, pending)
+            .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
+        let mut p =
+            plan::build(t, &loaded.file, &graph, &selected, &selection.sites, Some(&live), &snap.orphans(&graph));
+        p.mode =
+            crate::plan::model::Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
+        p.topology_digest = super::live::digest(&loaded.text);
+        p
+    } else if offline {
         let loaded = load(g)?;
         let t = &loaded.topology;
         let (catalog, graph) = super::graph::build(t)?;
@@ -79,8 +115,8 @@ pub fn make(g: &Global, selection: Selection, offline: bool) -> Result<Plan, Rep
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let Opts { selection, offline, format, detailed_exitcode, out } = o;
-    let p = make(g, selection.into(), offline)?;
+    let Opts { selection, offline, observed, format, detailed_exitcode, out } = o;
+    let p = make(g, selection.into(), offline, observed.as_deref())?;
     let text = match format {
         Format::Human => view::human(&p, &Style::stdout(g.no_color)),
         Format::Json => view::json(&p),

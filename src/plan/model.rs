@@ -44,8 +44,11 @@ impl Action {
 pub enum Mode {
     /// Nothing was read: every resource is planned as absent.
     Offline,
-    /// Targets were read over SSH; `fingerprint` digests what was observed (apply compares it).
+    /// Targets were read (SSH, Kubernetes API); `fingerprint` digests what was observed (apply
+    /// compares it).
     Live { fingerprint: String },
+    /// Nothing was read: the state comes from a snapshot file (`fabric state snapshot`).
+    Observed { file: String, fingerprint: String },
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -11,7 +11,13 @@ fn mode_line(p: &Plan) -> String {
     match &p.mode {
         Mode::Offline => "offline: nothing was read, every resource is planned as absent".into(),
         Mode::Live { fingerprint } => {
-            format!("live state read over SSH (observed {})", &fingerprint[..12.min(fingerprint.len())])
+            format!("live state read (observed {})", &fingerprint[..12.min(fingerprint.len())])
+        }
+        Mode::Observed { file, fingerprint } => {
+            format!(
+                "state from the snapshot {file} (observed {}); nothing was read",
+                &fingerprint[..12.min(fingerprint.len())]
+            )
         }
     }
 }

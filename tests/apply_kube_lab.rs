@@ -8,7 +8,7 @@ mod kube_api;
 #[path = "support/lab.rs"]
 mod lab;
 
-use kube_api::{TestApiServer, shared_schemas};
+use kube_api::TestApiServer;
 use std::process::Output;
 
 const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
@@ -28,14 +28,7 @@ fn phase_a_files_and_helmcharts() {
     let dir = std::env::temp_dir().join(format!("fabric-apply-kube-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (franca, sp, karmada) = (
-        TestApiServer::start_blocking(shared_schemas()),
-        TestApiServer::start_blocking(shared_schemas()),
-        TestApiServer::start_blocking(shared_schemas()),
-    );
-    franca.kubeconfig(&dir.join("franca.yaml"), "franca");
-    sp.kubeconfig(&dir.join("sp.yaml"), "sp");
-    karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
+    let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
     let topology = |t: &str| {
         t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
             .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())

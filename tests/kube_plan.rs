@@ -6,7 +6,7 @@
 #[path = "support/kube_api.rs"]
 mod kube_api;
 
-use kube_api::{TestApiServer, shared_schemas};
+use kube_api::TestApiServer;
 use std::process::{Command, Output};
 
 struct Env {
@@ -20,14 +20,7 @@ fn env(name: &str) -> Env {
     let dir = std::env::temp_dir().join(format!("fabric-kube-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let (franca, sp, karmada) = (
-        TestApiServer::start_blocking(shared_schemas()),
-        TestApiServer::start_blocking(shared_schemas()),
-        TestApiServer::start_blocking(shared_schemas()),
-    );
-    franca.kubeconfig(&dir.join("franca.yaml"), "franca");
-    sp.kubeconfig(&dir.join("sp.yaml"), "sp");
-    karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
+    let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
     let topology = include_str!("../topology.example.yaml")
         .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
         .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())

@@ -12,7 +12,7 @@ use crate::cli::Global;
 use crate::engine::apply::{self, Options, StepWork};
 use crate::engine::journal::{self, Entry, Journal};
 use crate::plan::select::Selection;
-use crate::plan::{self, view};
+use crate::plan::view;
 use crate::style::Style;
 
 /// Apply the changes of the selected steps, in order, with rollback points
@@ -88,15 +88,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let rt = super::live::runtime()?;
     let prep = super::live::prepare(g, selection.clone(), &rt)?;
     let t = &prep.loaded.topology;
-    let p = plan::build(
-        t,
-        &prep.loaded.file,
-        &prep.graph,
-        &prep.selected,
-        &selection.sites,
-        Some(&prep.live),
-        &prep.orphans,
-    );
+    let p = prep.plan(&selection.sites);
     if p.summary.refused_steps > 0 {
         print!("{}", view::human(&p, &Style::stdout(g.no_color)));
         return Err(usage(

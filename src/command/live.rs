@@ -139,3 +139,20 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
     Ok(Prepared { loaded, catalog, graph, selected, selection, targets, live, orphans })
 }
+
+impl Prepared {
+    /// The plan of the prepared selection against the live state read.
+    pub fn plan(&self, sites: &[String]) -> crate::plan::model::Plan {
+        let mut p = crate::plan::build(
+            &self.loaded.topology,
+            &self.loaded.file,
+            &self.graph,
+            &self.selected,
+            sites,
+            Some(&self.live),
+            &self.orphans,
+        );
+        p.topology_digest = digest(&self.loaded.text);
+        p
+    }
+}

@@ -97,18 +97,7 @@ pub fn make(
     } else {
         let rt = super::live::runtime()?;
         let prep = super::live::prepare(g, selection.clone(), &rt)?;
-        let t = &prep.loaded.topology;
-        let mut p = plan::build(
-            t,
-            &prep.loaded.file,
-            &prep.graph,
-            &prep.selected,
-            &selection.sites,
-            Some(&prep.live),
-            &prep.orphans,
-        );
-        p.topology_digest = super::live::digest(&prep.loaded.text);
-        p
+        prep.plan(&selection.sites)
     };
     p.selection = selection_record(&selection);
     Ok(p)

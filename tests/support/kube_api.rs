@@ -2205,3 +2205,17 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
     }
     Some(out)
 }
+
+/// Three servers as one fabric's Kubernetes APIs (franca, sp, Karmada), with a kubeconfig
+/// each written into `dir` (`franca.yaml`, `sp.yaml`, `karmada.yaml`, contexts named alike).
+pub fn fabric_apis(dir: &Path) -> (TestApiServer, TestApiServer, TestApiServer) {
+    let (franca, sp, karmada) = (
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+        TestApiServer::start_blocking(shared_schemas()),
+    );
+    franca.kubeconfig(&dir.join("franca.yaml"), "franca");
+    sp.kubeconfig(&dir.join("sp.yaml"), "sp");
+    karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
+    (franca, sp, karmada)
+}

@@ -56,6 +56,7 @@ pub enum Command {
     Apply(crate::command::apply::Opts),
     Rollback(crate::command::rollback::Opts),
     State(crate::command::state::Opts),
+    Verify(crate::command::verify::Opts),
     Completions(crate::command::completions::Opts),
     Man(crate::command::completions::ManOpts),
     Schema(crate::command::schema::Opts),

@@ -164,6 +164,21 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     assert!(lab.ping("franca-lan", "172.30.2.10"), "no ping across the tunnel");
     assert!(lab.ping("sp-lan", "172.30.1.10"));
 
+    // verify: LAN to LAN through the tunnel, with the evidence; a cut WAN link fails it.
+    let o = run.fabric(&topo, &["verify", "--step", "B.1"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        out(&o).contains("PASS  B.1          LAN to LAN through the tunnel: host.franca-lan → 172.30.2.10 ok"),
+        "{}",
+        out(&o)
+    );
+    assert!(lab.cmd(&["cut", "sp"]).status.success());
+    let o = run.fabric(&topo, &["verify", "--step", "B.1"]);
+    assert!(lab.cmd(&["restore", "sp"]).status.success());
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("FAIL  B.1") && out(&o).contains("cannot reach sp"), "{}", out(&o));
+    assert!(lab.ping_within("franca-lan", "172.30.2.10", 35));
+
     // 3. A second plan has nothing to do.
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));

@@ -169,6 +169,27 @@ fn kubernetes_objects_are_planned_against_the_api() {
     e.franca.set_down(false);
     e.karmada.set_down(false);
 
+    // verify reads the status controllers write: franca's member is Ready, sp's is not.
+    for (name, ready) in [("franca", "True"), ("sp", "False")] {
+        e.karmada.put_raw(serde_json::json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster",
+            "metadata": {"name": name}, "spec": {"syncMode": "Push"},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "ClusterNotReachable", "message": "cluster is not reachable"}]}}));
+    }
+    let o = e.fabric(&["verify", "--step", "C.2"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("PASS  C.2          member Ready: Cluster/franca: karmada: Cluster/franca Ready=True"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "FAIL  C.2          member Ready: Cluster/sp: karmada: Cluster/sp Ready=False (cluster is not reachable)"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("Verify: 1 passed, 1 failed"), "{text}");
+
     // One cluster down: it is named, the others are still planned.
     e.sp.set_down(true);
     let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);

@@ -10,6 +10,7 @@ pub mod rollback;
 pub mod schema;
 pub mod state;
 pub mod validate;
+pub mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Apply(o) => apply::run(&global, o),
         Command::Rollback(o) => rollback::run(&global, o),
         Command::State(o) => state::run(&global, o),
+        Command::Verify(o) => verify::run(&global, o),
         Command::Completions(o) => completions::run(o),
         Command::Man(o) => completions::man(o),
         Command::Schema(o) => schema::run(&global, o),

@@ -170,6 +170,14 @@ pub fn disarm_linux_revert(iface: &str) -> String {
 
 // ---- Checks ------------------------------------------------------------------------------
 
+/// The step's check on its own (for `fabric verify`), with connections of its own.
+pub async fn check_step(step: &StepWork, t: &Topology, targets: &Targets) -> Result<Option<String>, String> {
+    let pool = Pool::default();
+    let r = check(step, t, &pool, targets).await;
+    pool.close().await;
+    r
+}
+
 /// The step's post-apply check against live state; Ok(None) when the step has none here.
 async fn check(step: &StepWork, t: &Topology, pool: &Pool, targets: &Targets) -> Result<Option<String>, String> {
     if step.id != "B.1" {

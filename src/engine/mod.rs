@@ -8,3 +8,4 @@ pub mod kube;
 pub mod observe;
 pub mod providers;
 pub mod prune;
+pub mod verify;

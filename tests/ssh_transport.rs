@@ -31,6 +31,7 @@ fn ssh_transport_against_real_sshd() {
         command_timeout(&lab).await;
         many_channels_on_one_connection(&lab).await;
         proxy_jump(&lab).await;
+        key_from_ssh_agent(&lab).await;
         dead_link_fails_within_the_timeout(&lab).await;
     });
 }
@@ -167,4 +168,32 @@ async fn dead_link_fails_within_the_timeout(lab: &lab::Lab) {
         Ok(_) => panic!("connected through a cut link"),
     }
     assert!(took < Duration::from_secs(6), "took {took:?}");
+}
+
+/// No identity file: the key comes from a real ssh-agent (on a unix socket of this test).
+async fn key_from_ssh_agent(lab: &lab::Lab) {
+    let sock = lab.dir.join("agent.sock");
+    let _ = std::fs::remove_file(&sock);
+    let agent = std::process::Command::new("ssh-agent").arg("-D").arg("-a").arg(&sock).spawn().expect("ssh-agent");
+    for _ in 0..50 {
+        if sock.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let added = std::process::Command::new("ssh-add").arg(lab.identity()).env("SSH_AUTH_SOCK", &sock).output().unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let mut ep = endpoint(lab, "sp-lan");
+    ep.identity_files = vec![lab.dir.join("no-such-key")];
+    // SAFETY: this test runs its scenarios one after another on one task; nothing else reads
+    // the environment meanwhile.
+    unsafe { std::env::set_var("SSH_AUTH_SOCK", &sock) };
+    let r = Session::connect(&ep).await;
+    unsafe { std::env::remove_var("SSH_AUTH_SOCK") };
+    let mut agent = agent;
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let s = r.unwrap_or_else(|e| panic!("the agent's key was not used: {e}"));
+    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.stdout_str().trim(), "sp-lan");
 }

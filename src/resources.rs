@@ -300,7 +300,13 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                 token["metadata"]["annotations"] =
                     serde_json::json!({ "kubernetes.io/service-account.name": "karmada-member" });
                 o.kube(site, token, "service-account token", None);
-                let creds = o::secret_placeholder(t, &s.cluster.name, "karmada-cluster", "Opaque");
+                // Karmada's credentials for the member: copied at apply time from the member's
+                // token (never rendered, shown or journaled); the annotations say from where.
+                let mut creds = o::secret_placeholder(t, &s.cluster.name, "karmada-cluster", "Opaque");
+                creds["metadata"]["annotations"] = serde_json::json!({
+                    o::COPY_FROM: format!("cluster.{}/karmada-cluster/karmada-member-token", s.name),
+                    o::COPY_KEYS: "token=token,ca.crt=caBundle",
+                });
                 o.kube(None, creds, "member credentials (from the token)", None);
                 let summary = format!(
                     "member `{}` at https://{}:{}",

@@ -467,113 +467,141 @@ async fn apply_step(
         .collect();
     sh.journal(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors })?;
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
+    let changes: Vec<(Resource, Observed, String)> = changes;
 
     let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
     let confirm_minutes = confirm_secs.div_ceil(60);
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
-    // Targets of the step in parallel; a target's resources in order.
-    let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
-    for c in changes {
-        by_target.entry(c.0.target.clone()).or_default().push(c);
-    }
-    let mut set = tokio::task::JoinSet::new();
-    for (target, items) in by_target {
-        if let Some(access) = targets.kube.get(&target).cloned() {
-            for (r, _, _) in &items {
-                (sh.progress)(&format!("{}: applying {}", step.key, r.address));
-            }
-            let force = opts.force_conflicts;
-            set.spawn(async move {
-                let client = match super::kube::client(&target, &access).await {
-                    Ok(c) => c,
-                    Err(e) => return (Vec::new(), Some(e)),
-                };
-                let mut ok: Vec<(Resource, Observed)> = Vec::new();
-                for (r, prior, _) in items {
-                    if let crate::resources::Desired::Prune(id) = &r.desired {
-                        match super::kube::delete(&client, id).await {
+    // Targets of the step in parallel; a target's resources in order. Secrets copied from
+    // another target go in a second round, once their sources have been applied.
+    let copies = |c: &(Resource, Observed, String)| matches!(&c.0.desired, crate::resources::Desired::Kube(o) if super::kube::copy_source(o).is_some());
+    let (second, first): (Vec<_>, Vec<_>) = changes.into_iter().partition(copies);
+    for round in [first, second] {
+        if round.is_empty() || failure.is_some() {
+            continue;
+        }
+        let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
+        for c in round {
+            by_target.entry(c.0.target.clone()).or_default().push(c);
+        }
+        let mut set = tokio::task::JoinSet::new();
+        for (target, items) in by_target {
+            if let Some(access) = targets.kube.get(&target).cloned() {
+                for (r, _, _) in &items {
+                    (sh.progress)(&format!("{}: applying {}", step.key, r.address));
+                }
+                let force = opts.force_conflicts;
+                let copy_accesses = targets.kube.clone();
+                set.spawn(async move {
+                    let client = match super::kube::client(&target, &access).await {
+                        Ok(c) => c,
+                        Err(e) => return (Vec::new(), Some(e)),
+                    };
+                    let mut ok: Vec<(Resource, Observed)> = Vec::new();
+                    for (r, prior, _) in items {
+                        if let crate::resources::Desired::Prune(id) = &r.desired {
+                            match super::kube::delete(&client, id).await {
+                                Ok(()) => ok.push((r, prior)),
+                                Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
+                            }
+                            continue;
+                        }
+                        let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
+                        let mut obj = obj.clone();
+                        if r.sensitive {
+                            // A ServiceAccount token Secret is filled by the cluster; a Secret with a
+                            // copy source gets the source's data; others are not generated yet.
+                            if obj["type"] == "kubernetes.io/service-account-token" {
+                            } else if let Some(from) = super::kube::copy_source(&obj) {
+                                let Some(src_access) = copy_accesses.get(&from.target) else {
+                                    return (ok, Some(format!("{}: no kubeconfig for {}", r.address, from.target)));
+                                };
+                                let copied = match super::kube::client(&from.target, src_access).await {
+                                    Ok(c) => super::kube::with_copied_data(&obj, &c, &from).await,
+                                    Err(e) => Err(e),
+                                };
+                                match copied {
+                                    Ok(o) => obj = o,
+                                    Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
+                                }
+                            } else {
+                                return (
+                                    ok,
+                                    Some(format!(
+                                        "{}: this secret is generated at apply time, which this build does not do yet",
+                                        r.address
+                                    )),
+                                );
+                            }
+                        }
+                        match super::kube::apply(&client, &obj, force).await {
                             Ok(()) => ok.push((r, prior)),
                             Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
                         }
-                        continue;
                     }
-                    let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
-                    if r.sensitive {
-                        return (
-                            ok,
-                            Some(format!(
-                                "{}: secrets are generated at apply time, which this build does not do yet",
-                                r.address
-                            )),
+                    (ok, None)
+                });
+                continue;
+            }
+            let holder_id = holder(&opts.run);
+            let s = sh.pool.get(targets, &target).await?;
+            let progress_lines: Vec<String> =
+                items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
+            for l in &progress_lines {
+                (sh.progress)(l);
+            }
+            set.spawn(async move {
+                let mut ok: Vec<(Resource, Observed)> = Vec::new();
+                if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
+                    // One commit-confirm for the whole router.
+                    // A script that fails commits nothing, and the pending confirmation it
+                    // found may be someone else's: only a commit that went through is reverted.
+                    return match providers::apply_vyos(&s, &items, confirm_minutes).await {
+                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
+                        Err(e) => (ok, Some(e.to_string())),
+                    };
+                }
+                for (r, prior, text) in items {
+                    if r.provider == ProviderKind::Wireguard {
+                        let arm = shell::as_root(
+                            &s.endpoint.user,
+                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
                         );
+                        match s.run(&arm, None, Duration::from_secs(20)).await {
+                            Ok(o) if o.status == 0 => {}
+                            Ok(o) => {
+                                return (
+                                    ok,
+                                    Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
+                                );
+                            }
+                            Err(e) => return (ok, Some(e.to_string())),
+                        }
                     }
-                    match super::kube::apply(&client, obj, force).await {
+                    match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
                         Ok(()) => ok.push((r, prior)),
-                        Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
+                        Err(e) => {
+                            // Partially applied resources revert too.
+                            ok.push((r, prior));
+                            return (ok, Some(e.to_string()));
+                        }
                     }
                 }
                 (ok, None)
             });
-            continue;
         }
-        let holder_id = holder(&opts.run);
-        let s = sh.pool.get(targets, &target).await?;
-        let progress_lines: Vec<String> =
-            items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
-        for l in &progress_lines {
-            (sh.progress)(l);
-        }
-        set.spawn(async move {
-            let mut ok: Vec<(Resource, Observed)> = Vec::new();
-            if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
-                // One commit-confirm for the whole router.
-                // A script that fails commits nothing, and the pending confirmation it
-                // found may be someone else's: only a commit that went through is reverted.
-                return match providers::apply_vyos(&s, &items, confirm_minutes).await {
-                    Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
-                    Err(e) => (ok, Some(e.to_string())),
-                };
-            }
-            for (r, prior, text) in items {
-                if r.provider == ProviderKind::Wireguard {
-                    let arm = shell::as_root(
-                        &s.endpoint.user,
-                        &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
-                    );
-                    match s.run(&arm, None, Duration::from_secs(20)).await {
-                        Ok(o) if o.status == 0 => {}
-                        Ok(o) => {
-                            return (
-                                ok,
-                                Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
-                            );
-                        }
-                        Err(e) => return (ok, Some(e.to_string())),
+        while let Some(j) = set.join_next().await {
+            match j {
+                Ok((ok, err)) => {
+                    applied.extend(ok);
+                    if let Some(e) = err {
+                        failure.get_or_insert(e);
                     }
                 }
-                match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
-                    Ok(()) => ok.push((r, prior)),
-                    Err(e) => {
-                        // Partially applied resources revert too.
-                        ok.push((r, prior));
-                        return (ok, Some(e.to_string()));
-                    }
+                Err(e) => {
+                    failure.get_or_insert(format!("internal error: {e}"));
                 }
-            }
-            (ok, None)
-        });
-    }
-    while let Some(j) = set.join_next().await {
-        match j {
-            Ok((ok, err)) => {
-                applied.extend(ok);
-                if let Some(e) = err {
-                    failure.get_or_insert(e);
-                }
-            }
-            Err(e) => {
-                failure.get_or_insert(format!("internal error: {e}"));
             }
         }
     }

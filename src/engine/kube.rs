@@ -251,6 +251,58 @@ pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Resul
     }
 }
 
+/// Where a Secret's data comes from at apply time (from its annotations).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopySource {
+    pub target: String,
+    pub namespace: String,
+    pub name: String,
+    /// (key in the source, key in the copy)
+    pub keys: Vec<(String, String)>,
+}
+
+/// The copy source of a Secret, if its annotations name one.
+pub fn copy_source(obj: &Value) -> Option<CopySource> {
+    let a = &obj["metadata"]["annotations"];
+    let from = a[crate::render::objects::COPY_FROM].as_str()?;
+    let (target, rest) = from.split_once('/')?;
+    let (ns, name) = rest.split_once('/')?;
+    let keys = a[crate::render::objects::COPY_KEYS]
+        .as_str()?
+        .split(',')
+        .filter_map(|kv| kv.split_once('=').map(|(a, b)| (a.trim().to_string(), b.trim().to_string())))
+        .collect();
+    Some(CopySource { target: target.to_string(), namespace: ns.to_string(), name: name.to_string(), keys })
+}
+
+/// The Secret `obj` with its data copied from its source (see [`copy_source`]). The data is
+/// only ever in memory; errors never contain it.
+pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, String> {
+    let (ns, name, keys) = (from.namespace.as_str(), from.name.as_str(), &from.keys);
+    let id = serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name, "namespace": ns } });
+    let (api, _) = api_for(source, &id);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|e| describe(&e))?
+        .ok_or_else(|| format!("the source Secret {ns}/{name} does not exist yet"))?;
+    let data = serde_json::to_value(&secret).map_err(|e| e.to_string())?["data"].clone();
+    let mut out = serde_json::Map::new();
+    for (from, to) in keys {
+        match data.get(from) {
+            Some(v) => {
+                out.insert(to.clone(), v.clone());
+            }
+            None => {
+                return Err(format!("the source Secret {ns}/{name} has no `{from}` yet (is its controller running?)"));
+            }
+        }
+    }
+    let mut obj = obj.clone();
+    obj["data"] = Value::Object(out);
+    Ok(obj)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,10 @@ pub const PART_OF: &str = "app.kubernetes.io/part-of";
 /// Taint and label of hosts that join a cluster as external workloads (`mesh.join: k3s-agent`).
 pub const EXTERNAL_TAINT: &str = "fabric.io/external-workload=true:NoSchedule";
 pub const EXTERNAL_LABEL: &str = "fabric.io/external-workload";
+/// On a Secret: the Secret (`<target>/<namespace>/<name>`) whose data fabric copies into it at
+/// apply time, and which keys (`from=to,…`).
+pub const COPY_FROM: &str = "fabric.io/copy-from";
+pub const COPY_KEYS: &str = "fabric.io/copy-keys";
 /// Node label with the GPU model, as the seed's override policies select on.
 pub const GPU_MODEL_LABEL: &str = "gpu.model";
 

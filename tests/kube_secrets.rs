@@ -1,0 +1,118 @@
+//! Step C.2 through the engine against test API servers: Karmada's credentials for each member
+//! are copied from the member's ServiceAccount token at apply time, never shown or journaled;
+//! without a token yet, the step fails and is reverted.
+
+#[path = "support/kube_api.rs"]
+mod kube_api;
+
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::engine::apply::{self, Options, StepWork};
+use fabric::engine::journal::Journal;
+use fabric::engine::observe::{self, Targets};
+use fabric::transport::ssh_config::SshConfig;
+use serde_json::json;
+
+fn b64(s: &str) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let b = s.as_bytes();
+    let mut out = String::new();
+    for c in b.chunks(3) {
+        let n =
+            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn token_secret(token: Option<&str>) -> serde_json::Value {
+    let mut s = json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "karmada-member-token", "namespace": "karmada-cluster",
+            "annotations": {"kubernetes.io/service-account.name": "karmada-member"}}});
+    if let Some(t) = token {
+        s["data"] = json!({"token": b64(t), "ca.crt": b64("member CA")});
+    }
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_credentials_are_copied_from_the_token() {
+    let dir = std::env::temp_dir().join(format!("fabric-kube-secrets-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+    let text = include_str!("../topology.example.yaml")
+        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
+        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
+        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
+        .replace("context: karmada-apiserver", "context: karmada");
+    let l = fabric::topology::load_str("t.yaml", text).unwrap();
+    let t = &l.topology;
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
+    let c2 = g.find("C.2").unwrap();
+    let step = StepWork {
+        key: "C.2".into(),
+        id: "C.2".into(),
+        needs: vec![],
+        resources: fabric::resources::for_instance(&g.graph[c2], t),
+    };
+    let targets = Targets::from_topology(t, &SshConfig::default());
+    // Karmada has its own namespace for member credentials; in the members it exists with the
+    // ServiceAccount's token (created by a token controller, which the test double does not run).
+    for server in [&karmada, &franca, &sp] {
+        server.put_raw(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "karmada-cluster"}}));
+    }
+
+    // 1. No token controller has filled sp's token yet: the step fails and is put back.
+    franca.put_raw_as(token_secret(Some("franca-token-123")), "kube-controller-manager");
+    sp.put_raw_as(token_secret(None), "kube-controller-manager");
+    let run = |name: &str| Options {
+        run: name.into(),
+        state_dir: dir.clone(),
+        confirm_timeout: std::time::Duration::from_secs(30),
+        force_conflicts: false,
+    };
+    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+    let mut j = Journal::create(&dir, "run-1").unwrap();
+    let r = apply::run(t, std::slice::from_ref(&step), &targets, live, &run("run-1"), &mut j, &|_| {}).await;
+    let err = r.expect_err("no token yet").to_string();
+    assert!(err.contains("has no `token` yet") && err.contains("was reverted"), "{err}");
+    assert!(
+        karmada
+            .objects()
+            .iter()
+            .all(|o| !(o["kind"] == "Cluster"
+                || (o["kind"] == "Secret" && o["metadata"]["namespace"] == "karmada-cluster"))),
+        "the failed step left nothing in Karmada: {:?}",
+        karmada.objects().iter().map(|o| format!("{}/{}", o["kind"], o["metadata"]["name"])).collect::<Vec<_>>()
+    );
+
+    // 2. With the token there, Karmada gets the member's credentials, copied, never journaled.
+    sp.put_raw_as(token_secret(Some("sp-token-456")), "kube-controller-manager");
+    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+    let mut j = Journal::create(&dir, "run-2").unwrap();
+    apply::run(t, std::slice::from_ref(&step), &targets, live, &run("run-2"), &mut j, &|_| {}).await.unwrap();
+    let objs = karmada.objects();
+    let creds = objs
+        .iter()
+        .find(|o| o["kind"] == "Secret" && o["metadata"]["name"] == "sp")
+        .expect("sp's credentials in Karmada");
+    assert_eq!(creds["data"]["token"], json!(b64("sp-token-456")));
+    assert_eq!(creds["data"]["caBundle"], json!(b64("member CA")));
+    let cluster = objs.iter().find(|o| o["kind"] == "Cluster" && o["metadata"]["name"] == "sp").expect("Cluster sp");
+    assert_eq!(cluster["spec"]["secretRef"], json!({"namespace": "karmada-cluster", "name": "sp"}));
+    let journal: String = ["run-1", "run-2"]
+        .iter()
+        .map(|r| std::fs::read_to_string(dir.join(format!("runs/{r}.jsonl"))).unwrap())
+        .collect();
+    assert!(
+        !journal.contains(&b64("sp-token-456")) && !journal.contains("sp-token-456"),
+        "a token reached the journal"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

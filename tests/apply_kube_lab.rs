@@ -5,6 +5,10 @@
 
 #[path = "support/kube_api.rs"]
 mod kube_api;
+#[path = "support/run.rs"]
+mod run;
+
+use run::out;
 #[path = "support/lab.rs"]
 mod lab;
 
@@ -12,10 +16,6 @@ use kube_api::TestApiServer;
 use std::process::Output;
 
 const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
-
-fn out(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
 
 fn helmchart<'a>(server: &TestApiServer, objects: &'a mut Vec<serde_json::Value>) -> Option<&'a serde_json::Value> {
     *objects = server.objects();
@@ -35,18 +35,8 @@ fn phase_a_files_and_helmcharts() {
             .replace("/nonexistent/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
     };
     std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
-    let fabric = |args: &[&str]| -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_fabric"))
-            .arg("-f")
-            .arg(dir.join("topology.yaml"))
-            .arg("--ssh-config")
-            .arg(lab.ssh_config())
-            .args(args)
-            .env("NO_COLOR", "1")
-            .current_dir(&dir)
-            .output()
-            .unwrap()
-    };
+    let fabric =
+        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
 
     // 1. Phase A: A.1 at both sites, at the same time (no shared target).
     let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);

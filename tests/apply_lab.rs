@@ -5,6 +5,10 @@
 
 #[path = "support/lab.rs"]
 mod lab;
+#[path = "support/run.rs"]
+mod run;
+
+use run::out;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -39,21 +43,8 @@ impl Run {
     }
 
     fn fabric(&self, topology: &Path, args: &[&str]) -> Output {
-        std::process::Command::new(env!("CARGO_BIN_EXE_fabric"))
-            .arg("-f")
-            .arg(topology)
-            .arg("--ssh-config")
-            .arg(&self.ssh_config)
-            .args(args)
-            .env("NO_COLOR", "1")
-            .current_dir(&self.dir)
-            .output()
-            .unwrap()
+        run::fabric_in(&self.dir, topology, &self.ssh_config, args)
     }
-}
-
-fn out(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 #[test]

@@ -5,9 +5,13 @@
 
 #[path = "support/kube_api.rs"]
 mod kube_api;
+#[path = "support/run.rs"]
+mod run;
+
+use run::out;
 
 use kube_api::TestApiServer;
-use std::process::{Command, Output};
+use std::process::Output;
 
 struct Env {
     dir: std::path::PathBuf,
@@ -36,21 +40,8 @@ fn env(name: &str) -> Env {
 
 impl Env {
     fn fabric(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_fabric"))
-            .arg("-f")
-            .arg(self.dir.join("topology.yaml"))
-            .arg("--ssh-config")
-            .arg(self.dir.join("ssh_config"))
-            .args(args)
-            .env("NO_COLOR", "1")
-            .current_dir(&self.dir)
-            .output()
-            .unwrap()
+        run::fabric_in(&self.dir, &self.dir.join("topology.yaml"), &self.dir.join("ssh_config"), args)
     }
-}
-
-fn out(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
 
 #[test]

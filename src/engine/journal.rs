@@ -103,12 +103,9 @@ pub fn steps_to_roll_back(entries: &[Entry]) -> Vec<(String, Vec<Prior>)> {
     out
 }
 
-/// A run id that sorts by time: `20261130T061502Z-4242`.
-pub fn new_run_id() -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (days, secs) = (now / 86_400, now % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
+/// (year, month, day) of a day counted from 1970-01-01 (Howard Hinnant's algorithm).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
@@ -116,7 +113,14 @@ pub fn new_run_id() -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A run id that sorts by time: `20261130T061502Z-4242`.
+pub fn new_run_id() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (days, secs) = (now / 86_400, now % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
     format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z-{}", secs / 3600, secs / 60 % 60, secs % 60, std::process::id())
 }
 

@@ -38,6 +38,9 @@ pub const GENERATORS: &[&str] = &[
     "gateway-config",
 ];
 
+/// Where a K3s server keeps the token agents join with.
+pub const K3S_NODE_TOKEN: &str = "/var/lib/rancher/k3s/server/node-token";
+
 /// Which provider reads, diffs and applies a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -63,7 +66,8 @@ pub enum Desired {
     Wireguard(String),
     /// A command that makes the state so, with the probe that tells whether it is.
     Command { probe: String, apply: String },
-    /// A secret fabric generates or copies at apply time: never rendered, never shown.
+    /// A secret file fabric copies at apply time from another host's file (its address,
+    /// `host.<name>/file:<path>`; empty when there is none): never rendered, never shown.
     Secret(String),
     /// A Kubernetes object fabric created that the topology no longer has (its identity):
     /// planned as a deletion.
@@ -249,9 +253,22 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             }
         }
         "clustermesh" => {
+            // One CA for the whole mesh: the first site's (kept when Cilium already made one,
+            // generated otherwise), copied into every other cluster at apply time.
+            let ca_site = t.sites.first().map(|s| s.name.clone()).unwrap_or_default();
             for s in &t.sites {
-                let secret = o::secret_placeholder(t, "cilium-ca", "kube-system", "Opaque");
-                o.kube(Some(&s.name), secret, "Cluster Mesh CA shared by every cluster", None);
+                let mut secret = o::secret_placeholder(t, "cilium-ca", "kube-system", "Opaque");
+                let summary = if s.name == ca_site {
+                    secret["metadata"]["annotations"] = serde_json::json!({ o::GENERATE: "ca" });
+                    "Cluster Mesh CA shared by every cluster (kept if present, else generated)".to_string()
+                } else {
+                    secret["metadata"]["annotations"] = serde_json::json!({
+                        o::COPY_FROM: format!("cluster.{ca_site}/kube-system/cilium-ca"),
+                        o::COPY_KEYS: "ca.crt=ca.crt,ca.key=ca.key",
+                    });
+                    format!("Cluster Mesh CA, copied from {ca_site}")
+                };
+                o.kube(Some(&s.name), secret, summary, None);
                 let cfg = o::helm_chart_config(t, "cilium", &o::clustermesh_values(t, s));
                 let peers: Vec<&str> =
                     t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
@@ -283,23 +300,8 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             for s in members(t) {
                 let site = Some(s.name.as_str());
                 o.kube(site, o::namespace(t, "karmada-cluster"), "namespace of Karmada's identity", None);
-                o.kube(
-                    site,
-                    o::service_account(t, "karmada-member", "karmada-cluster"),
-                    "identity Karmada uses in the member",
-                    None,
-                );
-                let crb = o::cluster_role_binding(t, "karmada-member", "karmada-member", "karmada-cluster");
-                o.kube(site, crb, "cluster-admin for Karmada's push mode", None);
-                let mut token = o::secret_placeholder(
-                    t,
-                    "karmada-member-token",
-                    "karmada-cluster",
-                    "kubernetes.io/service-account-token",
-                );
-                token["metadata"]["annotations"] =
-                    serde_json::json!({ "kubernetes.io/service-account.name": "karmada-member" });
-                o.kube(site, token, "service-account token", None);
+                let who = "Karmada (push mode)";
+                identity(o, site, "karmada-member", "karmada-cluster", "cluster-admin", who);
                 // Karmada's credentials for the member: copied at apply time from the member's
                 // token (never rendered, shown or journaled); the annotations say from where.
                 let mut creds = o::secret_placeholder(t, &s.cluster.name, "karmada-cluster", "Opaque");
@@ -321,10 +323,20 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                 ArgoCdChoice::PerCluster => t.sites.iter().collect(),
                 _ => t.sites.iter().filter(|s| s.name == a.site).collect(),
             };
+            // ArgoCD's identity in the Karmada API: a ServiceAccount whose token the Karmada
+            // API fills, shaped into ArgoCD's cluster secret at apply time.
+            identity(o, None, "argocd-manager", "kube-system", "cluster-admin", "ArgoCD");
+            let server = karmada_server(t);
             for s in sites {
                 let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
                 secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
-                o.kube(Some(&s.name), secret, "ArgoCD cluster secret for the Karmada API", None);
+                secret["metadata"]["annotations"] = serde_json::json!({
+                    o::COPY_FROM: "karmada/kube-system/argocd-manager-token",
+                    o::COPY_AS: "argocd-cluster",
+                    o::SERVER: server,
+                    o::CLUSTER_NAME: "karmada",
+                });
+                o.kube(Some(&s.name), secret, format!("ArgoCD cluster `karmada` at {server}"), None);
                 let summary = format!("{} @ {} path {} → Karmada API", a.repo, a.revision, a.path);
                 o.kube(
                     Some(&s.name),
@@ -419,8 +431,20 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                 o.kube(m, o::admission_check(t), "MultiKueue admission check", file.clone());
                 o.kube(m, o::multikueue_config(t, mk), format!("workers: {}", mk.workers.join(", ")), file.clone());
                 for w in &mk.workers {
-                    let secret = o::secret_placeholder(t, &format!("multikueue-{w}"), "kueue-system", "Opaque");
-                    o.kube(m, secret, "worker kubeconfig", None);
+                    let Some(ws) = t.sites.iter().find(|s| s.name == *w) else { continue };
+                    // MultiKueue's identity in the worker, with what it needs to run the
+                    // dispatched jobs there; its token becomes the manager's kubeconfig Secret.
+                    let site = Some(w.as_str());
+                    o.kube(site, o::multikueue_worker_role(t), "what MultiKueue may do in the worker", None);
+                    identity(o, site, "multikueue-worker", "kueue-system", "multikueue-worker", "MultiKueue");
+                    let server = format!("https://{}:{}", ws.cluster.api_address, ws.cluster.api_port.0);
+                    let mut secret = o::secret_placeholder(t, &format!("multikueue-{w}"), "kueue-system", "Opaque");
+                    secret["metadata"]["annotations"] = serde_json::json!({
+                        o::COPY_FROM: format!("cluster.{w}/kueue-system/multikueue-worker-token"),
+                        o::COPY_AS: "kubeconfig",
+                        o::SERVER: server,
+                    });
+                    o.kube(m, secret, format!("worker kubeconfig for {server}"), None);
                     o.kube(m, o::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
                 }
             }
@@ -476,6 +500,32 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
     }
 }
 
+/// An identity for `who` in a cluster (or Karmada when `site` is None): a ServiceAccount bound to
+/// `role`, and its token Secret (`<sa>-token`), which the cluster fills and fabric copies from.
+fn identity(o: &mut Out, site: Option<&str>, sa: &str, ns: &str, role: &str, who: &str) {
+    let t = o.t;
+    o.kube(site, o::service_account(t, sa, ns), format!("{who}'s identity"), None);
+    o.kube(site, o::cluster_role_binding(t, sa, sa, ns, role), format!("{role} for {who}"), None);
+    o.kube(site, sa_token(t, &format!("{sa}-token"), ns, sa), "service-account token", None);
+}
+
+/// A ServiceAccount token Secret: created empty, filled by the cluster's token controller.
+fn sa_token(t: &Topology, name: &str, ns: &str, sa: &str) -> Value {
+    let mut token = o::secret_placeholder(t, name, ns, "kubernetes.io/service-account-token");
+    token["metadata"]["annotations"] = serde_json::json!({ "kubernetes.io/service-account.name": sa });
+    token
+}
+
+/// The Karmada API as other clusters reach it: the host site's API address on the chart's NodePort.
+pub fn karmada_server(t: &Topology) -> String {
+    let host = t.sites.iter().find(|s| s.name == t.federation.karmada.host_site);
+    match (&t.federation.karmada.vm, host) {
+        (Some(vm), _) => format!("https://{}:{}", vm.address, o::KARMADA_API_NODE_PORT),
+        (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, o::KARMADA_API_NODE_PORT),
+        (None, None) => String::new(),
+    }
+}
+
 /// How a VM or bare-metal host joins (A.3/A.4), per `mesh.join`.
 fn join(o: &mut Out, s: &Site, w: &ExternalWorkload, index: usize) {
     let t = o.t;
@@ -491,8 +541,14 @@ fn join(o: &mut Out, s: &Site, w: &ExternalWorkload, index: usize) {
                 summary,
                 Some(format!("config/k3s/{}/agent-{}.yaml", s.name, w.name)),
             );
-            let token = Desired::Secret(format!("node token of {}", s.cluster.name));
-            o.file(&w.name, &s.name, "/etc/rancher/k3s/token", token, "K3s join token", None);
+            // The join token is copied at apply time from a server of the site (never shown).
+            let server = s.cluster.nodes.iter().find(|n| n.role == NodeRole::ControlPlane && n.ssh.is_some());
+            let source = server.map(|n| format!("host.{}/file:{K3S_NODE_TOKEN}", n.name)).unwrap_or_default();
+            let summary = match server {
+                Some(n) => format!("K3s join token, copied from {}", n.name),
+                None => "K3s join token (no control-plane host with SSH to copy it from)".to_string(),
+            };
+            o.file(&w.name, &s.name, "/etc/rancher/k3s/token", Desired::Secret(source), summary, None);
             o.command(
                 format!("host.{}", w.name),
                 &s.name,

@@ -169,7 +169,7 @@ fn plan_offline_lists_steps_and_resources() {
     assert!(out.contains("A.1@sp  Provision K3s with Cilium (new cluster)  risk low"));
     assert!(out.contains("+ cluster.sp/kube-system/HelmChart/cilium"), "{out}");
     assert!(out.contains("+ router.franca/vyos:interfaces wireguard wg0"), "{out}");
-    assert!(out.contains("K3s join token (sensitive)"), "{out}");
+    assert!(out.contains("K3s join token, copied from franca-cp1 (sensitive)"), "{out}");
     let summary = out.lines().last().unwrap();
     assert!(summary.starts_with("Plan: ") && summary.ends_with("to create, 0 to update, 0 to delete."), "{summary}");
     // --detailed-exitcode: 2 when there are changes.

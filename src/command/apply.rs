@@ -42,6 +42,11 @@ pub struct Opts {
     /// Seconds a router waits for confirmation before reverting by itself (VyOS rounds up to minutes)
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     pub confirm_timeout: u64,
+    /// Seconds to wait for each applied Kubernetes object to be done (a chart's install Job
+    /// complete, a Deployment rolled out, a Karmada Cluster Ready, a ClusterQueue Active, a kind
+    /// served); past it the step fails and is reverted
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub wait_timeout: u64,
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
@@ -187,6 +192,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         state_dir: g.state_dir.clone(),
         confirm_timeout: Duration::from_secs(o.confirm_timeout),
         force_conflicts: o.force_conflicts,
+        wait_timeout: Duration::from_secs(o.wait_timeout),
     };
     // A spinner on a terminal; plain lines otherwise (CI logs).
     let quiet = g.quiet;

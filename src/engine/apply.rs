@@ -31,6 +31,8 @@ pub struct Options {
     pub confirm_timeout: Duration,
     /// Take fields over from other field managers in Kubernetes objects.
     pub force_conflicts: bool,
+    /// How long to wait for an applied object's controller to report it done.
+    pub wait_timeout: Duration,
 }
 
 /// One step to apply, with its resources (already limited to the selected sites).
@@ -475,8 +477,10 @@ async fn apply_step(
     let mut failure: Option<String> = None;
     // Targets of the step in parallel; a target's resources in order. Secrets copied from
     // another target go in a second round, once their sources have been applied.
-    let copies = |c: &(Resource, Observed, String)| matches!(&c.0.desired, crate::resources::Desired::Kube(o) if super::kube::copy_source(o).is_some());
+    let copies = |c: &(Resource, Observed, String)| matches!(&c.0.desired, crate::resources::Desired::Kube(o) if super::secrets::copy_source(o).is_some());
     let (second, first): (Vec<_>, Vec<_>) = changes.into_iter().partition(copies);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut pending_waits: Vec<(String, Resource, serde_json::Value)> = Vec::new();
     for round in [first, second] {
         if round.is_empty() || failure.is_some() {
             continue;
@@ -491,61 +495,34 @@ async fn apply_step(
                 for (r, _, _) in &items {
                     (sh.progress)(&format!("{}: applying {}", step.key, r.address));
                 }
-                let force = opts.force_conflicts;
-                let copy_accesses = targets.kube.clone();
-                set.spawn(async move {
-                    let client = match super::kube::client(&target, &access).await {
-                        Ok(c) => c,
-                        Err(e) => return (Vec::new(), Some(e)),
-                    };
-                    let mut ok: Vec<(Resource, Observed)> = Vec::new();
-                    for (r, prior, _) in items {
-                        if let crate::resources::Desired::Prune(id) = &r.desired {
-                            match super::kube::delete(&client, id).await {
-                                Ok(()) => ok.push((r, prior)),
-                                Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
-                            }
-                            continue;
-                        }
-                        let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
-                        let mut obj = obj.clone();
-                        if r.sensitive {
-                            // A ServiceAccount token Secret is filled by the cluster; a Secret with a
-                            // copy source gets the source's data; others are not generated yet.
-                            if obj["type"] == "kubernetes.io/service-account-token" {
-                            } else if let Some(from) = super::kube::copy_source(&obj) {
-                                let Some(src_access) = copy_accesses.get(&from.target) else {
-                                    return (ok, Some(format!("{}: no kubeconfig for {}", r.address, from.target)));
-                                };
-                                let copied = match super::kube::client(&from.target, src_access).await {
-                                    Ok(c) => super::kube::with_copied_data(&obj, &c, &from).await,
-                                    Err(e) => Err(e),
-                                };
-                                match copied {
-                                    Ok(o) => obj = o,
-                                    Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
-                                }
-                            } else {
-                                return (
-                                    ok,
-                                    Some(format!(
-                                        "{}: this secret is generated at apply time, which this build does not do yet",
-                                        r.address
-                                    )),
-                                );
-                            }
-                        }
-                        match super::kube::apply(&client, &obj, force).await {
-                            Ok(()) => ok.push((r, prior)),
-                            Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
-                        }
-                    }
-                    (ok, None)
-                });
+                let cx = super::kube_apply::Context {
+                    step: step.key.clone(),
+                    force: opts.force_conflicts,
+                    accesses: targets.kube.clone(),
+                    budget: super::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+                    progress: tx.clone(),
+                };
+                set.spawn(async move { super::kube_apply::apply_target(&cx, &target, &access, items).await });
                 continue;
             }
             let holder_id = holder(&opts.run);
             let s = sh.pool.get(targets, &target).await?;
+            // Secret files are copied from their source host (over the run's connection to it).
+            let mut items = items;
+            for (r, _, text) in items.iter_mut() {
+                if let crate::resources::Desired::Secret(source) = &r.desired {
+                    *text = match copy_secret_file(sh, &r.address, source).await {
+                        Ok(t) => t,
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                            String::new()
+                        }
+                    };
+                }
+            }
+            if failure.is_some() {
+                continue;
+            }
             let progress_lines: Vec<String> =
                 items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
             for l in &progress_lines {
@@ -558,8 +535,8 @@ async fn apply_step(
                     // A script that fails commits nothing, and the pending confirmation it
                     // found may be someone else's: only a commit that went through is reverted.
                     return match providers::apply_vyos(&s, &items, confirm_minutes).await {
-                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), None),
-                        Err(e) => (ok, Some(e.to_string())),
+                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), vec![], None),
+                        Err(e) => (ok, vec![], Some(e.to_string())),
                     };
                 }
                 for (r, prior, text) in items {
@@ -573,10 +550,11 @@ async fn apply_step(
                             Ok(o) => {
                                 return (
                                     ok,
+                                    vec![],
                                     Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
                                 );
                             }
-                            Err(e) => return (ok, Some(e.to_string())),
+                            Err(e) => return (ok, vec![], Some(e.to_string())),
                         }
                     }
                     match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
@@ -584,26 +562,38 @@ async fn apply_step(
                         Err(e) => {
                             // Partially applied resources revert too.
                             ok.push((r, prior));
-                            return (ok, Some(e.to_string()));
+                            return (ok, vec![], Some(e.to_string()));
                         }
                     }
                 }
-                (ok, None)
+                (ok, vec![], None)
             });
         }
-        while let Some(j) = set.join_next().await {
-            match j {
-                Ok((ok, err)) => {
-                    applied.extend(ok);
-                    if let Some(e) = err {
-                        failure.get_or_insert(e);
+        // Progress of the targets' waits arrives while they run.
+        loop {
+            tokio::select! {
+                Some(line) = rx.recv() => (sh.progress)(&line),
+                j = set.join_next() => match j {
+                    None => break,
+                    Some(Ok((ok, waits, err))) => {
+                        applied.extend(ok);
+                        pending_waits.extend(waits.into_iter().map(|(r, o)| (r.target.clone(), r, o)));
+                        if let Some(e) = err {
+                            failure.get_or_insert(e);
+                        }
                     }
-                }
-                Err(e) => {
-                    failure.get_or_insert(format!("internal error: {e}"));
-                }
+                    Some(Err(e)) => {
+                        failure.get_or_insert(format!("internal error: {e}"));
+                    }
+                },
             }
         }
+        while let Ok(line) = rx.try_recv() {
+            (sh.progress)(&line);
+        }
+    }
+    if failure.is_none() && !pending_waits.is_empty() {
+        failure = wait_for_objects(sh, step, pending_waits).await;
     }
     if failure.is_none() {
         match check(step, t, &sh.pool, targets).await {
@@ -636,6 +626,56 @@ async fn apply_step(
     sh.journal(&Entry::Done { run: opts.run.clone(), step: step.key.clone() })?;
     (sh.progress)(&format!("{}: done", step.key));
     Ok((true, live.keys))
+}
+
+/// Waits, target by target at the same time, until the step's applied objects are done.
+async fn wait_for_objects(
+    sh: &Shared<'_>,
+    step: &StepWork,
+    waits: Vec<(String, Resource, serde_json::Value)>,
+) -> Option<String> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut by_target: BTreeMap<String, Vec<(Resource, serde_json::Value)>> = BTreeMap::new();
+    for (target, r, o) in waits {
+        by_target.entry(target).or_default().push((r, o));
+    }
+    let mut set = tokio::task::JoinSet::new();
+    for (target, objs) in by_target {
+        let Some(access) = sh.targets.kube.get(&target).cloned() else { continue };
+        let cx = super::kube_apply::Context {
+            step: step.key.clone(),
+            force: false,
+            accesses: BTreeMap::new(),
+            budget: super::wait::Budget { timeout: sh.opts.wait_timeout, interval: Duration::from_millis(500) },
+            progress: tx.clone(),
+        };
+        set.spawn(async move { super::kube_apply::wait_all(&cx, &target, &access, objs).await });
+    }
+    drop(tx);
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            Some(line) = rx.recv() => (sh.progress)(&line),
+            j = set.join_next() => match j {
+                None => break,
+                Some(Ok(err)) => if let Some(e) = err { failure.get_or_insert(e); },
+                Some(Err(e)) => { failure.get_or_insert(format!("internal error: {e}")); }
+            },
+        }
+    }
+    while let Ok(line) = rx.try_recv() {
+        (sh.progress)(&line);
+    }
+    failure
+}
+
+/// The content of a secret file's source (`host.<name>/file:<path>`), in memory only.
+async fn copy_secret_file(sh: &Shared<'_>, address: &str, source: &str) -> Result<String, String> {
+    let Some((host, _)) = source.split_once("/file:") else {
+        return Err(format!("{address}: no host to copy this secret from; write it by hand"));
+    };
+    let s = sh.pool.get(sh.targets, host).await.map_err(|e| format!("{address}: {e}"))?;
+    providers::read_secret_file(&s, source).await.map_err(|e| format!("{address}: {e}"))
 }
 
 async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), String> {

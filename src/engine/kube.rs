@@ -16,6 +16,7 @@ use kube::{Client, Config};
 use serde_json::Value;
 
 use super::providers::{Observed, SENSITIVE};
+use super::secrets::CopySource;
 
 pub const FIELD_MANAGER: &str = "fabric";
 
@@ -201,6 +202,9 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
     Ok(out)
 }
 
+/// The API server's message for a kind it does not serve.
+pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
+
 /// Reads the live state of `desired` (projected onto its shape) and the server's answer to a
 /// server-side-apply dry run of it: the refusal carries a conflict or validation message.
 pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(Observed, Option<String>), String> {
@@ -218,6 +222,9 @@ pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(
     let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
     let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await {
         Ok(_) => None,
+        // The kind is not served yet: the chart that installs its CRD comes first (apply waits
+        // for the kind), so this is not a refusal.
+        Err(kube::Error::Api(s)) if s.code == 404 && s.message == KIND_NOT_SERVED => None,
         Err(e) => Some(describe(&e)),
     };
     Ok((observed, refusal))
@@ -251,56 +258,38 @@ pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Resul
     }
 }
 
-/// Where a Secret's data comes from at apply time (from its annotations).
-#[derive(Debug, Clone, PartialEq)]
-pub struct CopySource {
-    pub target: String,
-    pub namespace: String,
-    pub name: String,
-    /// (key in the source, key in the copy)
-    pub keys: Vec<(String, String)>,
-}
-
-/// The copy source of a Secret, if its annotations name one.
-pub fn copy_source(obj: &Value) -> Option<CopySource> {
-    let a = &obj["metadata"]["annotations"];
-    let from = a[crate::render::objects::COPY_FROM].as_str()?;
-    let (target, rest) = from.split_once('/')?;
-    let (ns, name) = rest.split_once('/')?;
-    let keys = a[crate::render::objects::COPY_KEYS]
-        .as_str()?
-        .split(',')
-        .filter_map(|kv| kv.split_once('=').map(|(a, b)| (a.trim().to_string(), b.trim().to_string())))
-        .collect();
-    Some(CopySource { target: target.to_string(), namespace: ns.to_string(), name: name.to_string(), keys })
-}
-
-/// The Secret `obj` with its data copied from its source (see [`copy_source`]). The data is
-/// only ever in memory; errors never contain it.
-pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, String> {
-    let (ns, name, keys) = (from.namespace.as_str(), from.name.as_str(), &from.keys);
+/// The `data` of a Secret, None when it does not exist. Only ever held in memory.
+pub async fn secret_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, String> {
     let id = serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name, "namespace": ns } });
-    let (api, _) = api_for(source, &id);
-    let secret = api
-        .get_opt(name)
-        .await
-        .map_err(|e| describe(&e))?
-        .ok_or_else(|| format!("the source Secret {ns}/{name} does not exist yet"))?;
-    let data = serde_json::to_value(&secret).map_err(|e| e.to_string())?["data"].clone();
-    let mut out = serde_json::Map::new();
-    for (from, to) in keys {
-        match data.get(from) {
-            Some(v) => {
-                out.insert(to.clone(), v.clone());
-            }
-            None => {
-                return Err(format!("the source Secret {ns}/{name} has no `{from}` yet (is its controller running?)"));
-            }
-        }
-    }
+    let (api, _) = api_for(client, &id);
+    let Some(secret) = api.get_opt(name).await.map_err(|e| describe(&e))? else { return Ok(None) };
+    let v = serde_json::to_value(&secret).map_err(|e| e.to_string())?;
+    Ok(Some(v["data"].as_object().cloned().unwrap_or_default()))
+}
+
+/// The Secret `obj` with its data copied from its source (see [`secrets::copy_source`]). The
+/// data is only ever in memory; errors never contain it.
+pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, String> {
+    let data = secret_data(source, &from.namespace, &from.name)
+        .await?
+        .ok_or_else(|| format!("the source Secret {} does not exist yet", from.address()))?;
     let mut obj = obj.clone();
-    obj["data"] = Value::Object(out);
+    obj["data"] = Value::Object(super::secrets::copied_data(&data, from)?);
     Ok(obj)
+}
+
+/// Whether the live copy `obj` differs from what its source gives now (a rotated token, a CA
+/// another tool made): compared in memory, never shown.
+pub async fn copy_differs(dest: &Client, obj: &Value, source: &Client, from: &CopySource) -> Result<bool, String> {
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let Some(have) = secret_data(dest, ns, name).await? else { return Ok(true) };
+    let Some(src) = secret_data(source, &from.namespace, &from.name).await? else { return Ok(true) };
+    Ok(!super::secrets::copy_matches(&have, &src, from))
 }
 
 #[cfg(test)]

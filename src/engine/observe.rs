@@ -194,6 +194,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
             }
         }
     }
+    copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
         let Ok((target, result, states, key)) = joined else { continue };
         match result {
@@ -209,6 +210,31 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         }
     }
     live
+}
+
+/// What a live copied Secret is when it no longer matches its source.
+pub const STALE_COPY: &str = "(sensitive; differs from its source)";
+
+/// Secrets fabric copies are compared with their source (in memory, never shown): a copy that
+/// no longer matches (a rotated token, a CA another tool made) is planned as an update.
+async fn copies_against_sources(resources: &[Resource], targets: &Targets, live: &mut Live) {
+    for r in resources.iter().filter(|r| r.sensitive && r.provider == ProviderKind::Kube) {
+        let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
+        let Some(from) = super::secrets::copy_source(obj) else { continue };
+        if !matches!(live.observed.get(&r.address), Some(Observed::Present(_))) {
+            continue;
+        }
+        let (Some(dest), Some(src)) = (targets.kube.get(&r.target), targets.kube.get(&from.target)) else { continue };
+        let differs = async {
+            let d = super::kube::client(&r.target, dest).await?;
+            let s = super::kube::client(&from.target, src).await?;
+            super::kube::copy_differs(&d, obj, &s, &from).await
+        };
+        // A source that cannot be read leaves the copy as it is: presence is all plan knows.
+        if let Ok(true) = differs.await {
+            live.observed.insert(r.address.clone(), Observed::Present(STALE_COPY.into()));
+        }
+    }
 }
 
 type KubeStates = Vec<(String, Observed, Option<String>)>;

@@ -243,6 +243,23 @@ pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template
 
 // ---- Reading and applying -----------------------------------------------------------------
 
+/// Reads a secret file (the source of a copy). Only ever held in memory; errors carry stderr
+/// only, never the file's content.
+pub async fn read_secret_file(s: &Session, address: &str) -> Result<String, ProviderError> {
+    let path = address.split_once("/file:").map(|(_, p)| p).unwrap_or_default();
+    let o = s.run(&root(s, &shell::read_file(path)), None, READ_TIMEOUT).await?;
+    match o.status {
+        0 if !o.stdout_str().trim().is_empty() => Ok(o.stdout_str()),
+        0 | shell::ABSENT => Err(ProviderError::Unsupported {
+            address: address.to_string(),
+            message: "the source of this secret does not exist yet (is the server installed?)".into(),
+        }),
+        status => {
+            Err(ProviderError::Command { address: address.into(), what: "read".into(), status, stderr: o.stderr_str() })
+        }
+    }
+}
+
 /// Reads one resource's live state as canonical text.
 pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> {
     match (&r.provider, &r.desired) {
@@ -397,10 +414,21 @@ pub async fn apply(
     confirm_minutes: Option<u32>,
 ) -> Result<(), ProviderError> {
     match (&r.provider, &r.desired) {
-        (_, Desired::Secret(_)) => Err(ProviderError::Unsupported {
-            address: r.address.clone(),
-            message: "copying secrets between hosts comes with the Kubernetes steps; create it by hand for now".into(),
-        }),
+        // `text` is the secret itself here (read from its source by the caller); it goes over
+        // stdin, never on a command line, and no error carries it.
+        (_, Desired::Secret(_)) => {
+            let o =
+                s.run(&root(s, &shell::write_file(file_path(r), 0o600)), Some(text.as_bytes()), APPLY_TIMEOUT).await?;
+            if o.status != 0 {
+                return Err(ProviderError::Command {
+                    address: r.address.clone(),
+                    what: "write".into(),
+                    status: o.status,
+                    stderr: o.stderr_str(),
+                });
+            }
+            Ok(())
+        }
         (ProviderKind::File, _) => {
             let o =
                 s.run(&root(s, &shell::write_file(file_path(r), 0o644)), Some(text.as_bytes()), APPLY_TIMEOUT).await?;

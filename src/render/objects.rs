@@ -19,6 +19,16 @@ pub const EXTERNAL_LABEL: &str = "fabric.io/external-workload";
 /// apply time, and which keys (`from=to,…`).
 pub const COPY_FROM: &str = "fabric.io/copy-from";
 pub const COPY_KEYS: &str = "fabric.io/copy-keys";
+/// On a Secret with a copy source: what fabric makes of the source's `token` and `ca.crt`
+/// instead of copying keys (`kubeconfig` or `argocd-cluster`), and the API server it names.
+pub const COPY_AS: &str = "fabric.io/copy-as";
+pub const SERVER: &str = "fabric.io/server";
+/// The cluster name an ArgoCD cluster secret gives the server (Applications' `destination.name`).
+pub const CLUSTER_NAME: &str = "fabric.io/cluster-name";
+/// NodePort of the Karmada API server (the chart's `apiServer.nodePort`).
+pub const KARMADA_API_NODE_PORT: u16 = 32443;
+/// On a Secret: fabric generates its content when it does not exist (`ca`: a CA key pair).
+pub const GENERATE: &str = "fabric.io/generate";
 /// Node label with the GPU model, as the seed's override policies select on.
 pub const GPU_MODEL_LABEL: &str = "gpu.model";
 
@@ -169,7 +179,7 @@ pub fn karmada_values(t: &Topology) -> Value {
     json!({
         "installMode": "host",
         "components": components,
-        "apiServer": { "serviceType": "NodePort", "nodePort": 32443 },
+        "apiServer": { "serviceType": "NodePort", "nodePort": KARMADA_API_NODE_PORT },
         "scheduler": { "enableSchedulerEstimator": k.estimator },
         // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
         "controllerManager": { "featureGates": { "Failover": k.failover, "GracefulEviction": k.failover } },
@@ -446,13 +456,32 @@ pub fn service_account(t: &Topology, name: &str, ns: &str) -> Value {
     Value::Object(object(t, "v1", "ServiceAccount", name, Some(ns)))
 }
 
-pub fn cluster_role_binding(t: &Topology, name: &str, sa: &str, ns: &str) -> Value {
+pub fn cluster_role_binding(t: &Topology, name: &str, sa: &str, ns: &str, role: &str) -> Value {
     let mut m = object(t, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name, None);
-    m.insert(
-        "roleRef".into(),
-        json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin" }),
-    );
+    m.insert("roleRef".into(), json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role }));
     m.insert("subjects".into(), json!([{ "kind": "ServiceAccount", "name": sa, "namespace": ns }]));
+    Value::Object(m)
+}
+
+/// What MultiKueue's manager may do in a worker: create the dispatched jobs and their Kueue
+/// workloads and follow their status (after Kueue's MultiKueue setup guide).
+pub fn multikueue_worker_role(t: &Topology) -> Value {
+    let mut m = object(t, "rbac.authorization.k8s.io/v1", "ClusterRole", "multikueue-worker", None);
+    let rw = json!(["create", "delete", "get", "list", "watch", "update", "patch"]);
+    let ro = json!(["get", "list", "watch"]);
+    m.insert(
+        "rules".into(),
+        json!([
+            { "apiGroups": ["batch"], "resources": ["jobs"], "verbs": rw },
+            { "apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"] },
+            { "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": rw },
+            { "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"] },
+            { "apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": rw },
+            { "apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"] },
+            { "apiGroups": [""], "resources": ["pods"], "verbs": ro },
+            { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
+        ]),
+    );
     Value::Object(m)
 }
 

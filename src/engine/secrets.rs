@@ -1,0 +1,249 @@
+//! Secrets fabric makes at apply time: copied from another target's Secret (raw keys, or shaped
+//! into a kubeconfig or an ArgoCD cluster secret) or generated (a CA key pair). The desired
+//! object only says where the data comes from (annotations); the data itself exists only in
+//! memory during apply. Nothing here formats secret material into an error.
+//!
+//! Everything in this module is pure: the Kubernetes provider fetches the source and applies.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::{Map, Value, json};
+
+use crate::render::objects::{CLUSTER_NAME, COPY_AS, COPY_FROM, COPY_KEYS, GENERATE, SERVER};
+
+/// What a copied Secret is made of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    /// The listed keys, as they are: (key in the source, key in the copy).
+    Keys(Vec<(String, String)>),
+    /// A kubeconfig (key `kubeconfig`) for `server`, from a ServiceAccount token Secret.
+    Kubeconfig { server: String },
+    /// An ArgoCD cluster secret (`name`, `server`, `config`) from a ServiceAccount token Secret.
+    ArgoCdCluster { server: String, name: String },
+}
+
+/// Where a Secret's data comes from at apply time (from its annotations).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CopySource {
+    pub target: String,
+    pub namespace: String,
+    pub name: String,
+    pub shape: Shape,
+}
+
+impl CopySource {
+    /// `<target>/<namespace>/<name>`, as shown in plans.
+    pub fn address(&self) -> String {
+        format!("{}/{}/{}", self.target, self.namespace, self.name)
+    }
+}
+
+/// The copy source of a Secret, if its annotations name one.
+pub fn copy_source(obj: &Value) -> Option<CopySource> {
+    let a = &obj["metadata"]["annotations"];
+    let from = a[COPY_FROM].as_str()?;
+    let (target, rest) = from.split_once('/')?;
+    let (ns, name) = rest.split_once('/')?;
+    let server = a[SERVER].as_str().unwrap_or_default().to_string();
+    let shape = match a[COPY_AS].as_str() {
+        Some("kubeconfig") => Shape::Kubeconfig { server },
+        Some("argocd-cluster") => {
+            let name = a[CLUSTER_NAME].as_str().or(obj["metadata"]["name"].as_str()).unwrap_or_default();
+            Shape::ArgoCdCluster { server, name: name.to_string() }
+        }
+        Some(_) => return None,
+        None => Shape::Keys(
+            a[COPY_KEYS]
+                .as_str()?
+                .split(',')
+                .filter_map(|kv| kv.split_once('=').map(|(a, b)| (a.trim().to_string(), b.trim().to_string())))
+                .collect(),
+        ),
+    };
+    Some(CopySource { target: target.to_string(), namespace: ns.to_string(), name: name.to_string(), shape })
+}
+
+/// What a Secret fabric generates holds, if it is one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Generated {
+    /// A self-signed CA: `ca.crt` and `ca.key` (PEM).
+    Ca,
+}
+
+pub fn generated(obj: &Value) -> Option<Generated> {
+    match obj["metadata"]["annotations"][GENERATE].as_str()? {
+        "ca" => Some(Generated::Ca),
+        _ => None,
+    }
+}
+
+fn get<'a>(data: &'a Map<String, Value>, key: &str, src: &CopySource) -> Result<&'a str, String> {
+    data.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()).ok_or_else(|| {
+        format!(
+            "the source Secret {} has no `{key}` yet (is its controller running? a ServiceAccount token is filled by the cluster)",
+            src.address()
+        )
+    })
+}
+
+fn decode(v: &str, key: &str, src: &CopySource) -> Result<String, String> {
+    let bytes = B64.decode(v).map_err(|_| format!("`{key}` of {} is not base64", src.address()))?;
+    String::from_utf8(bytes).map_err(|_| format!("`{key}` of {} is not text", src.address()))
+}
+
+/// The `data` of the copy, from the source Secret's `data` (base64 values, as the API returns).
+pub fn copied_data(source: &Map<String, Value>, from: &CopySource) -> Result<Map<String, Value>, String> {
+    let mut out = Map::new();
+    match &from.shape {
+        Shape::Keys(keys) => {
+            for (k, to) in keys {
+                out.insert(to.clone(), Value::from(get(source, k, from)?));
+            }
+        }
+        Shape::Kubeconfig { server } => {
+            let token = decode(get(source, "token", from)?, "token", from)?;
+            let ca = get(source, "ca.crt", from)?;
+            out.insert("kubeconfig".into(), Value::from(B64.encode(kubeconfig(server, ca, &token))));
+        }
+        Shape::ArgoCdCluster { server, name } => {
+            let token = decode(get(source, "token", from)?, "token", from)?;
+            let ca = get(source, "ca.crt", from)?;
+            let config = json!({ "bearerToken": token, "tlsClientConfig": { "insecure": false, "caData": ca } });
+            out.insert("name".into(), Value::from(B64.encode(name)));
+            out.insert("server".into(), Value::from(B64.encode(server)));
+            out.insert("config".into(), Value::from(B64.encode(config.to_string())));
+        }
+    }
+    Ok(out)
+}
+
+/// A kubeconfig with one cluster, user and context, authenticating with a bearer token.
+/// `ca` is the base64 PEM as a Secret holds it (kubeconfig's `certificate-authority-data`).
+pub fn kubeconfig(server: &str, ca: &str, token: &str) -> String {
+    let v = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "worker", "cluster": { "server": server, "certificate-authority-data": ca } }],
+        "users": [{ "name": "fabric", "user": { "token": token } }],
+        "contexts": [{ "name": "worker", "context": { "cluster": "worker", "user": "fabric" } }],
+        "current-context": "worker",
+    });
+    crate::render::yaml::to_string(&v)
+}
+
+/// Whether `dest` (a live Secret's `data`) already holds what copying from `source` gives.
+pub fn copy_matches(dest: &Map<String, Value>, source: &Map<String, Value>, from: &CopySource) -> bool {
+    match copied_data(source, from) {
+        Ok(want) => want.iter().all(|(k, v)| dest.get(k) == Some(v)),
+        Err(_) => false,
+    }
+}
+
+/// The `data` of a generated Secret.
+pub fn generate(what: Generated) -> Result<Map<String, Value>, String> {
+    match what {
+        Generated::Ca => {
+            let (cert, key) = ca("Cilium CA")?;
+            let mut m = Map::new();
+            m.insert("ca.crt".into(), Value::from(B64.encode(cert)));
+            m.insert("ca.key".into(), Value::from(B64.encode(key)));
+            Ok(m)
+        }
+    }
+}
+
+/// A self-signed CA certificate and its private key (ECDSA P-256, PEM), valid for 3 years, as
+/// Cilium's certgen makes its `cilium-ca`.
+pub fn ca(common_name: &str) -> Result<(String, String), String> {
+    use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose};
+    let key = KeyPair::generate().map_err(|e| format!("cannot generate a CA key: {e}"))?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, common_name);
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let now = std::time::SystemTime::now();
+    params.not_before = now.into();
+    params.not_after = (now + std::time::Duration::from_secs(3 * 365 * 24 * 3600)).into();
+    let cert = params.self_signed(&key).map_err(|e| format!("cannot sign the CA certificate: {e}"))?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn src(shape: Shape) -> CopySource {
+        CopySource { target: "cluster.sp".into(), namespace: "ns".into(), name: "tok".into(), shape }
+    }
+
+    fn token_secret() -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("token".into(), Value::from(B64.encode("abc.def")));
+        m.insert("ca.crt".into(), Value::from(B64.encode("-----BEGIN CERTIFICATE-----\nx\n")));
+        m
+    }
+
+    #[test]
+    fn annotations_name_the_source_and_shape() {
+        let obj = json!({"metadata": {"name": "karmada-api", "annotations": {
+            COPY_FROM: "karmada/kube-system/argocd-manager-token", COPY_AS: "argocd-cluster", SERVER: "https://10.0.0.1:32443", CLUSTER_NAME: "karmada"}}});
+        let c = copy_source(&obj).unwrap();
+        assert_eq!(c.address(), "karmada/kube-system/argocd-manager-token");
+        assert_eq!(c.shape, Shape::ArgoCdCluster { server: "https://10.0.0.1:32443".into(), name: "karmada".into() });
+        let obj = json!({"metadata": {"name": "x", "annotations": {COPY_FROM: "cluster.a/ns/n", COPY_KEYS: "token=token, ca.crt=caBundle"}}});
+        assert_eq!(
+            copy_source(&obj).unwrap().shape,
+            Shape::Keys(vec![("token".into(), "token".into()), ("ca.crt".into(), "caBundle".into())])
+        );
+        let obj = json!({"metadata": {"name": "x", "annotations": {COPY_FROM: "cluster.a/ns/n", COPY_AS: "nonsense"}}});
+        assert_eq!(copy_source(&obj), None);
+        assert_eq!(generated(&json!({"metadata": {"annotations": {GENERATE: "ca"}}})), Some(Generated::Ca));
+    }
+
+    #[test]
+    fn kubeconfig_shape_is_a_kubeconfig_with_the_token() {
+        let from = src(Shape::Kubeconfig { server: "https://172.30.2.10:6443".into() });
+        let data = copied_data(&token_secret(), &from).unwrap();
+        let text = String::from_utf8(B64.decode(data["kubeconfig"].as_str().unwrap()).unwrap()).unwrap();
+        let kc: kube::config::Kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        assert_eq!(kc.clusters[0].cluster.as_ref().unwrap().server.as_deref(), Some("https://172.30.2.10:6443"));
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        assert!(format!("{:?}", user.token).contains("abc.def") || user.token.is_some());
+        assert_eq!(kc.current_context.as_deref(), Some("worker"));
+        assert!(copy_matches(&data, &token_secret(), &from));
+        let mut other = token_secret();
+        other.insert("token".into(), Value::from(B64.encode("rotated")));
+        assert!(!copy_matches(&data, &other, &from), "a rotated token is a difference");
+    }
+
+    #[test]
+    fn argocd_shape_has_config_json() {
+        let from = src(Shape::ArgoCdCluster { server: "https://10.0.0.1:32443".into(), name: "karmada".into() });
+        let data = copied_data(&token_secret(), &from).unwrap();
+        let dec = |k: &str| String::from_utf8(B64.decode(data[k].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(dec("name"), "karmada");
+        assert_eq!(dec("server"), "https://10.0.0.1:32443");
+        let config: Value = serde_json::from_str(&dec("config")).unwrap();
+        assert_eq!(config["bearerToken"], "abc.def");
+        assert_eq!(config["tlsClientConfig"]["caData"], token_secret()["ca.crt"]);
+    }
+
+    #[test]
+    fn missing_keys_are_named_without_content() {
+        let from = src(Shape::Keys(vec![("token".into(), "token".into())]));
+        let e = copied_data(&Map::new(), &from).unwrap_err();
+        assert!(e.contains("cluster.sp/ns/tok has no `token` yet"), "{e}");
+    }
+
+    #[test]
+    fn generated_ca_is_a_pem_ca_pair() {
+        let data = generate(Generated::Ca).unwrap();
+        let cert = String::from_utf8(B64.decode(data["ca.crt"].as_str().unwrap()).unwrap()).unwrap();
+        let key = String::from_utf8(B64.decode(data["ca.key"].as_str().unwrap()).unwrap()).unwrap();
+        assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"), "{cert}");
+        assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
+        // Two runs make two different keys: nothing is fixed or reused.
+        assert_ne!(generate(Generated::Ca).unwrap()["ca.key"], data["ca.key"]);
+    }
+}

@@ -1,0 +1,308 @@
+//! Waits after apply: an object is applied when the API accepted it, but it is *done* when the
+//! controller behind it says so. fabric waits, with a timeout and progress, for
+//! - a kind to be served before applying an object of it (a CRD Established, an aggregated API
+//!   registered), so a step can install a chart and then use its kinds;
+//! - a K3s HelmChart's (or HelmChartConfig's) install Job to complete: the Job that ran for
+//!   *this* change, so a new Job when the chart's spec changed;
+//! - a Deployment or DaemonSet to be rolled out (as `kubectl rollout status` decides);
+//! - a Karmada Cluster to be Ready; a Kueue ClusterQueue, LocalQueue, AdmissionCheck or
+//!   MultiKueueCluster to be Active.
+//!
+//! [`readiness`] is a pure function of the live objects; the async part only polls.
+
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use serde_json::{Value, json};
+
+use super::kube as k;
+
+/// What the controllers say about an object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Readiness {
+    Ready(String),
+    /// Not yet, and why.
+    Pending(String),
+    /// It will not become ready without a change (a failed install Job).
+    Failed(String),
+}
+
+/// The condition `type` of an object: (status, reason or message).
+fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
+    super::verify::condition(obj, kind)
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+/// Kinds fabric waits for after applying them, with the condition or rule that says done.
+pub fn waits_for(kind: &str) -> bool {
+    matches!(
+        kind,
+        "HelmChart"
+            | "HelmChartConfig"
+            | "Deployment"
+            | "DaemonSet"
+            | "Cluster"
+            | "ClusterQueue"
+            | "LocalQueue"
+            | "AdmissionCheck"
+            | "MultiKueueCluster"
+    )
+}
+
+/// Whether the live object `obj` (with `status`) is done, by its kind's rule.
+pub fn readiness(obj: &Value) -> Readiness {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let st = &obj["status"];
+    match kind {
+        "Deployment" => {
+            let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+            let generation = int(&obj["metadata"]["generation"]);
+            if int(&st["observedGeneration"]) < generation {
+                return Readiness::Pending("the controller has not seen the new spec yet".into());
+            }
+            let (updated, available) = (int(&st["updatedReplicas"]), int(&st["availableReplicas"]));
+            if updated < want {
+                Readiness::Pending(format!("{updated} of {want} replicas updated"))
+            } else if int(&st["replicas"]) > updated {
+                Readiness::Pending(format!("{} old replicas pending termination", int(&st["replicas"]) - updated))
+            } else if available < updated {
+                Readiness::Pending(format!("{available} of {updated} updated replicas available"))
+            } else {
+                Readiness::Ready(format!("{available}/{want} replicas available"))
+            }
+        }
+        "DaemonSet" => {
+            let want = int(&st["desiredNumberScheduled"]);
+            if int(&st["observedGeneration"]) < int(&obj["metadata"]["generation"]) {
+                return Readiness::Pending("the controller has not seen the new spec yet".into());
+            }
+            let (updated, ready) = (int(&st["updatedNumberScheduled"]), int(&st["numberReady"]));
+            if updated < want || ready < want {
+                Readiness::Pending(format!("{ready} of {want} pods ready, {updated} updated"))
+            } else {
+                Readiness::Ready(format!("{ready}/{want} pods ready"))
+            }
+        }
+        "Cluster" => cond(obj, "Ready"),
+        "ClusterQueue" | "LocalQueue" | "AdmissionCheck" | "MultiKueueCluster" => cond(obj, "Active"),
+        "Job" => {
+            if let Some((s, d)) = condition(obj, "Failed")
+                && s == "True"
+            {
+                return Readiness::Failed(format!(
+                    "Job {} failed: {d}",
+                    obj["metadata"]["name"].as_str().unwrap_or("")
+                ));
+            }
+            match condition(obj, "Complete") {
+                Some((s, _)) if s == "True" => Readiness::Ready("install job complete".into()),
+                _ if int(&st["succeeded"]) > 0 => Readiness::Ready("install job complete".into()),
+                _ => Readiness::Pending(format!("install job running ({} active)", int(&st["active"]))),
+            }
+        }
+        _ => Readiness::Ready("nothing to wait for".into()),
+    }
+}
+
+fn cond(obj: &Value, kind: &str) -> Readiness {
+    match condition(obj, kind) {
+        Some((s, _)) if s == "True" => Readiness::Ready(format!("{kind}=True")),
+        Some((s, d)) => Readiness::Pending(format!("{kind}={s} ({d})")),
+        None => Readiness::Pending(format!("no {kind} condition yet (is its controller running?)")),
+    }
+}
+
+/// The install Job a HelmChart or HelmChartConfig change runs (K3s's helm-controller names it
+/// `helm-install-<chart>`, in the chart's namespace).
+pub fn install_job(obj: &Value) -> Value {
+    let name = format!("helm-install-{}", obj["metadata"]["name"].as_str().unwrap_or_default());
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("kube-system");
+    json!({ "apiVersion": "batch/v1", "kind": "Job", "metadata": { "name": name, "namespace": ns } })
+}
+
+async fn get(client: &Client, id: &Value) -> Result<Option<Value>, String> {
+    let (api, name) = k::api_for(client, id);
+    match api.get_opt(&name).await {
+        Ok(o) => Ok(o.and_then(|o| serde_json::to_value(o).ok())),
+        Err(e) => Err(k::describe(&e)),
+    }
+}
+
+/// The uid of the install Job before a chart change (None without one): after the change,
+/// only a Job with another uid is the one that ran for it.
+pub async fn job_uid(client: &Client, obj: &Value) -> Option<String> {
+    let job = get(client, &install_job(obj)).await.ok().flatten()?;
+    job["metadata"]["uid"].as_str().map(String::from)
+}
+
+/// Whether the API serves `obj`'s kind (for a CRD: it is Established).
+pub async fn served(client: &Client, obj: &Value) -> Result<bool, String> {
+    let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let list = if api_version.contains('/') {
+        client.list_api_group_resources(api_version).await
+    } else {
+        client.list_core_api_resources(api_version).await
+    };
+    match list {
+        Ok(l) => Ok(l.resources.iter().any(|r| r.kind == kind)),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+        Err(e) => Err(k::describe(&e)),
+    }
+}
+
+/// How long to wait and how often to look.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub timeout: Duration,
+    pub interval: Duration,
+}
+
+/// Polls `probe` until it is Ready (Ok with the evidence), Failed, or the budget is spent.
+/// `report` gets a line when the state changes and every 10 s while it does not.
+async fn poll<F, Fut>(
+    what: &str,
+    budget: Budget,
+    report: &(dyn Fn(String) + Send + Sync),
+    mut probe: F,
+) -> Result<String, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Readiness, String>>,
+{
+    let start = Instant::now();
+    let mut last = String::new();
+    let mut last_report = Instant::now();
+    loop {
+        let state = probe().await;
+        let line = match &state {
+            Ok(Readiness::Ready(e)) => return Ok(e.clone()),
+            Ok(Readiness::Failed(e)) => return Err(format!("{what}: {e}")),
+            Ok(Readiness::Pending(why)) => why.clone(),
+            // A read can fail while a component restarts: keep trying until the budget ends.
+            Err(e) => format!("cannot read it: {e}"),
+        };
+        if start.elapsed() >= budget.timeout {
+            return Err(format!("{what}: not ready after {} s: {line}", budget.timeout.as_secs()));
+        }
+        if line != last || last_report.elapsed() >= Duration::from_secs(10) {
+            report(format!("waiting for {what}: {line} ({} s)", start.elapsed().as_secs()));
+            last = line;
+            last_report = Instant::now();
+        }
+        tokio::time::sleep(budget.interval).await;
+    }
+}
+
+/// Waits until the API serves the kind of `obj`.
+pub async fn kind_served(
+    client: &Client,
+    obj: &Value,
+    budget: Budget,
+    report: &(dyn Fn(String) + Send + Sync),
+) -> Result<(), String> {
+    let what = format!("kind {} ({})", obj["kind"].as_str().unwrap_or(""), obj["apiVersion"].as_str().unwrap_or(""));
+    poll(&what, budget, report, || async {
+        Ok(if served(client, obj).await? {
+            Readiness::Ready("served".into())
+        } else {
+            Readiness::Pending("not served yet (its CRD is not installed or not Established)".into())
+        })
+    })
+    .await
+    .map(|_| ())
+}
+
+/// Waits until the applied object `obj` is done. `old_job` is the install Job's uid before a
+/// chart change that needs a new Job. Returns the evidence.
+pub async fn ready(
+    client: &Client,
+    obj: &Value,
+    old_job: Option<String>,
+    budget: Budget,
+    report: &(dyn Fn(String) + Send + Sync),
+) -> Result<String, String> {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let what = format!(
+        "{kind} {}{}",
+        obj["metadata"]["namespace"].as_str().map(|n| format!("{n}/")).unwrap_or_default(),
+        obj["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    if matches!(kind, "HelmChart" | "HelmChartConfig") {
+        let job_id = install_job(obj);
+        let job_name = job_id["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        return poll(&what, budget, report, || async {
+            let Some(job) = get(client, &job_id).await? else {
+                return Ok(Readiness::Pending(format!("install job {job_name} not created yet")));
+            };
+            if old_job.is_some() && job["metadata"]["uid"].as_str() == old_job.as_deref() {
+                return Ok(Readiness::Pending(format!("install job {job_name} not re-run yet for this change")));
+            }
+            Ok(match readiness(&job) {
+                Readiness::Ready(_) => Readiness::Ready(format!("install job {job_name} complete")),
+                other => other,
+            })
+        })
+        .await;
+    }
+    if !waits_for(kind) {
+        return Ok("nothing to wait for".into());
+    }
+    poll(&what, budget, report, || async {
+        match get(client, obj).await? {
+            Some(live) => Ok(readiness(&live)),
+            None => Ok(Readiness::Pending("does not exist".into())),
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dep(generation: i64, status: Value) -> Value {
+        json!({"kind": "Deployment", "metadata": {"name": "d", "generation": generation}, "spec": {"replicas": 2}, "status": status})
+    }
+
+    #[test]
+    fn deployments_follow_rollout_status() {
+        assert!(
+            matches!(readiness(&dep(2, json!({"observedGeneration": 1}))), Readiness::Pending(w) if w.contains("not seen"))
+        );
+        let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 2});
+        assert_eq!(readiness(&dep(2, s)), Readiness::Pending("1 of 2 replicas updated".into()));
+        let s = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 2, "availableReplicas": 2});
+        assert!(matches!(readiness(&dep(2, s)), Readiness::Pending(w) if w.contains("old replicas")));
+        let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 1});
+        assert!(matches!(readiness(&dep(2, s)), Readiness::Pending(_)));
+        let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
+        assert_eq!(readiness(&dep(2, s)), Readiness::Ready("2/2 replicas available".into()));
+    }
+
+    #[test]
+    fn conditions_decide_queues_and_clusters() {
+        let cq = |s: &str| json!({"kind": "ClusterQueue", "status": {"conditions": [{"type": "Active", "status": s, "reason": "FlavorNotFound", "message": "flavor gpu-a100 not found"}]}});
+        assert_eq!(readiness(&cq("True")), Readiness::Ready("Active=True".into()));
+        assert_eq!(readiness(&cq("False")), Readiness::Pending("Active=False (flavor gpu-a100 not found)".into()));
+        let cluster = json!({"kind": "Cluster", "status": {}});
+        assert!(matches!(readiness(&cluster), Readiness::Pending(w) if w.contains("no Ready condition")));
+    }
+
+    #[test]
+    fn jobs_complete_or_fail() {
+        let job = |c: &str| json!({"kind": "Job", "metadata": {"name": "helm-install-cilium"}, "status": {"conditions": [{"type": c, "status": "True", "message": "BackoffLimitExceeded"}]}});
+        assert!(matches!(readiness(&job("Complete")), Readiness::Ready(_)));
+        assert!(
+            matches!(readiness(&job("Failed")), Readiness::Failed(m) if m.contains("helm-install-cilium failed: BackoffLimitExceeded"))
+        );
+        assert!(matches!(readiness(&json!({"kind": "Job", "status": {"active": 1}})), Readiness::Pending(_)));
+        assert_eq!(
+            install_job(&json!({"kind": "HelmChart", "metadata": {"name": "kueue", "namespace": "kube-system"}}))["metadata"],
+            json!({"name": "helm-install-kueue", "namespace": "kube-system"})
+        );
+    }
+}

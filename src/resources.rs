@@ -297,6 +297,7 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             o.extra("apps/karmada/values.yaml".into(), yaml::to_string(&o::karmada_values(t)));
         }
         "karmada-members" => {
+            o.kube(None, o::namespace(t, "karmada-cluster"), "namespace of the members' credentials", None);
             for s in members(t) {
                 let site = Some(s.name.as_str());
                 o.kube(site, o::namespace(t, "karmada-cluster"), "namespace of Karmada's identity", None);
@@ -328,6 +329,7 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             identity(o, None, "argocd-manager", "kube-system", "cluster-admin", "ArgoCD");
             let server = karmada_server(t);
             for s in sites {
+                o.kube(Some(&s.name), o::namespace(t, &a.namespace), "ArgoCD's namespace", None);
                 let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
                 secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
                 secret["metadata"]["annotations"] = serde_json::json!({
@@ -363,6 +365,10 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             );
         }
         "propagation-policies" => {
+            // The policies live in the services' namespaces, which Karmada then propagates.
+            for ns in namespaces(t.services.iter()) {
+                o.kube(None, o::namespace(t, &ns), "namespace of services Karmada places", None);
+            }
             for c in &t.placement {
                 for ns in namespaces(t.services.iter().filter(|s| s.class == c.name)) {
                     let services: Vec<&Service> =
@@ -406,6 +412,13 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                     Some(format!("apps/kueue/helmchart-{}.yaml", s.name)),
                 );
                 o.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(t, s)));
+                // Kueue's namespace (the chart creates it too) and those of the LocalQueues.
+                let mut nss: Vec<&str> = vec!["kueue-system"];
+                nss.extend(s.queues.iter().flat_map(|q| q.local_queues.iter().map(|l| l.namespace.as_str())));
+                let mut seen = std::collections::BTreeSet::new();
+                for ns in nss.into_iter().filter(|n| seen.insert(*n)) {
+                    o.kube(site, o::namespace(t, ns), "namespace", None);
+                }
                 let fl = flavor(s);
                 o.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
                 for q in &s.queues {

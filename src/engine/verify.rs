@@ -133,9 +133,13 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
                         }
                     };
                 out.push(CheckResult { step: key.into(), check: "Cilium agents healthy".into(), verdict, evidence });
+                let op = id("apps/v1", "Deployment", "cilium-operator", Some("kube-system"));
+                out.push(rolled_out(targets, key, &target, "Cilium operator healthy", op).await);
             }
             out
         }
+        "B.2" => clustermesh(t, targets, key).await,
+        "B.3" => global_service(t, targets, key).await,
         "C.2" => {
             let objs = members
                 .iter()
@@ -202,4 +206,135 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
             evidence: "no automatic check for this step in this build; see docs/runbook.md".into(),
         }],
     }
+}
+
+/// A Deployment rolled out and available, as one result.
+async fn rolled_out(targets: &Targets, step: &str, target: &str, check: &str, oid: Value) -> CheckResult {
+    let name = format!(
+        "Deployment {}/{}",
+        oid["metadata"]["namespace"].as_str().unwrap_or_default(),
+        oid["metadata"]["name"].as_str().unwrap_or_default()
+    );
+    let (verdict, evidence) = match get(targets, target, oid).await {
+        Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+        Ok(None) => (Verdict::Fail, format!("{target}: {name} does not exist")),
+        Ok(Some(d)) => match super::wait::readiness(&d) {
+            super::wait::Readiness::Ready(e) => (Verdict::Pass, format!("{target}: {name} {e}")),
+            super::wait::Readiness::Pending(e) | super::wait::Readiness::Failed(e) => {
+                (Verdict::Fail, format!("{target}: {name}: {e}"))
+            }
+        },
+    };
+    CheckResult { step: step.into(), check: check.into(), verdict, evidence }
+}
+
+/// B.2: in every cluster the clustermesh-apiserver runs and is exposed on the topology's port,
+/// the cluster knows every other cluster (a key per peer in `cilium-clustermesh`), and the CA is
+/// the same everywhere. Secret contents are compared in memory and never shown.
+async fn clustermesh(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    let mut cas: Vec<(String, Option<serde_json::Map<String, Value>>)> = Vec::new();
+    for s in &t.sites {
+        let target = format!("cluster.{}", s.name);
+        let dep = id("apps/v1", "Deployment", "clustermesh-apiserver", Some("kube-system"));
+        out.push(rolled_out(targets, key, &target, "clustermesh-apiserver running", dep).await);
+        let port = t.mesh.clustermesh_port.0;
+        let svc = id("v1", "Service", "clustermesh-apiserver", Some("kube-system"));
+        let (verdict, evidence) = match get(targets, &target, svc).await {
+            Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+            Ok(None) => (Verdict::Fail, format!("{target}: Service kube-system/clustermesh-apiserver does not exist")),
+            Ok(Some(svc)) => {
+                let ports: Vec<i64> = svc["spec"]["ports"]
+                    .as_array()
+                    .map(|ps| ps.iter().filter_map(|p| p["nodePort"].as_i64()).collect())
+                    .unwrap_or_default();
+                if ports.contains(&i64::from(port)) {
+                    (Verdict::Pass, format!("{target}: clustermesh-apiserver on NodePort {port}"))
+                } else {
+                    (Verdict::Fail, format!("{target}: clustermesh-apiserver NodePorts {ports:?}, expected {port}"))
+                }
+            }
+        };
+        out.push(CheckResult { step: key.into(), check: "clustermesh-apiserver exposed".into(), verdict, evidence });
+        // Which clusters this one connects to: the keys of `cilium-clustermesh` (names only).
+        let peers: Vec<&str> =
+            t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
+        let (verdict, evidence) = match secret(targets, &target, "kube-system", "cilium-clustermesh").await {
+            Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+            Ok(None) => (Verdict::Fail, format!("{target}: Secret kube-system/cilium-clustermesh does not exist")),
+            Ok(Some(data)) => {
+                let missing: Vec<&str> = peers.iter().copied().filter(|p| !data.contains_key(*p)).collect();
+                if missing.is_empty() {
+                    (Verdict::Pass, format!("{target}: connects to {}", peers.join(", ")))
+                } else {
+                    (Verdict::Fail, format!("{target}: no connection configured to {}", missing.join(", ")))
+                }
+            }
+        };
+        out.push(CheckResult { step: key.into(), check: "knows every other cluster".into(), verdict, evidence });
+        cas.push((target.clone(), secret(targets, &target, "kube-system", "cilium-ca").await.ok().flatten()));
+    }
+    let first = cas.first().and_then(|(_, d)| d.as_ref()).and_then(|d| d.get("ca.crt").cloned());
+    let (verdict, evidence) = match cas.iter().find(|(_, d)| d.as_ref().and_then(|d| d.get("ca.crt")) != first.as_ref()) {
+        _ if first.is_none() => (Verdict::Fail, "no cilium-ca in the first cluster".to_string()),
+        Some((t, _)) => (Verdict::Fail, format!("{t}: cilium-ca differs from the first cluster's (or is missing)")),
+        None => (Verdict::Pass, format!("the same cilium-ca in {} clusters", cas.len())),
+    };
+    out.push(CheckResult { step: key.into(), check: "one CA for the mesh".into(), verdict, evidence });
+    out
+}
+
+/// A Secret's data (in memory only), None when it does not exist.
+async fn secret(
+    targets: &Targets,
+    target: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, String> {
+    let access = targets.kube.get(target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
+    let client = k::client(target, access).await?;
+    k::secret_data(&client, ns, name).await
+}
+
+/// B.3: the test global service has ready backends in every cluster (its EndpointSlices), so
+/// Cilium can balance it across the mesh.
+async fn global_service(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let (_, svc) = crate::render::objects::global_test_service(t);
+    let (name, ns) = (
+        svc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        svc["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
+    );
+    let mut out = Vec::new();
+    for s in &t.sites {
+        let target = format!("cluster.{}", s.name);
+        let result = async {
+            let live = get(targets, &target, id("v1", "Service", &name, Some(&ns)))
+                .await?
+                .ok_or_else(|| format!("Service {ns}/{name} does not exist"))?;
+            if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
+                return Err(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\""));
+            }
+            let access = targets.kube.get(&target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
+            let client = k::client(&target, access).await?;
+            let probe = id("discovery.k8s.io/v1", "EndpointSlice", "", Some(&ns));
+            let (api, _) = k::api_for(&client, &probe);
+            let lp = kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
+            let slices = api.list(&lp).await.map_err(|e| k::describe(&e))?;
+            let ready = slices
+                .items
+                .iter()
+                .filter_map(|s| serde_json::to_value(s).ok())
+                .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+                .filter(|e| e["conditions"]["ready"] != false)
+                .count();
+            Ok(ready)
+        };
+        let (verdict, evidence) = match result.await {
+            Ok(0) => (Verdict::Fail, format!("{target}: {ns}/{name} has no ready backend here")),
+            Ok(n) => (Verdict::Pass, format!("{target}: {ns}/{name} has {n} ready backend(s)")),
+            Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+        };
+        out.push(CheckResult { step: key.into(), check: "global service has backends".into(), verdict, evidence });
+    }
+    out
 }

@@ -347,8 +347,9 @@ EOF
 #    machines they start pyenv, which costs ~70 ms per SSH command and puts a
 #    pyenv python3 first in PATH;
 #  - `hostname` answers the lab host name;
-#  - /etc/wireguard and /etc/rancher are per host (bind mounts of directories
-#    under the host's state dir), so files fabric writes stay on that host.
+#  - /etc/wireguard, /etc/rancher and /var/lib/rancher are per host (bind
+#    mounts of directories under the host's state dir), so files fabric writes
+#    stay on that host.
 # Every SSH session and `lab.sh exec` (nsenter into sshd's namespaces) sees
 # this view.
 start_sshd() {
@@ -370,6 +371,9 @@ start_sshd() {
 			mkdir -p "$2/etc-$e" "/etc/$e"
 			mount --bind "$2/etc-$e" "/etc/$e"
 		done
+		# K3s servers keep their state (the node token agents join with) here.
+		mkdir -p "$2/var-lib-rancher" /var/lib/rancher
+		mount --bind "$2/var-lib-rancher" /var/lib/rancher
 		hostname "$1"
 		exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"
 	' lab-sshd "$host" "$d" "$LAB_DIR/empty"

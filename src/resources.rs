@@ -567,7 +567,11 @@ fn join(o: &mut Out, s: &Site, w: &ExternalWorkload, index: usize) {
                 &s.name,
                 "k3s-agent",
                 "systemctl is-active --quiet k3s-agent".into(),
-                "curl -sfL https://get.k3s.io | INSTALL_K3S_EXEC=agent sh -".into(),
+                // The agent runs the servers' version: K3s supports no skew the other way.
+                format!(
+                    "curl -sfL https://get.k3s.io | INSTALL_K3S_VERSION={} INSTALL_K3S_EXEC=agent sh -",
+                    crate::transport::shell::quote(&t.versions.k3s)
+                ),
                 "install and start k3s-agent",
             );
         }

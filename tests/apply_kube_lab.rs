@@ -29,6 +29,10 @@ fn phase_a_files_and_helmcharts() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    // helm-controller and the others: apply waits for the charts' install Jobs.
+    for s in [&franca, &sp] {
+        s.simulate_controllers(std::time::Duration::from_millis(100));
+    }
     let topology = |t: &str| {
         t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
             .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())

@@ -1,11 +1,13 @@
 //! Self-test of the kube-apiserver test double `tests/support/kube_api.rs`: discovery, auth,
 //! CRUD with Status bodies, server-side apply (no-op, change, removal, conflicts, force), dry run,
-//! schema validation, namespaces, connection failures and injected failures.
+//! schema validation, namespaces, connection failures and injected failures; CRD objects,
+//! `set_served`, EndpointSlices and the opt-in simulated controllers.
 
 #[path = "support/kube_api.rs"]
 mod kube_api;
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use kube_api::{HttpResponse, TEST_TOKEN, TestApiServer, http_request, kube_schema::Schemas, shared_schemas};
 use serde_json::{Value, json};
@@ -684,4 +686,778 @@ async fn kubectl_round_trip(s: &TestApiServer, kubeconfig: &Path) {
         "{:#?}",
         s.requests()
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRD objects, set_served, simulated controllers
+// ---------------------------------------------------------------------------------------------
+
+const DELAY: Duration = Duration::from_millis(50);
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// The API path of an object (from its apiVersion, kind, namespace and name).
+fn path_of(obj: &Value) -> String {
+    let av = obj["apiVersion"].as_str().unwrap();
+    let prefix = if av.contains('/') { format!("/apis/{av}") } else { format!("/api/{av}") };
+    let plural = kube_api::plural_of(obj["kind"].as_str().unwrap());
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("{prefix}/namespaces/{ns}/{plural}/{name}"),
+        None => format!("{prefix}/{plural}/{name}"),
+    }
+}
+
+/// Server-side apply by `fabric`; must succeed.
+async fn put(s: &TestApiServer, obj: &Value) -> Value {
+    let r = apply(s, &path_of(obj), "fabric", "", obj).await;
+    assert!(r.status == 200 || r.status == 201, "{:#}", r.body);
+    r.body
+}
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+/// Polls `f` every 10 ms until it returns `Some`, for at most 10 s (then panics, showing the
+/// stored objects).
+async fn eventually<T>(s: &TestApiServer, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            let objects: Vec<String> = s.objects().iter().map(|o| o.to_string()).collect();
+            panic!("timed out waiting for {what}; objects:\n{}", objects.join("\n"));
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Long enough for several reconcile hops: used only to show that something does NOT happen.
+async fn quiet() {
+    tokio::time::sleep(DELAY * 6).await;
+}
+
+fn condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c["type"] == ty)
+}
+
+/// `Some(condition)` when the object's condition `ty` has status `want` (`"True"`/`"False"`).
+fn with_condition(obj: Option<Value>, ty: &str, want: &str) -> Option<Value> {
+    let obj = obj?;
+    let c = condition(&obj, ty)?;
+    (c["status"] == want).then(|| c.clone())
+}
+
+/// The status-subresource managedFields entry of `manager`.
+fn status_owner<'a>(obj: &'a Value, manager: &str) -> Option<&'a Value> {
+    obj.pointer("/metadata/managedFields")?
+        .as_array()?
+        .iter()
+        .find(|m| m["manager"] == manager && m["operation"] == "Update" && m["subresource"] == "status")
+}
+
+fn helm_chart(name: &str, version: &str) -> Value {
+    json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {"chart": name, "repo": "https://charts.example.org", "version": version,
+            "targetNamespace": "kueue-system"}})
+}
+
+fn deployment(name: &str, replicas: Option<i64>, labels: Value) -> Value {
+    let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels},
+            "spec": {"containers": [{"name": "app", "image": "nginx:1.27",
+                "ports": [{"name": "http", "containerPort": 8080}]}]}}}});
+    if let Some(r) = replicas {
+        d["spec"]["replicas"] = json!(r);
+    }
+    d
+}
+
+fn resource_flavor(name: &str) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": {}})
+}
+
+fn local_queue(name: &str, cq: &str) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"clusterQueue": cq}})
+}
+
+fn token_secret(ns: &str, name: &str, sa: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": name, "namespace": ns, "annotations": {"kubernetes.io/service-account.name": sa}}})
+}
+
+fn karmada_cluster(name: &str) -> Value {
+    json!({"apiVersion": "cluster.karmada.io/v1alpha1", "kind": "Cluster", "metadata": {"name": name},
+        "spec": {"syncMode": "Push", "apiEndpoint": "https://10.20.0.10:6443",
+            "secretRef": {"namespace": "karmada-cluster", "name": name}}})
+}
+
+fn multikueue_cluster(name: &str, secret: &str) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster", "metadata": {"name": name},
+        "spec": {"clusterSource": {"kubeConfig": {"location": secret, "locationType": "Secret"}}}})
+}
+
+fn multikueue_config(name: &str) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": name},
+        "spec": {"clusters": ["sp"]}})
+}
+
+fn kubeconfig_secret(name: &str, kubeconfig: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "kueue-system"},
+        "stringData": {"kubeconfig": kubeconfig}})
+}
+
+fn admission_check(name: &str, controller: &str, config: &str) -> Value {
+    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": name},
+        "spec": {"controllerName": controller,
+            "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config}}})
+}
+
+const GOOD_KUBECONFIG: &str = "apiVersion: v1
+kind: Config
+clusters:
+- name: sp
+  cluster:
+    server: https://10.20.0.10:6443
+users:
+- name: sp
+  user:
+    token: abc
+contexts:
+- name: sp
+  context:
+    cluster: sp
+    user: sp
+current-context: sp
+";
+
+#[tokio::test]
+async fn without_simulate_controllers_nothing_is_reconciled() {
+    let s = server().await;
+    put(&s, &helm_chart("kueue", "0.14.1")).await;
+    put(&s, &deployment("web", Some(2), json!({"app": "web"}))).await;
+    put(&s, &cluster_queue("gpu-batch")).await;
+    put(&s, &resource_flavor("site-a-gpu")).await;
+    let rv = s.resource_version();
+    quiet().await;
+    assert_eq!(s.resource_version(), rv, "nothing may be written without simulate_controllers");
+    assert!(s.objects().iter().all(|o| o.get("status").is_none() || o["kind"] == "Namespace"), "{:#?}", s.objects());
+    assert!(s.objects().iter().all(|o| o["kind"] != "Job" && o["kind"] != "EndpointSlice"));
+    // Turning them on reconciles what exists.
+    s.simulate_controllers(DELAY);
+    eventually(&s, "the ClusterQueue to become active", || {
+        with_condition(s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch"), "Active", "True")
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn helm_chart_install_job_is_created_completes_and_is_recreated_on_spec_change() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let job = || s.object("batch/v1", "Job", Some("kube-system"), "helm-install-kueue");
+    let chart = || s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue").unwrap();
+    // A dry run creates nothing.
+    apply(&s, &path_of(&helm_chart("kueue", "0.14.1")), "fabric", "&dryRun=All", &helm_chart("kueue", "0.14.1")).await;
+    quiet().await;
+    assert!(job().is_none());
+
+    let applied = put(&s, &helm_chart("kueue", "0.14.1")).await;
+    let first =
+        eventually(&s, "the install Job to complete", || with_condition(job(), "Complete", "True").and(job())).await;
+    assert_eq!(first["status"]["succeeded"], 1, "{first:#}");
+    assert!(first["status"]["completionTime"].as_str().is_some_and(|t| t.ends_with('Z')), "{first:#}");
+    assert_eq!(first["metadata"]["labels"]["helmcharts.helm.cattle.io/chart"], "kueue");
+    let hash1 = first["metadata"]["annotations"]["helmcharts.helm.cattle.io/configHash"].as_str().unwrap().to_string();
+    assert!(hash1.starts_with("SHA256="), "{hash1}");
+    let hc = chart();
+    assert_eq!(hc["status"]["jobName"], "helm-install-kueue", "{hc:#}");
+    assert_eq!(condition(&hc, "JobCreated").unwrap()["status"], "True", "{hc:#}");
+    assert_eq!(condition(&hc, "Failed").unwrap()["status"], "False", "{hc:#}");
+    let owner = status_owner(&hc, "helm-controller").expect("status owned by helm-controller");
+    assert!(owner["fieldsV1"]["f:status"].get("f:jobName").is_some(), "{owner:#}");
+    assert!(owned(&hc, "fabric", "Apply").unwrap().get("f:status").is_none());
+    assert_eq!(hc["metadata"]["generation"], 1, "a status write does not bump the generation");
+    assert!(rv(&hc).parse::<u64>().unwrap() > rv(&applied).parse::<u64>().unwrap(), "status writes bump rv");
+
+    // A metadata-only change keeps the Job.
+    let mut labelled = helm_chart("kueue", "0.14.1");
+    labelled["metadata"]["labels"] = json!({"team": "ml"});
+    put(&s, &labelled).await;
+    quiet().await;
+    assert_eq!(job().unwrap()["metadata"]["uid"], first["metadata"]["uid"]);
+
+    // A spec change replaces the Job: new uid, new hash, completes again.
+    put(&s, &helm_chart("kueue", "0.14.2")).await;
+    let second = eventually(&s, "a new completed install Job", || {
+        job().filter(|j| j["metadata"]["uid"] != first["metadata"]["uid"] && condition(j, "Complete").is_some())
+    })
+    .await;
+    assert_ne!(second["metadata"]["annotations"]["helmcharts.helm.cattle.io/configHash"], hash1.as_str());
+    assert!(second["spec"]["template"]["spec"]["containers"][0]["args"].to_string().contains("0.14.2"), "{second:#}");
+    assert_eq!(chart()["metadata"]["generation"], 2, "labels do not bump it, the spec does");
+    // So does a HelmChartConfig of the same name (its values go into the Job).
+    let config = json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChartConfig",
+        "metadata": {"name": "kueue", "namespace": "kube-system"}, "spec": {"valuesContent": "replicas: 2\n"}});
+    put(&s, &config).await;
+    let third = eventually(&s, "a Job re-run for the HelmChartConfig", || {
+        job().filter(|j| j["metadata"]["uid"] != second["metadata"]["uid"] && condition(j, "Complete").is_some())
+    })
+    .await;
+    assert_ne!(third["metadata"]["annotations"], second["metadata"]["annotations"]);
+    // Deleting the chart removes its Job.
+    assert_eq!(s.request("DELETE", &path_of(&helm_chart("kueue", "")), None, None).await.unwrap().status, 200);
+    eventually(&s, "the install Job to be deleted", || job().is_none().then_some(())).await;
+    assert!(s.controller_errors().is_empty(), "{:#?}", s.controller_errors());
+}
+
+#[tokio::test]
+async fn fail_helm_job_fails_the_next_install_job_and_the_chart() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    s.fail_helm_job("kueue");
+    let job = || s.object("batch/v1", "Job", Some("kube-system"), "helm-install-kueue");
+    let chart = || s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue");
+    put(&s, &helm_chart("kueue", "0.14.1")).await;
+    let failed = eventually(&s, "the Job to fail", || with_condition(job(), "Failed", "True")).await;
+    let j = job().unwrap();
+    assert_eq!(j["status"]["failed"], 1, "{j:#}");
+    assert!(j["status"].get("succeeded").is_none() && condition(&j, "Complete").is_none(), "{j:#}");
+    assert_eq!(failed["message"], kube_api::JOB_FAILED_MESSAGE);
+    let hc_failed =
+        eventually(&s, "the HelmChart to report Failed", || with_condition(chart(), "Failed", "True")).await;
+    assert_eq!(hc_failed["message"], failed["message"]);
+    // Only the next Job fails: the one after a spec change completes and clears Failed.
+    put(&s, &helm_chart("kueue", "0.14.2")).await;
+    eventually(&s, "the new Job to complete", || with_condition(job(), "Complete", "True")).await;
+    eventually(&s, "Failed to clear", || with_condition(chart(), "Failed", "False")).await;
+}
+
+#[tokio::test]
+async fn deployment_and_daemonset_status_report_a_finished_rollout() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let get_d = |n: &str| s.object("apps/v1", "Deployment", Some("default"), n);
+    put(&s, &deployment("web", Some(3), json!({"app": "web"}))).await;
+    put(&s, &deployment("single", None, json!({"app": "single"}))).await;
+    let d = eventually(&s, "web rolled out", || get_d("web").filter(|d| d["status"]["observedGeneration"] == 1)).await;
+    for f in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+        assert_eq!(d["status"][f], 3, "{f}: {d:#}");
+    }
+    assert_eq!(condition(&d, "Available").unwrap()["status"], "True");
+    assert!(status_owner(&d, "kube-controller-manager").is_some(), "{d:#}");
+    let single = eventually(&s, "single rolled out", || get_d("single").filter(|d| d.get("status").is_some())).await;
+    assert_eq!(single["status"]["availableReplicas"], 1, "replicas default to 1");
+    // A new generation is observed.
+    put(&s, &deployment("web", Some(2), json!({"app": "web"}))).await;
+    let d =
+        eventually(&s, "web generation 2", || get_d("web").filter(|d| d["status"]["observedGeneration"] == 2)).await;
+    assert_eq!(d["metadata"]["generation"], 2);
+    assert_eq!(d["status"]["readyReplicas"], 2);
+
+    let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "kube-system"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}},
+            "spec": {"containers": [{"name": "a", "image": "busybox"}]}}}});
+    put(&s, &ds).await;
+    let ds = eventually(&s, "the DaemonSet status", || {
+        s.object("apps/v1", "DaemonSet", Some("kube-system"), "agent").filter(|d| d.get("status").is_some())
+    })
+    .await;
+    for f in
+        ["desiredNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable", "observedGeneration"]
+    {
+        assert_eq!(ds["status"][f], 1, "{f}: {ds:#}");
+    }
+}
+
+#[tokio::test]
+async fn service_account_tokens_are_filled_once_the_account_exists_and_kept_on_reapply() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    put(&s, &namespace("karmada-cluster")).await;
+    let secret = token_secret("karmada-cluster", "member-token", "karmada-member");
+    put(&s, &secret).await;
+    quiet().await;
+    let get = |n: &str| s.object("v1", "Secret", Some("karmada-cluster"), n).unwrap();
+    assert!(get("member-token").get("data").is_none(), "no ServiceAccount, no token: {:#}", get("member-token"));
+
+    let sa = |n: &str| {
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": n, "namespace": "karmada-cluster"}})
+    };
+    put(&s, &sa("karmada-member")).await;
+    let filled = eventually(&s, "the token", || {
+        let x = get("member-token");
+        x.pointer("/data/token").is_some().then_some(x)
+    })
+    .await;
+    let decode = |v: &Value| String::from_utf8(kube_api::base64_decode(v.as_str().unwrap()).unwrap()).unwrap();
+    let token = decode(&filled["data"]["token"]);
+    assert_eq!(token.split('.').count(), 3, "JWT-looking: {token}");
+    let ca = decode(&filled["data"]["ca.crt"]);
+    assert!(ca.starts_with("-----BEGIN CERTIFICATE-----\n") && ca.ends_with("-----END CERTIFICATE-----\n"), "{ca}");
+    assert_eq!(decode(&filled["data"]["namespace"]), "karmada-cluster");
+    let kcm = owned(&filled, "kube-controller-manager", "Update").expect("data owned by the token controller");
+    assert!(kcm["f:data"].get("f:token").is_some(), "{kcm:#}");
+
+    // Another token: unique, same CA.
+    put(&s, &sa("other")).await;
+    put(&s, &token_secret("karmada-cluster", "other-token", "other")).await;
+    let other = eventually(&s, "the other token", || {
+        let x = get("other-token");
+        x.pointer("/data/token").is_some().then_some(x)
+    })
+    .await;
+    assert_ne!(other["data"]["token"], filled["data"]["token"]);
+    assert_eq!(other["data"]["ca.crt"], filled["data"]["ca.crt"]);
+
+    // Re-applying the Secret without data keeps the data: a no-op, then with a real change.
+    let r = apply(&s, &path_of(&secret), "fabric", "", &secret).await;
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(r.body["data"], filled["data"]);
+    assert_eq!(rv(&r.body), rv(&filled), "nothing changed");
+    let mut labelled = secret.clone();
+    labelled["metadata"]["labels"] = json!({"fabric/role": "member"});
+    let r = apply(&s, &path_of(&labelled), "fabric", "", &labelled).await;
+    assert_eq!(r.body["data"], filled["data"], "{:#}", r.body);
+    quiet().await;
+    assert_eq!(get("member-token")["data"], filled["data"], "the token is not regenerated");
+}
+
+#[tokio::test]
+async fn karmada_cluster_ready_follows_its_secret() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    put(&s, &namespace("karmada-cluster")).await;
+    put(&s, &karmada_cluster("sp")).await;
+    let cluster = || s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp");
+    let c = eventually(&s, "Ready False", || with_condition(cluster(), "Ready", "False")).await;
+    assert_eq!(c["reason"], "ClusterNotReachable");
+    assert!(c["message"].as_str().unwrap().contains("not found"), "{c:#}");
+    assert!(c["lastTransitionTime"].as_str().is_some());
+    assert!(status_owner(&cluster().unwrap(), "karmada-controller-manager").is_some());
+
+    let secret = |token: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sp", "namespace": "karmada-cluster"},
+        "data": {"token": kube_api::base64_encode(token.as_bytes()), "caBundle": kube_api::base64_encode(b"ca")}})
+    };
+    put(&s, &secret("")).await;
+    let c = eventually(&s, "the empty-token message", || {
+        with_condition(cluster(), "Ready", "False").filter(|c| c["message"].as_str().unwrap().contains("no token"))
+    })
+    .await;
+    assert_eq!(c["reason"], "ClusterNotReachable");
+    put(&s, &secret("member-token")).await;
+    let c = eventually(&s, "Ready True", || with_condition(cluster(), "Ready", "True")).await;
+    assert_eq!(c["reason"], "ClusterReady");
+    assert_eq!(s.request("DELETE", &path_of(&secret("")), None, None).await.unwrap().status, 200);
+    eventually(&s, "Ready False again", || with_condition(cluster(), "Ready", "False")).await;
+}
+
+#[tokio::test]
+async fn cluster_queue_becomes_active_when_its_flavor_appears() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let created = put(&s, &cluster_queue("gpu-batch")).await;
+    let cq = || s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch");
+    let c = eventually(&s, "Active False", || with_condition(cq(), "Active", "False")).await;
+    assert_eq!(c["reason"], "FlavorNotFound");
+    assert!(c["message"].as_str().unwrap().contains("site-a-gpu"), "{c:#}");
+    assert_eq!(c["observedGeneration"], 1);
+    let inactive = cq().unwrap();
+    assert!(rv(&inactive).parse::<u64>().unwrap() > rv(&created).parse::<u64>().unwrap(), "status writes bump rv");
+    let owner = status_owner(&inactive, "kueue").expect("status owned by kueue");
+    assert!(owner["fieldsV1"]["f:status"].get("f:conditions").is_some(), "{owner:#}");
+    // fabric re-applying the same manifest is a no-op and keeps the status.
+    let again = put(&s, &cluster_queue("gpu-batch")).await;
+    assert_eq!(rv(&again), rv(&inactive));
+    assert_eq!(again["status"], inactive["status"]);
+    // A main-resource Update (merge patch) keeps the status and kueue's ownership of it.
+    let patch = json!({"metadata": {"labels": {"patched": "yes"}}}).to_string();
+    let r = s
+        .request(
+            "PATCH",
+            &format!("{CQ}/gpu-batch?fieldManager=kubectl"),
+            Some("application/merge-patch+json"),
+            Some(&patch),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(r.body["status"], inactive["status"]);
+    assert!(status_owner(&r.body, "kueue").is_some(), "{:#}", r.body["metadata"]["managedFields"]);
+
+    put(&s, &resource_flavor("site-a-gpu")).await;
+    let c = eventually(&s, "Active True", || with_condition(cq(), "Active", "True")).await;
+    assert_eq!(c["reason"], "Ready");
+    // Reconciling again without a change writes nothing.
+    let settled = s.resource_version();
+    quiet().await;
+    assert_eq!(s.resource_version(), settled);
+    // Deleting the flavor makes it inactive again.
+    assert_eq!(s.request("DELETE", &path_of(&resource_flavor("site-a-gpu")), None, None).await.unwrap().status, 200);
+    eventually(&s, "Active False again", || with_condition(cq(), "Active", "False")).await;
+}
+
+#[tokio::test]
+async fn local_queue_is_active_when_its_cluster_queue_is() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    put(&s, &local_queue("team-a", "gpu-batch")).await;
+    let lq = || s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a");
+    let c = eventually(&s, "ClusterQueueDoesNotExist", || with_condition(lq(), "Active", "False")).await;
+    assert_eq!(c["reason"], "ClusterQueueDoesNotExist");
+    put(&s, &cluster_queue("gpu-batch")).await;
+    eventually(&s, "ClusterQueueIsInactive", || {
+        with_condition(lq(), "Active", "False").filter(|c| c["reason"] == "ClusterQueueIsInactive")
+    })
+    .await;
+    put(&s, &resource_flavor("site-a-gpu")).await;
+    let c = eventually(&s, "LocalQueue active", || with_condition(lq(), "Active", "True")).await;
+    assert_eq!(c["reason"], "Ready");
+}
+
+#[tokio::test]
+async fn admission_check_and_multikueue_cluster_are_active_by_config_and_secret() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    put(&s, &namespace("kueue-system")).await;
+    let mkc = || s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp");
+    let ac = |n: &str| s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, n);
+    let cq = || s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch");
+
+    // MultiKueueCluster: secret missing, kubeconfig incomplete, then good.
+    put(&s, &multikueue_cluster("sp", "sp-kubeconfig")).await;
+    let c = eventually(&s, "BadConfig (no secret)", || with_condition(mkc(), "Active", "False")).await;
+    assert_eq!(c["reason"], "BadConfig");
+    assert!(c["message"].as_str().unwrap().contains("not found"), "{c:#}");
+    put(&s, &kubeconfig_secret("sp-kubeconfig", "apiVersion: v1\nkind: Config\nclusters: []\nusers: []\n")).await;
+    let c = eventually(&s, "BadConfig (no contexts)", || {
+        with_condition(mkc(), "Active", "False").filter(|c| c["message"].as_str().unwrap().contains("contexts"))
+    })
+    .await;
+    assert_eq!(c["reason"], "BadConfig");
+    put(&s, &kubeconfig_secret("sp-kubeconfig", GOOD_KUBECONFIG)).await;
+    eventually(&s, "MultiKueueCluster active", || with_condition(mkc(), "Active", "True")).await;
+
+    // ClusterQueue with an admission check: not found, inactive, active.
+    put(&s, &resource_flavor("site-a-gpu")).await;
+    let mut q = cluster_queue("gpu-batch");
+    q["spec"]["admissionChecksStrategy"] = json!({"admissionChecks": [{"name": "multikueue"}]});
+    put(&s, &q).await;
+    eventually(&s, "AdmissionCheckNotFound", || {
+        with_condition(cq(), "Active", "False").filter(|c| c["reason"] == "AdmissionCheckNotFound")
+    })
+    .await;
+    put(&s, &admission_check("multikueue", "kueue.x-k8s.io/multikueue", "fabric")).await;
+    let c = eventually(&s, "AdmissionCheck BadConfig", || with_condition(ac("multikueue"), "Active", "False")).await;
+    assert_eq!(c["reason"], "BadConfig");
+    assert!(c["message"].as_str().unwrap().contains("\"fabric\" not found"), "{c:#}");
+    eventually(&s, "AdmissionCheckInactive", || {
+        with_condition(cq(), "Active", "False").filter(|c| c["reason"] == "AdmissionCheckInactive")
+    })
+    .await;
+    let config = multikueue_config("fabric");
+    put(&s, &config).await;
+    eventually(&s, "AdmissionCheck active", || with_condition(ac("multikueue"), "Active", "True")).await;
+    eventually(&s, "ClusterQueue active", || with_condition(cq(), "Active", "True")).await;
+    // Another controller's check is not simulated.
+    put(&s, &admission_check("prov", "kueue.x-k8s.io/provisioning-request", "fabric")).await;
+    let c = eventually(&s, "Inactive", || with_condition(ac("prov"), "Active", "False")).await;
+    assert_eq!(c["reason"], "Inactive");
+}
+
+#[tokio::test]
+async fn hold_keeps_the_status_until_released() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    s.hold("deployment", true);
+    put(&s, &deployment("web", Some(2), json!({"app": "web"}))).await;
+    put(&s, &deployment("api", Some(1), json!({"app": "api"}))).await;
+    quiet().await;
+    let d = |n: &str| s.object("apps/v1", "Deployment", Some("default"), n).unwrap();
+    assert!(d("web").get("status").is_none() && d("api").get("status").is_none(), "{:#}", d("web"));
+    // Other kinds are not held.
+    put(&s, &cluster_queue("gpu-batch")).await;
+    eventually(&s, "the ClusterQueue status", || {
+        with_condition(s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch"), "Active", "False")
+    })
+    .await;
+    // Released objects are reconciled at once, not one (now very long) delay later.
+    s.simulate_controllers(Duration::from_secs(120));
+    let released = Instant::now();
+    s.hold("Deployment", false);
+    eventually(&s, "both rolled out", || {
+        (d("web").get("status").is_some() && d("api").get("status").is_some()).then_some(())
+    })
+    .await;
+    assert!(released.elapsed() < Duration::from_secs(10), "{:?}", released.elapsed());
+}
+
+#[tokio::test]
+async fn crd_objects_are_served_established_and_can_be_held() {
+    let s = server().await;
+    let disco = get(&s, "/apis/apiextensions.k8s.io/v1").await;
+    let r =
+        disco.body["resources"].as_array().unwrap().iter().find(|r| r["name"] == "customresourcedefinitions").cloned();
+    let r = r.unwrap_or_else(|| panic!("{:#}", disco.body));
+    assert_eq!(r["namespaced"], false);
+    assert_eq!(r["verbs"], json!(["get", "list"]));
+
+    let crd = get(&s, &format!("{CRDS}/clusterqueues.kueue.x-k8s.io")).await;
+    assert_eq!(crd.status, 200, "{:#}", crd.body);
+    let b = &crd.body;
+    assert_eq!(b["kind"], "CustomResourceDefinition");
+    assert_eq!(b["spec"]["group"], "kueue.x-k8s.io");
+    assert_eq!(b["spec"]["names"]["kind"], "ClusterQueue");
+    assert_eq!(b["spec"]["names"]["plural"], "clusterqueues");
+    assert_eq!(b["spec"]["scope"], "Cluster");
+    let versions = b["spec"]["versions"].as_array().unwrap();
+    assert!(versions.contains(&json!({"name": "v1beta2", "served": true, "storage": true})), "{versions:#?}");
+    assert!(versions.contains(&json!({"name": "v1beta1", "served": true, "storage": false})), "{versions:#?}");
+    assert_eq!(condition(b, "Established").unwrap()["status"], "True");
+    assert_eq!(condition(b, "NamesAccepted").unwrap()["status"], "True");
+    let hc = get(&s, &format!("{CRDS}/helmcharts.helm.cattle.io")).await;
+    assert_eq!(hc.body["spec"]["scope"], "Namespaced");
+    assert_status(&get(&s, &format!("{CRDS}/clusters.cluster.karmada.io")).await, 404, "NotFound");
+    let missing = get(&s, &format!("{CRDS}/widgets.example.com")).await;
+    assert_status(&missing, 404, "NotFound");
+    assert_eq!(
+        missing.body["message"],
+        "customresourcedefinitions.apiextensions.k8s.io \"widgets.example.com\" not found"
+    );
+
+    // One per CRD file kind, all established.
+    let list = get(&s, CRDS).await;
+    assert_eq!(list.body["kind"], "CustomResourceDefinitionList");
+    let items = list.body["items"].as_array().unwrap();
+    let schemas = shared_schemas();
+    let mut crd_kinds = std::collections::BTreeSet::new();
+    for (g, v, k) in schemas.kinds() {
+        if !schemas.source(&format!("{g}/{v}"), &k).unwrap().ends_with("swagger.json") {
+            crd_kinds.insert((g, k));
+        }
+    }
+    assert_eq!(items.len(), crd_kinds.len());
+    assert!(items.len() >= 15, "{}", items.len());
+    assert!(items.iter().all(|i| condition(i, "Established").unwrap()["status"] == "True"));
+    // Read-only.
+    let post = s.request("POST", CRDS, None, Some(&crd.body.to_string())).await.unwrap();
+    assert_status(&post, 405, "MethodNotAllowed");
+
+    // Held (with controllers on): not established until released.
+    s.hold("CustomResourceDefinition", true);
+    let cq_crd = format!("{CRDS}/clusterqueues.kueue.x-k8s.io");
+    let unheld = get(&s, &cq_crd).await;
+    assert_eq!(condition(&unheld.body, "Established").unwrap()["status"], "True", "holding needs the controllers");
+    s.simulate_controllers(DELAY);
+    let held = get(&s, &cq_crd).await;
+    let est = condition(&held.body, "Established").unwrap();
+    assert_eq!(est["status"], "False");
+    assert_eq!(est["reason"], "Installing");
+    s.hold("customresourcedefinition", false);
+    let back = get(&s, &cq_crd).await;
+    assert_eq!(condition(&back.body, "Established").unwrap()["status"], "True");
+}
+
+#[tokio::test]
+async fn set_served_hides_a_group_and_restores_it_with_its_objects() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let created = put(&s, &cluster_queue("gpu-batch")).await;
+    let cq = || s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch");
+    eventually(&s, "FlavorNotFound", || with_condition(cq(), "Active", "False")).await;
+
+    s.set_served("kueue.x-k8s.io", false);
+    let groups = get(&s, "/apis").await;
+    assert!(groups.body["groups"].as_array().unwrap().iter().all(|g| g["name"] != "kueue.x-k8s.io"));
+    assert!(groups.body["groups"].as_array().unwrap().iter().any(|g| g["name"] == "helm.cattle.io"));
+    assert_status(&get(&s, "/apis/kueue.x-k8s.io").await, 404, "NotFound");
+    assert_status(&get(&s, "/apis/kueue.x-k8s.io/v1beta2").await, 404, "NotFound");
+    let r = get(&s, &format!("{CQ}/gpu-batch")).await;
+    assert_status(&r, 404, "NotFound");
+    assert_eq!(r.body["message"], "the server could not find the requested resource");
+    assert_status(&apply(&s, &format!("{CQ}/other"), "fabric", "", &cluster_queue("other")).await, 404, "NotFound");
+    let crds = get(&s, CRDS).await;
+    assert!(crds.body["items"].as_array().unwrap().iter().all(|i| i["spec"]["group"] != "kueue.x-k8s.io"));
+    assert!(crds.body["items"].as_array().unwrap().iter().any(|i| i["spec"]["group"] == "helm.cattle.io"));
+    assert_status(&get(&s, &format!("{CRDS}/clusterqueues.kueue.x-k8s.io")).await, 404, "NotFound");
+    // Not reconciled while hidden.
+    s.put_raw(resource_flavor("site-a-gpu"));
+    quiet().await;
+    assert_eq!(condition(&cq().unwrap(), "Active").unwrap()["status"], "False");
+
+    s.set_served("kueue.x-k8s.io", true);
+    let back = get(&s, &format!("{CQ}/gpu-batch")).await;
+    assert_eq!(back.status, 200);
+    assert_eq!(back.body["metadata"]["uid"], created["metadata"]["uid"]);
+    assert!(get(&s, "/apis").await.body["groups"].as_array().unwrap().iter().any(|g| g["name"] == "kueue.x-k8s.io"));
+    assert_eq!(get(&s, &format!("{CRDS}/clusterqueues.kueue.x-k8s.io")).await.status, 200);
+    eventually(&s, "reconciled once served again", || with_condition(cq(), "Active", "True")).await;
+}
+
+#[tokio::test]
+async fn endpoint_slices_follow_ready_deployments() {
+    let s = server().await;
+    // Served without controllers: an empty list.
+    let list = get(&s, "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices").await;
+    assert_eq!(list.status, 200);
+    assert_eq!(list.body["kind"], "EndpointSliceList");
+    s.simulate_controllers(DELAY);
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"selector": {"app": "web"}, "ports": [
+        {"name": "http", "port": 80, "targetPort": "http"},
+        {"name": "metrics", "port": 9090, "targetPort": 9091},
+    ]}});
+    put(&s, &svc).await;
+    put(&s, &deployment("web", Some(2), json!({"app": "web", "tier": "front"}))).await;
+    put(&s, &deployment("other", Some(4), json!({"app": "other"}))).await;
+    let slice = || s.object("discovery.k8s.io/v1", "EndpointSlice", Some("default"), "web-fabric");
+    let count = |v: &Value| v["endpoints"].as_array().map_or(0, Vec::len);
+    let first = eventually(&s, "2 endpoints", || slice().filter(|x| count(x) == 2)).await;
+    assert_eq!(first["metadata"]["labels"]["kubernetes.io/service-name"], "web");
+    assert_eq!(first["addressType"], "IPv4");
+    assert_eq!(
+        first["ports"],
+        json!([{"name": "http", "port": 8080, "protocol": "TCP"}, {"name": "metrics", "port": 9091, "protocol": "TCP"}])
+    );
+    let ep = &first["endpoints"][0];
+    assert_eq!(ep["conditions"]["ready"], true);
+    let ip = ep["addresses"][0].as_str().unwrap();
+    let octets: Vec<u8> = ip.split('.').map(|o| o.parse().unwrap()).collect();
+    assert_eq!((octets.len(), octets[0]), (4, 10), "{ip}");
+    assert!(owned(&first, "endpointslice-controller", "Update").is_some(), "{first:#}");
+    let by_label = get(
+        &s,
+        "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dweb",
+    )
+    .await;
+    assert_eq!(by_label.body["items"].as_array().unwrap().len(), 1, "{:#}", by_label.body);
+
+    // Scaling up adds endpoints; the existing addresses stay (deterministic).
+    put(&s, &deployment("web", Some(3), json!({"app": "web", "tier": "front"}))).await;
+    let scaled = eventually(&s, "3 endpoints", || slice().filter(|x| count(x) == 3)).await;
+    assert_eq!(scaled["endpoints"][0]["addresses"], first["endpoints"][0]["addresses"]);
+    assert_eq!(scaled["endpoints"][1]["addresses"], first["endpoints"][1]["addresses"]);
+
+    // A held Deployment contributes nothing until its status says it is ready.
+    s.hold("Deployment", true);
+    put(&s, &deployment("web-canary", Some(1), json!({"app": "web"}))).await;
+    quiet().await;
+    assert_eq!(count(&slice().unwrap()), 3);
+    s.hold("Deployment", false);
+    eventually(&s, "4 endpoints", || slice().filter(|x| count(x) == 4)).await;
+
+    // Deleting the Service deletes its slice.
+    assert_eq!(s.request("DELETE", &path_of(&svc), None, None).await.unwrap().status, 200);
+    eventually(&s, "the slice to go", || slice().is_none().then_some(())).await;
+}
+
+/// Every status a simulated controller writes (True and False variants) passes the CRD schema
+/// (or Karmada's swagger) of its kind.
+#[tokio::test]
+async fn controller_statuses_validate_against_the_crd_schemas() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let schemas = shared_schemas();
+    let check_all = |stage: &str| {
+        let mut checked = 0;
+        for mut o in s.objects() {
+            let (av, kind) = (o["apiVersion"].as_str().unwrap().to_string(), o["kind"].as_str().unwrap().to_string());
+            if !schemas.knows(&av, &kind) || o.get("status").is_none() {
+                continue;
+            }
+            o["metadata"].as_object_mut().unwrap().remove("managedFields");
+            let report = schemas.check(&o);
+            assert!(report.is_ok(), "{stage}: {kind} status fails its schema: {:#?}\n{o:#}", report.errors);
+            checked += 1;
+        }
+        checked
+    };
+    for ns in ["kueue-system", "karmada-cluster"] {
+        put(&s, &namespace(ns)).await;
+    }
+    // Failing variants first.
+    s.fail_helm_job("kueue");
+    put(&s, &helm_chart("kueue", "0.14.1")).await;
+    put(&s, &karmada_cluster("sp")).await;
+    put(&s, &local_queue("team-a", "gpu-batch")).await;
+    put(&s, &cluster_queue("gpu-batch")).await;
+    put(&s, &multikueue_cluster("sp", "sp-kubeconfig")).await;
+    put(&s, &admission_check("multikueue", "kueue.x-k8s.io/multikueue", "fabric")).await;
+    eventually(&s, "the failing statuses", || {
+        let ok =
+            with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "True")
+                .is_some()
+                && with_condition(s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp"), "Ready", "False")
+                    .is_some()
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a"),
+                    "Active",
+                    "False",
+                )
+                .is_some_and(|c| c["reason"] == "ClusterQueueIsInactive")
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp"),
+                    "Active",
+                    "False",
+                )
+                .is_some()
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, "multikueue"),
+                    "Active",
+                    "False",
+                )
+                .is_some();
+        ok.then_some(())
+    })
+    .await;
+    assert!(check_all("failing") >= 6);
+    // Then everything healthy.
+    put(&s, &resource_flavor("site-a-gpu")).await;
+    put(&s, &kubeconfig_secret("sp-kubeconfig", GOOD_KUBECONFIG)).await;
+    put(&s, &multikueue_config("fabric")).await;
+    put(
+        &s,
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sp", "namespace": "karmada-cluster"},
+        "stringData": {"token": "t"}}),
+    )
+    .await;
+    put(&s, &helm_chart("kueue", "0.14.2")).await;
+    eventually(&s, "the healthy statuses", || {
+        let ok =
+            with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "False")
+                .is_some()
+                && with_condition(s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp"), "Ready", "True")
+                    .is_some()
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a"),
+                    "Active",
+                    "True",
+                )
+                .is_some()
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp"),
+                    "Active",
+                    "True",
+                )
+                .is_some()
+                && with_condition(
+                    s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, "multikueue"),
+                    "Active",
+                    "True",
+                )
+                .is_some();
+        ok.then_some(())
+    })
+    .await;
+    assert!(check_all("healthy") >= 6);
+    assert!(s.controller_errors().is_empty(), "{:#?}", s.controller_errors());
 }

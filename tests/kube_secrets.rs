@@ -46,6 +46,9 @@ async fn member_credentials_are_copied_from_the_token() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+    // Karmada's cluster-status controller marks a member Ready once its credentials exist (the
+    // members run none: their tokens are put in place by hand below).
+    karmada.simulate_controllers(std::time::Duration::from_millis(50));
     let text = include_str!("../topology.example.yaml")
         .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
         .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
@@ -71,12 +74,13 @@ async fn member_credentials_are_copied_from_the_token() {
     // 1. No token controller has filled sp's token yet: the step fails and is put back.
     franca.put_raw_as(token_secret(Some("franca-token-123")), "kube-controller-manager");
     sp.put_raw_as(token_secret(None), "kube-controller-manager");
+    // Copies wait for their source to be filled: a short wait makes the missing token fail fast.
     let run = |name: &str| Options {
         run: name.into(),
         state_dir: dir.clone(),
         confirm_timeout: std::time::Duration::from_secs(30),
         force_conflicts: false,
-        wait_timeout: std::time::Duration::from_secs(20),
+        wait_timeout: std::time::Duration::from_secs(2),
     };
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let mut j = Journal::create(&dir, "run-1").unwrap();

@@ -126,13 +126,16 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
             }
         }
     }
-    // A dependency has pending changes when one of its resources would change or could not be
-    // read.
+    // A dependency has pending changes when one of its resources (at the selected sites) would
+    // change. One that cannot be read is not counted: its target is reported unreachable, and a
+    // step with resources there is refused at apply, so a site that is down does not stop the
+    // other from being planned and applied.
+    let sites = &selection.sites;
     let pending = |n: NodeIndex| {
-        resources::for_instance(&graph.graph[n], t).iter().any(|r| match diff::change(r, &live) {
-            Some(c) => c.action != Action::NoOp,
-            None => true,
-        })
+        resources::for_instance(&graph.graph[n], t)
+            .iter()
+            .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
+            .any(|r| diff::change(r, &live).is_some_and(|c| c.action != Action::NoOp))
     };
     let selected = selection
         .resolve(&catalog, &graph, t, pending)

@@ -45,8 +45,26 @@ async fn secret_to_apply(
     if let Some(from) = secrets::copy_source(obj) {
         let access = cx.accesses.get(&from.target).ok_or_else(|| format!("no kubeconfig for {}", from.target))?;
         let source = k::client(&from.target, access).await?;
+        // A ServiceAccount token is filled by the cluster moments after it is created (maybe in
+        // this very step): wait for it like for any controller.
+        let report = |line: String| {
+            let _ = cx.progress.send(format!("{}: {line}", cx.step));
+        };
+        let what = format!("the source Secret {}", from.address());
+        let copied = std::sync::Mutex::new(None);
+        wait::poll(&what, cx.budget, &report, || async {
+            Ok(match k::with_copied_data(obj, &source, &from).await {
+                Ok(o) => {
+                    *copied.lock().expect("copy") = Some(o);
+                    wait::Readiness::Ready("filled".into())
+                }
+                Err(why) => wait::Readiness::Pending(why),
+            })
+        })
+        .await?;
         // The copy is fabric's by definition: take the keys over from whoever wrote them.
-        return Ok((k::with_copied_data(obj, &source, &from).await?, true));
+        let copied = copied.into_inner().expect("copy").unwrap_or_else(|| obj.clone());
+        return Ok((copied, true));
     }
     if let Some(what) = secrets::generated(obj) {
         let mut out = obj.clone();

@@ -257,8 +257,7 @@ async fn clustermesh(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckRes
         };
         out.push(CheckResult { step: key.into(), check: "clustermesh-apiserver exposed".into(), verdict, evidence });
         // Which clusters this one connects to: the keys of `cilium-clustermesh` (names only).
-        let peers: Vec<&str> =
-            t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
+        let peers: Vec<&str> = t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
         let (verdict, evidence) = match secret(targets, &target, "kube-system", "cilium-clustermesh").await {
             Err(e) => (Verdict::Fail, format!("{target}: {e}")),
             Ok(None) => (Verdict::Fail, format!("{target}: Secret kube-system/cilium-clustermesh does not exist")),
@@ -275,7 +274,8 @@ async fn clustermesh(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckRes
         cas.push((target.clone(), secret(targets, &target, "kube-system", "cilium-ca").await.ok().flatten()));
     }
     let first = cas.first().and_then(|(_, d)| d.as_ref()).and_then(|d| d.get("ca.crt").cloned());
-    let (verdict, evidence) = match cas.iter().find(|(_, d)| d.as_ref().and_then(|d| d.get("ca.crt")) != first.as_ref()) {
+    let (verdict, evidence) = match cas.iter().find(|(_, d)| d.as_ref().and_then(|d| d.get("ca.crt")) != first.as_ref())
+    {
         _ if first.is_none() => (Verdict::Fail, "no cilium-ca in the first cluster".to_string()),
         Some((t, _)) => (Verdict::Fail, format!("{t}: cilium-ca differs from the first cluster's (or is missing)")),
         None => (Verdict::Pass, format!("the same cilium-ca in {} clusters", cas.len())),

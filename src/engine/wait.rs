@@ -163,7 +163,7 @@ pub struct Budget {
 
 /// Polls `probe` until it is Ready (Ok with the evidence), Failed, or the budget is spent.
 /// `report` gets a line when the state changes and every 10 s while it does not.
-async fn poll<F, Fut>(
+pub async fn poll<F, Fut>(
     what: &str,
     budget: Budget,
     report: &(dyn Fn(String) + Send + Sync),

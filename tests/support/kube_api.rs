@@ -1,7 +1,9 @@
 //! Test support: an in-process test double of the Kubernetes API server (kube-apiserver) with
 //! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
-//! schemas (through `kube_schema.rs`). See `tests/support/kube_api.md` for what it does, what it
-//! simplifies and how to use it.
+//! schemas (through `kube_schema.rs`), read-only CRD objects, and opt-in simulated controllers
+//! (`simulate_controllers`: HelmChart install Jobs, rollouts, ServiceAccount tokens, EndpointSlices,
+//! Karmada Cluster readiness, Kueue activity). See `tests/support/kube_api.md` for what it does,
+//! what it simplifies and how to use it.
 //!
 //! Include it from an integration test with
 //! `#[path = "support/kube_api.rs"] mod kube_api;`. It includes `kube_schema.rs` itself (as
@@ -22,7 +24,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -33,6 +35,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
@@ -92,13 +95,16 @@ impl TestApiServer {
         std_listener.set_nonblocking(true).expect("nonblocking listener");
         let addr = std_listener.local_addr().expect("local addr");
         let url = format!("http://{addr}");
-        let shared = Arc::new(Shared::new(schemas, addr));
+        // The runtime is built here so that its handle can spawn the controllers' tasks (see
+        // `simulate_controllers`); it runs on the server thread.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let handle = rt.handle().clone();
+        let shared = Arc::new_cyclic(|me| Shared::new(schemas, addr, handle, me.clone()));
         let (ctl, ctl_rx) = watch::channel(Ctl::Up);
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name(format!("kube-api-double-{}", addr.port()))
             .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
                 rt.block_on(accept_loop(std_listener, s2, ctl_rx));
             })
             .expect("spawn server thread");
@@ -142,6 +148,7 @@ impl TestApiServer {
             .resource_for(&api_version, &kind)
             .unwrap_or_else(|| panic!("put_raw: {api_version} {kind} is not served by the test double"))
             .clone();
+        assert!(!is_crd(&res), "put_raw: CustomResourceDefinitions are synthesized from the schemas, not stored");
         let name = obj.pointer("/metadata/name").and_then(Value::as_str).expect("put_raw: metadata.name").to_string();
         let ns = if res.namespaced {
             obj.pointer("/metadata/namespace").and_then(Value::as_str).expect("put_raw: metadata.namespace").to_string()
@@ -156,10 +163,17 @@ impl TestApiServer {
         let mut st = self.shared.lock();
         let old = st.objects.get(&key).cloned();
         let managers = update_managers(old.as_ref(), &obj, manager, &api_version);
-        let mut stored = st.commit(&res, &key, old.as_ref(), obj, managers, false, manager).stored;
-        if let Some(s) = status {
+        let c = st.commit(&res, &key, old.as_ref(), obj, managers, false, manager);
+        let (mut stored, mut changed) = (c.stored, c.changed);
+        if let Some(s) = status
+            && stored.obj.get("status") != Some(&s)
+        {
             stored.obj["status"] = s;
-            st.objects.insert(key, stored);
+            st.objects.insert(key.clone(), stored);
+            changed = true;
+        }
+        if changed {
+            self.shared.trigger(&st, vec![key]);
         }
     }
 
@@ -216,6 +230,76 @@ impl TestApiServer {
         body: Option<&str>,
     ) -> std::io::Result<HttpResponse> {
         http_request(self.addr, method, path, Some(TEST_TOKEN), content_type, body).await
+    }
+
+    /// Turns on the simulated controllers (see "Controllers (opt-in)" in `kube_api.md`): after
+    /// every real write (create, apply, update, merge patch, delete, [`TestApiServer::put_raw`]) the
+    /// written object and the objects that depend on it are reconciled `delay` later, on the
+    /// server's runtime; every write a controller makes is reconciled the same way (one `delay` per
+    /// hop). Objects that exist already are reconciled too. Calling it again changes the delay.
+    pub fn simulate_controllers(&self, delay: Duration) {
+        let keys: Vec<Key> = {
+            let mut st = self.shared.lock();
+            st.controllers = Some(delay);
+            st.objects.keys().cloned().collect()
+        };
+        self.shared.schedule(keys, delay);
+    }
+
+    /// Makes the next install Job of the HelmChart named `chart` (any namespace) fail instead of
+    /// completing: Job condition `Failed`, `status.failed: 1`, HelmChart condition `Failed` with
+    /// the same message. Each call fails one more Job.
+    pub fn fail_helm_job(&self, chart: &str) {
+        *self.shared.lock().fail_helm.entry(chart.to_string()).or_default() += 1;
+    }
+
+    /// While held, objects of `kind` (Kind name, case-insensitive; `EndpointSlice` holds the
+    /// endpointslice controller, `CustomResourceDefinition` makes every CRD report `Established`
+    /// False) are not reconciled and keep their status. Releasing reconciles them at once.
+    pub fn hold(&self, kind: &str, held: bool) {
+        let kind = kind.to_ascii_lowercase();
+        let keys: Vec<Key> = {
+            let mut st = self.shared.lock();
+            if held {
+                st.held.insert(kind);
+                return;
+            }
+            if !st.held.remove(&kind) || st.controllers.is_none() {
+                return;
+            }
+            let target = if kind == "endpointslice" { "service" } else { kind.as_str() };
+            st.objects.keys().filter(|k| k.1.to_ascii_lowercase() == target).cloned().collect()
+        };
+        self.shared.schedule(keys, Duration::ZERO);
+    }
+
+    /// Serves (`true`, the default) or hides an API group (`""` is the core group): while hidden it
+    /// is missing from discovery, its resources answer `404` like an unknown kind, its CRD objects
+    /// are not listed and its objects are not reconciled. Stored objects are kept, and reconciled
+    /// again when the group is served again.
+    pub fn set_served(&self, group: &str, served: bool) {
+        let keys: Vec<Key> = {
+            let mut st = self.shared.lock();
+            if !served {
+                st.unserved.insert(group.to_string());
+                return;
+            }
+            if !st.unserved.remove(group) || st.controllers.is_none() {
+                return;
+            }
+            st.objects
+                .keys()
+                .filter(|k| k.0 == group || (group == "discovery.k8s.io" && k.0.is_empty() && k.1 == "Service"))
+                .cloned()
+                .collect()
+        };
+        self.shared.schedule(keys, Duration::ZERO);
+    }
+
+    /// Statuses the simulated controllers computed but did not write because the object would then
+    /// fail its schema (a bug in the double); empty in a healthy run.
+    pub fn controller_errors(&self) -> Vec<String> {
+        self.shared.lock().controller_errors.clone()
     }
 }
 
@@ -513,6 +597,9 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("apps", "v1", "StatefulSet", true),
     ("apps", "v1", "DaemonSet", true),
     ("batch", "v1", "Job", true),
+    ("discovery.k8s.io", "v1", "EndpointSlice", true),
+    // Synthesized from the schemas (get and list only), see `Shared::crd_objects`.
+    ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", false),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", false),
     ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", false),
     ("rbac.authorization.k8s.io", "v1", "Role", true),
@@ -535,6 +622,9 @@ struct Manager {
     api_version: String,
     time: String,
     fields: BTreeSet<FieldPath>,
+    /// `Some("status")` for a controller's writes to the status (its fields are all under
+    /// `status`); main-resource writes never touch such an entry.
+    subresource: Option<&'static str>,
 }
 
 #[derive(Clone, Debug)]
@@ -561,14 +651,18 @@ impl Stored {
 }
 
 fn managed_entry(m: &Manager) -> Value {
-    json!({
+    let mut e = json!({
         "manager": m.name,
         "operation": m.operation,
         "apiVersion": m.api_version,
         "time": m.time,
         "fieldsType": "FieldsV1",
         "fieldsV1": fields_v1(&m.fields),
-    })
+    });
+    if let Some(sub) = m.subresource {
+        e["subresource"] = json!(sub);
+    }
+    e
 }
 
 /// The FieldsV1 encoding of a field set: `{"f:spec": {"f:replicas": {}}}`.
@@ -596,6 +690,16 @@ struct State {
     uids: u64,
     requests: Vec<String>,
     failures: Vec<Injected>,
+    /// API groups hidden by [`TestApiServer::set_served`].
+    unserved: BTreeSet<String>,
+    /// The reconcile delay while the controllers are simulated.
+    controllers: Option<Duration>,
+    /// Lowercase Kind names not reconciled ([`TestApiServer::hold`]).
+    held: BTreeSet<String>,
+    /// HelmChart name → number of its next install Jobs that fail.
+    fail_helm: BTreeMap<String, u32>,
+    /// Statuses a controller computed that fail the schema (not written).
+    controller_errors: Vec<String>,
 }
 
 struct Shared {
@@ -605,6 +709,12 @@ struct Shared {
     addr: SocketAddr,
     /// Accept requests without the bearer token (see [`TestApiServer::set_allow_anonymous`]).
     anonymous: AtomicBool,
+    /// The server's runtime (controllers' tasks are spawned on it) and a handle on ourselves.
+    rt: tokio::runtime::Handle,
+    me: Weak<Shared>,
+    /// Per-server seed of tokens and of the cluster CA, and the start time (CRD objects).
+    seed: u64,
+    started: String,
 }
 
 struct Committed {
@@ -613,7 +723,7 @@ struct Committed {
 }
 
 impl Shared {
-    fn new(schemas: Arc<Schemas>, addr: SocketAddr) -> Shared {
+    fn new(schemas: Arc<Schemas>, addr: SocketAddr, rt: tokio::runtime::Handle, me: Weak<Shared>) -> Shared {
         let mut resources = Vec::new();
         let known: BTreeSet<(String, String)> = schemas.kinds().into_iter().map(|(g, _, k)| (g, k)).collect();
         for (g, v, k) in schemas.kinds() {
@@ -648,7 +758,18 @@ impl Shared {
                 schema: false,
             });
         }
-        let mut st = State { objects: BTreeMap::new(), rv: 0, uids: 0, requests: Vec::new(), failures: Vec::new() };
+        let mut st = State {
+            objects: BTreeMap::new(),
+            rv: 0,
+            uids: 0,
+            requests: Vec::new(),
+            failures: Vec::new(),
+            unserved: BTreeSet::new(),
+            controllers: None,
+            held: BTreeSet::new(),
+            fail_helm: BTreeMap::new(),
+            controller_errors: Vec::new(),
+        };
         let ns_res = resources.iter().find(|r| r.group.is_empty() && r.kind == "Namespace").cloned().expect("ns");
         for ns in ["default", "kube-system"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
@@ -656,7 +777,18 @@ impl Shared {
             let managers = update_managers(None, &obj, "k3s", "v1");
             st.commit(&ns_res, &key, None, obj, managers, false, "k3s");
         }
-        Shared { state: Mutex::new(st), resources, schemas, addr, anonymous: AtomicBool::new(false) }
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        Shared {
+            state: Mutex::new(st),
+            resources,
+            schemas,
+            addr,
+            anonymous: AtomicBool::new(false),
+            rt,
+            me,
+            seed: nanos ^ u64::from(addr.port()).rotate_left(48),
+            started: now_rfc3339(),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -668,9 +800,15 @@ impl Shared {
         self.resources.iter().find(|r| r.group == g && r.version == v && r.kind == kind)
     }
 
+    /// The resources of the groups currently served (see [`TestApiServer::set_served`]).
+    fn served(&self) -> Vec<&Resource> {
+        let unserved = self.lock().unserved.clone();
+        self.resources.iter().filter(|r| !unserved.contains(&r.group)).collect()
+    }
+
     fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut m: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for r in &self.resources {
+        for r in self.served() {
             if !r.group.is_empty() {
                 m.entry(r.group.clone()).or_default().insert(r.version.clone());
             }
@@ -734,7 +872,7 @@ impl Shared {
             }
             ["openapi", "v3", "api", "v1"] if r.method == "GET" => return out(200, self.openapi_v3("", "v1")),
             ["openapi", "v3", "apis", g, v] if r.method == "GET" => {
-                if !self.resources.iter().any(|r| r.group == *g && r.version == *v) {
+                if !self.served().iter().any(|r| r.group == *g && r.version == *v) {
                     return not_found_path();
                 }
                 return out(200, self.openapi_v3(g, v));
@@ -750,7 +888,7 @@ impl Shared {
                 };
             }
             ["apis", g, v] if r.method == "GET" => {
-                if !self.resources.iter().any(|r| r.group == *g && r.version == *v) {
+                if !self.served().iter().any(|r| r.group == *g && r.version == *v) {
                     return not_found_path();
                 }
                 return out(200, self.resource_list(g, v));
@@ -762,8 +900,9 @@ impl Shared {
             ["apis", g, v, rest @ ..] => (*g, *v, rest),
             _ => return not_found_path(),
         };
+        let served = self.served();
         let find = |plural: &str| {
-            self.resources.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+            served.iter().copied().find(|r| r.group == group && r.version == version && r.plural == plural)
         };
         // (resource, namespace from the URL, name)
         let (res, ns, name) = match rest {
@@ -805,6 +944,21 @@ impl Shared {
         };
         if let Some(o) = self.injected(r, res, verb) {
             return o;
+        }
+        if is_crd(res) {
+            return match verb {
+                "get" => self.crd_get(res, name.unwrap_or("")),
+                "list" => self.list(res, "", r),
+                _ => out(
+                    405,
+                    status_failure(
+                        405,
+                        "MethodNotAllowed",
+                        "the test double serves CustomResourceDefinitions read-only (get, list)".into(),
+                        None,
+                    ),
+                ),
+            };
         }
         let ns = ns.unwrap_or("");
         match verb {
@@ -850,7 +1004,7 @@ impl Shared {
         let write_params: Vec<Value> =
             ["dryRun", "fieldManager", "fieldValidation", "force"].iter().map(|n| param(n)).collect();
         let mut paths = Map::new();
-        for r in self.resources.iter().filter(|r| r.group == group && r.version == version) {
+        for r in self.served().into_iter().filter(|r| r.group == group && r.version == version) {
             let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
             let op = |id: &str| json!({"operationId": format!("{id}{}", r.kind), "parameters": write_params, "responses": {"200": {"description": "OK"}}, "x-kubernetes-group-version-kind": gvk});
             let base = if r.namespaced {
@@ -858,6 +1012,12 @@ impl Shared {
             } else {
                 format!("{prefix}/{}", r.plural)
             };
+            if is_crd(r) {
+                // Read-only here.
+                paths.insert(base.clone(), json!({"get": op("list")}));
+                paths.insert(format!("{base}/{{name}}"), json!({"get": op("read")}));
+                continue;
+            }
             paths.insert(base.clone(), json!({"post": op("create"), "get": op("list")}));
             paths.insert(
                 format!("{base}/{{name}}"),
@@ -870,16 +1030,21 @@ impl Shared {
     fn resource_list(&self, group: &str, version: &str) -> Value {
         let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
         let resources: Vec<Value> = self
-            .resources
-            .iter()
+            .served()
+            .into_iter()
             .filter(|r| r.group == group && r.version == version)
             .map(|r| {
+                let verbs = if is_crd(r) {
+                    json!(["get", "list"])
+                } else {
+                    json!(["create", "delete", "get", "list", "patch", "update"])
+                };
                 json!({
                     "name": r.plural,
                     "singularName": r.singular,
                     "namespaced": r.namespaced,
                     "kind": r.kind,
-                    "verbs": ["create", "delete", "get", "list", "patch", "update"],
+                    "verbs": verbs,
                 })
             })
             .collect();
@@ -919,19 +1084,23 @@ impl Shared {
             Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
         };
         let st = self.lock();
-        let items: Vec<Value> = st
-            .objects
-            .iter()
-            .filter(|((g, k, n, _), _)| *g == res.group && *k == res.kind && (ns.is_empty() || n == ns))
-            .filter(|(_, s)| selector.iter().all(|t| t.matches(s.obj.pointer("/metadata/labels"))))
-            .filter(|(_, s)| {
-                fields.iter().all(|(f, want, eq)| {
-                    let got = s.obj.pointer(&format!("/{}", f.replace('.', "/"))).and_then(Value::as_str).unwrap_or("");
+        let selected = |obj: &Value| {
+            selector.iter().all(|t| t.matches(obj.pointer("/metadata/labels")))
+                && fields.iter().all(|(f, want, eq)| {
+                    let got = obj.pointer(&format!("/{}", f.replace('.', "/"))).and_then(Value::as_str).unwrap_or("");
                     (got == want) == *eq
                 })
-            })
-            .map(|(_, s)| s.render(Some(&res.api_version())))
-            .collect();
+        };
+        let items: Vec<Value> = if is_crd(res) {
+            self.crd_objects(&st).into_iter().filter(|o| selected(o)).collect()
+        } else {
+            st.objects
+                .iter()
+                .filter(|((g, k, n, _), _)| *g == res.group && *k == res.kind && (ns.is_empty() || n == ns))
+                .filter(|(_, s)| selected(&s.obj))
+                .map(|(_, s)| s.render(Some(&res.api_version())))
+                .collect()
+        };
         out(
             200,
             json!({"kind": format!("{}List", res.kind), "apiVersion": res.api_version(), "metadata": {"resourceVersion": st.rv.to_string()}, "items": items}),
@@ -960,10 +1129,13 @@ impl Shared {
         }
         if !dry {
             st.objects.remove(&key);
+            let mut removed = vec![key];
             if is_ns {
+                removed.extend(st.objects.keys().filter(|(_, _, n, _)| n == name).cloned());
                 st.objects.retain(|(_, _, n, _), _| n != name);
             }
             st.rv += 1;
+            self.trigger(&st, removed);
         }
         let uid = old.obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
         out(
@@ -1270,6 +1442,9 @@ impl Shared {
             return invalid(res, &name, causes);
         }
         let c = st.commit(res, &key, old.as_ref(), content, managers, dry, &manager);
+        if !dry && c.changed {
+            self.trigger(&st, vec![key]);
+        }
         let code = if old.is_none() { 201 } else { 200 };
         Out { status: code, body: c.stored.render(Some(&av)), warnings }
     }
@@ -1295,17 +1470,23 @@ impl State {
         if let Some(old) = old {
             let same_content = ownable(&old.obj) == ownable(&content);
             let same_fields = managers.len() == old.managers.len()
-                && managers
-                    .iter()
-                    .zip(&old.managers)
-                    .all(|(a, b)| a.name == b.name && a.operation == b.operation && a.fields == b.fields);
+                && managers.iter().zip(&old.managers).all(|(a, b)| {
+                    a.name == b.name
+                        && a.operation == b.operation
+                        && a.subresource == b.subresource
+                        && a.fields == b.fields
+                });
             if same_content && same_fields {
                 return Committed { stored: old.clone(), changed: false };
             }
         }
         let now = now_rfc3339();
         for m in &mut managers {
-            let before = old.and_then(|o| o.managers.iter().find(|b| b.name == m.name && b.operation == m.operation));
+            let before = old.and_then(|o| {
+                o.managers
+                    .iter()
+                    .find(|b| b.name == m.name && b.operation == m.operation && b.subresource == m.subresource)
+            });
             if m.name == acting || before.is_none_or(|b| b.fields != m.fields) || m.time.is_empty() {
                 m.time = now.clone();
             }
@@ -1566,7 +1747,7 @@ fn server_side_apply(
     let live_obj = live.map(|l| l.obj.clone()).unwrap_or_else(|| json!({}));
     let live_c = ownable(&live_obj);
     let mut managers: Vec<Manager> = live.map(|l| l.managers.clone()).unwrap_or_default();
-    let is_self = |m: &Manager| m.name == manager && m.operation == "Apply";
+    let is_self = |m: &Manager| m.name == manager && m.operation == "Apply" && m.subresource.is_none();
     // Conflicts: another manager owns an overlapping field whose value would change.
     let mut conflicts: Vec<Conflict> = Vec::new();
     let mut conflicting: Vec<(usize, FieldPath)> = Vec::new();
@@ -1629,6 +1810,7 @@ fn server_side_apply(
             api_version: api_version.to_string(),
             time: String::new(),
             fields: new_set,
+            subresource: None,
         }),
     }
     managers.retain(|m| !m.fields.is_empty());
@@ -1643,22 +1825,26 @@ fn update_managers(old: Option<&Stored>, new: &Value, manager: &str, api_version
     let changed: BTreeSet<FieldPath> =
         leaves(&new_c).into_iter().filter(|p| get_path(&old_c, p) != get_path(&new_c, p)).collect();
     let mut managers: Vec<Manager> = old.map(|o| o.managers.clone()).unwrap_or_default();
-    for m in &mut managers {
+    // Status-subresource entries are not affected by writes to the main resource.
+    for m in managers.iter_mut().filter(|m| m.subresource.is_none()) {
         m.fields.retain(|q| get_path(&new_c, q).is_some() && !changed.iter().any(|p| overlaps(p, q)));
     }
-    let me = match managers.iter_mut().position(|m| m.name == manager && m.operation == "Update") {
-        Some(i) => i,
-        None => {
-            managers.push(Manager {
-                name: manager.to_string(),
-                operation: "Update",
-                api_version: api_version.to_string(),
-                time: String::new(),
-                fields: BTreeSet::new(),
-            });
-            managers.len() - 1
-        }
-    };
+    let me =
+        match managers.iter_mut().position(|m| m.name == manager && m.operation == "Update" && m.subresource.is_none())
+        {
+            Some(i) => i,
+            None => {
+                managers.push(Manager {
+                    name: manager.to_string(),
+                    operation: "Update",
+                    api_version: api_version.to_string(),
+                    time: String::new(),
+                    fields: BTreeSet::new(),
+                    subresource: None,
+                });
+                managers.len() - 1
+            }
+        };
     managers[me].fields.extend(changed);
     managers[me].api_version = api_version.to_string();
     managers.retain(|m| !m.fields.is_empty());
@@ -2208,4 +2394,1028 @@ pub fn fabric_apis(dir: &Path) -> (TestApiServer, TestApiServer, TestApiServer) 
     sp.kubeconfig(&dir.join("sp.yaml"), "sp");
     karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
     (franca, sp, karmada)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Controllers (opt-in: `TestApiServer::simulate_controllers`) and CRD objects
+// ---------------------------------------------------------------------------------------------
+
+const HELM_GROUP: &str = "helm.cattle.io";
+const KUEUE: &str = "kueue.x-k8s.io";
+const KARMADA_CLUSTER_GROUP: &str = "cluster.karmada.io";
+const DISCOVERY_GROUP: &str = "discovery.k8s.io";
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+const HELM_CHART_LABEL: &str = "helmcharts.helm.cattle.io/chart";
+const HELM_CONFIG_HASH: &str = "helmcharts.helm.cattle.io/configHash";
+const HELM_JOB_IMAGE: &str = "rancher/klipper-helm:v0.9.4-build20250113";
+const SA_TOKEN_TYPE: &str = "kubernetes.io/service-account-token";
+const SA_NAME_ANNOTATION: &str = "kubernetes.io/service-account.name";
+const MULTIKUEUE_CONTROLLER: &str = "kueue.x-k8s.io/multikueue";
+const KUEUE_NAMESPACE: &str = "kueue-system";
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+const SLICE_MANAGED_BY_LABEL: &str = "endpointslice.kubernetes.io/managed-by";
+const SLICE_MANAGED_BY: &str = "endpointslice-controller.k8s.io";
+/// The message of a failed Job (kube's, for `BackoffLimitExceeded`), also on the HelmChart.
+pub const JOB_FAILED_MESSAGE: &str = "Job has reached the specified backoff limit";
+
+/// Field managers of the simulated controllers.
+const KCM: &str = "kube-controller-manager";
+const HELM_CONTROLLER: &str = "helm-controller";
+const KUEUE_MANAGER: &str = "kueue";
+const KARMADA_MANAGER: &str = "karmada-controller-manager";
+const ENDPOINTSLICE_MANAGER: &str = "endpointslice-controller";
+
+fn is_crd(res: &Resource) -> bool {
+    res.group == CRD_GROUP && res.kind == "CustomResourceDefinition"
+}
+
+fn mk_key(group: &str, kind: &str, ns: &str, name: &str) -> Key {
+    (group.to_string(), kind.to_string(), ns.to_string(), name.to_string())
+}
+
+/// The string at a JSON pointer, or `""`.
+fn text_at<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or("")
+}
+
+/// `metadata.<map>.<key>` (labels, annotations: keys contain `/`, so no JSON pointer), or `""`.
+fn meta_str<'a>(obj: &'a Value, map: &str, key: &str) -> &'a str {
+    obj.get("metadata").and_then(|m| m.get(map)).and_then(|m| m.get(key)).and_then(Value::as_str).unwrap_or("")
+}
+
+fn generation_of(obj: &Value) -> i64 {
+    obj.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(1)
+}
+
+/// The condition of type `ty` in `status.conditions`.
+fn find_condition<'a>(obj: &'a Value, ty: &str) -> Option<&'a Value> {
+    obj.pointer("/status/conditions")?.as_array()?.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
+}
+
+fn condition_is_true(obj: &Value, ty: &str) -> bool {
+    find_condition(obj, ty).is_some_and(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+}
+
+/// The current status as an object (`{}` when absent or not an object).
+fn status_of(obj: &Value) -> Value {
+    obj.get("status").filter(|s| s.is_object()).cloned().unwrap_or_else(|| json!({}))
+}
+
+/// A metav1.Condition (`observedGeneration` when `generation` is given).
+fn condition(ty: &str, ok: bool, reason: &str, message: &str, generation: Option<i64>) -> Value {
+    let mut c = Map::new();
+    c.insert("type".into(), json!(ty));
+    c.insert("status".into(), json!(if ok { "True" } else { "False" }));
+    if let Some(g) = generation {
+        c.insert("observedGeneration".into(), json!(g));
+    }
+    c.insert("lastTransitionTime".into(), json!(now_rfc3339()));
+    c.insert("reason".into(), json!(reason));
+    c.insert("message".into(), json!(message));
+    Value::Object(c)
+}
+
+/// `meta.SetStatusCondition` for each of `new`: a condition of the same type is replaced in place
+/// (others are kept); `lastTransitionTime` is kept while the status does not change, and
+/// `lastUpdateTime` / `lastProbeTime` while status, reason and message do not. This is what
+/// makes a reconcile of an unchanged object a no-op.
+fn set_conditions(status: &mut Value, new: Vec<Value>) {
+    if !status.is_object() {
+        *status = json!({});
+    }
+    let mut list = status.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
+    for mut c in new {
+        match list.iter_mut().find(|o| o.get("type") == c.get("type")) {
+            Some(o) => {
+                let same_status = o.get("status") == c.get("status");
+                let same_text =
+                    same_status && o.get("reason") == c.get("reason") && o.get("message") == c.get("message");
+                for (field, keep) in
+                    [("lastTransitionTime", same_status), ("lastUpdateTime", same_text), ("lastProbeTime", same_text)]
+                {
+                    if keep
+                        && c.get(field).is_some()
+                        && let Some(v) = o.get(field)
+                    {
+                        c[field] = v.clone();
+                    }
+                }
+                *o = c;
+            }
+            None => list.push(c),
+        }
+    }
+    status["conditions"] = Value::Array(list);
+}
+
+/// JSON with object keys sorted (a stable input for hashes).
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|k| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), canonical(&m[*k])))
+                .collect();
+            format!("{{{}}}", parts.join(","))
+        }
+        Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => other.to_string(),
+    }
+}
+
+fn sha256(data: &[u8]) -> Vec<u8> {
+    Sha256::digest(data).iter().copied().collect()
+}
+
+fn hex_upper(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect()
+}
+
+fn base64_url(data: &[u8]) -> String {
+    base64_encode(data).replace('+', "-").replace('/', "_").trim_end_matches('=').to_string()
+}
+
+/// kube's pod-template-hash alphabet (10 characters).
+fn template_hash(template: Option<&Value>) -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let h = sha256(canonical(template.unwrap_or(&Value::Null)).as_bytes());
+    let mut x = u64::from_le_bytes(h[..8].try_into().expect("8 bytes"));
+    (0..10)
+        .map(|_| {
+            let c = ALPHA[(x % ALPHA.len() as u64) as usize] as char;
+            x /= ALPHA.len() as u64;
+            c
+        })
+        .collect()
+}
+
+/// The flavors a ClusterQueue names (`spec.resourceGroups[].flavors[].name`).
+fn cq_flavors(cq: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for rg in cq.pointer("/spec/resourceGroups").and_then(Value::as_array).into_iter().flatten() {
+        for f in rg.get("flavors").and_then(Value::as_array).into_iter().flatten() {
+            let n = text_at(f, "/name");
+            if !n.is_empty() && !out.iter().any(|o| o == n) {
+                out.push(n.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// The admission checks a ClusterQueue names: `spec.admissionChecksStrategy.admissionChecks[].name`
+/// (v1beta1 and v1beta2) and `spec.admissionChecks[]` (v1beta1 only).
+fn cq_checks(cq: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let strategy = cq.pointer("/spec/admissionChecksStrategy/admissionChecks").and_then(Value::as_array);
+    let names = strategy.into_iter().flatten().map(|c| text_at(c, "/name"));
+    let plain = cq.pointer("/spec/admissionChecks").and_then(Value::as_array);
+    for n in names.chain(plain.into_iter().flatten().filter_map(Value::as_str)) {
+        if !n.is_empty() && !out.iter().any(|o| o == n) {
+            out.push(n.to_string());
+        }
+    }
+    out
+}
+
+/// A MultiKueueCluster's kubeconfig source: `spec.clusterSource.kubeConfig` (v1beta2) or
+/// `spec.kubeConfig` (v1beta1) as (locationType, location).
+fn mkc_kubeconfig(mkc: &Value) -> Option<(String, String)> {
+    let kc = mkc.pointer("/spec/clusterSource/kubeConfig").or_else(|| mkc.pointer("/spec/kubeConfig"))?;
+    let lt = match text_at(kc, "/locationType") {
+        "" => "Secret",
+        t => t,
+    };
+    Some((lt.to_string(), text_at(kc, "/location").to_string()))
+}
+
+fn is_sa_token_for(secret: &Value, sa: &str) -> bool {
+    text_at(secret, "/type") == SA_TOKEN_TYPE && meta_str(secret, "annotations", SA_NAME_ANNOTATION) == sa
+}
+
+/// Whether a Deployment's pod template carries every `selector` label.
+fn template_matches(deploy: &Value, selector: &Map<String, Value>) -> bool {
+    let labels = deploy.pointer("/spec/template/metadata/labels");
+    selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// The decoded `data.<key>` of a Secret, when present, valid and non-empty.
+fn secret_value(secret: &Value, key: &str) -> Option<Vec<u8>> {
+    let v = secret.get("data")?.get(key)?.as_str()?;
+    base64_decode(v).filter(|b| !b.is_empty())
+}
+
+impl Shared {
+    /// Reconciles `keys` (and their dependants) `delay` from now, on the server's runtime.
+    fn schedule(&self, keys: Vec<Key>, delay: Duration) {
+        if keys.is_empty() {
+            return;
+        }
+        let me = self.me.clone();
+        self.rt.spawn(async move {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if let Some(s) = me.upgrade() {
+                s.reconcile(&keys);
+            }
+        });
+    }
+
+    /// After a real write of `keys`: schedules their reconciliation when controllers are on.
+    fn trigger(&self, st: &State, keys: Vec<Key>) {
+        if let Some(delay) = st.controllers {
+            self.schedule(keys, delay);
+        }
+    }
+
+    /// One reconcile round: the written objects and their dependants, in key order; whatever the
+    /// controllers write is reconciled one `delay` later.
+    fn reconcile(&self, keys: &[Key]) {
+        let mut st = self.lock();
+        let Some(delay) = st.controllers else { return };
+        let mut targets = BTreeSet::new();
+        for k in keys {
+            targets.extend(self.dependants(&st, k));
+            targets.insert(k.clone());
+        }
+        let mut written: Vec<Key> = Vec::new();
+        for t in &targets {
+            for w in self.reconcile_one(&mut st, t) {
+                if !written.contains(&w) {
+                    written.push(w);
+                }
+            }
+        }
+        drop(st);
+        self.schedule(written, delay);
+    }
+
+    /// The objects whose reconciliation reads `key` (other than `key` itself).
+    fn dependants(&self, st: &State, key: &Key) -> Vec<Key> {
+        let (ns, name) = (key.2.as_str(), key.3.as_str());
+        let of = |group: &'static str, kind: &'static str| {
+            st.objects.iter().filter(move |(k, _)| k.0 == group && k.1 == kind)
+        };
+        let pick = |it: &mut dyn Iterator<Item = (&Key, &Stored)>| it.map(|(k, _)| k.clone()).collect::<Vec<Key>>();
+        match (key.0.as_str(), key.1.as_str()) {
+            ("", "ServiceAccount") => {
+                pick(&mut of("", "Secret").filter(|(k, s)| k.2 == ns && is_sa_token_for(&s.obj, name)))
+            }
+            ("", "Secret") => {
+                let mut out = pick(&mut of(KARMADA_CLUSTER_GROUP, "Cluster").filter(|(_, s)| {
+                    text_at(&s.obj, "/spec/secretRef/namespace") == ns
+                        && text_at(&s.obj, "/spec/secretRef/name") == name
+                }));
+                if ns == KUEUE_NAMESPACE {
+                    out.extend(pick(
+                        &mut of(KUEUE, "MultiKueueCluster")
+                            .filter(|(_, s)| mkc_kubeconfig(&s.obj).is_some_and(|(t, l)| t == "Secret" && l == name)),
+                    ));
+                }
+                out
+            }
+            ("apps", "Deployment") => pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns)),
+            ("batch", "Job") => {
+                let chart = match st.objects.get(key) {
+                    Some(j) => meta_str(&j.obj, "labels", HELM_CHART_LABEL).to_string(),
+                    None => name.strip_prefix("helm-install-").unwrap_or("").to_string(),
+                };
+                let k = mk_key(HELM_GROUP, "HelmChart", ns, &chart);
+                if !chart.is_empty() && st.objects.contains_key(&k) { vec![k] } else { Vec::new() }
+            }
+            (HELM_GROUP, "HelmChartConfig") => {
+                let k = mk_key(HELM_GROUP, "HelmChart", ns, name);
+                if st.objects.contains_key(&k) { vec![k] } else { Vec::new() }
+            }
+            (KUEUE, "ResourceFlavor") => {
+                pick(&mut of(KUEUE, "ClusterQueue").filter(|(_, s)| cq_flavors(&s.obj).iter().any(|f| f == name)))
+            }
+            (KUEUE, "AdmissionCheck") => {
+                pick(&mut of(KUEUE, "ClusterQueue").filter(|(_, s)| cq_checks(&s.obj).iter().any(|c| c == name)))
+            }
+            (KUEUE, "ClusterQueue") => {
+                pick(&mut of(KUEUE, "LocalQueue").filter(|(_, s)| text_at(&s.obj, "/spec/clusterQueue") == name))
+            }
+            (KUEUE, "MultiKueueConfig") => pick(&mut of(KUEUE, "AdmissionCheck").filter(|(_, s)| {
+                text_at(&s.obj, "/spec/parameters/kind") == "MultiKueueConfig"
+                    && text_at(&s.obj, "/spec/parameters/name") == name
+            })),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Runs the controller of `key`'s kind (unless held or its group is not served). Returns the
+    /// keys of the objects it wrote or deleted.
+    fn reconcile_one(&self, st: &mut State, key: &Key) -> Vec<Key> {
+        let (g, k) = (key.0.as_str(), key.1.as_str());
+        let service = g.is_empty() && k == "Service";
+        let held = if service { "endpointslice".to_string() } else { k.to_ascii_lowercase() };
+        if st.held.contains(&held) || st.unserved.contains(g) || (service && st.unserved.contains(DISCOVERY_GROUP)) {
+            return Vec::new();
+        }
+        let written = match (g, k) {
+            (HELM_GROUP, "HelmChart") => self.helm_controller(st, key),
+            ("batch", "Job") => self.job_controller(st, key),
+            ("apps", "Deployment") => self.deployment_controller(st, key),
+            ("apps", "DaemonSet") => self.daemonset_controller(st, key),
+            ("", "Secret") => self.token_controller(st, key),
+            ("", "Service") => self.endpointslice_controller(st, key),
+            (KARMADA_CLUSTER_GROUP, "Cluster") => self.karmada_cluster_controller(st, key),
+            (KUEUE, "ClusterQueue") => self.kueue_cluster_queue(st, key),
+            (KUEUE, "LocalQueue") => self.kueue_local_queue(st, key),
+            (KUEUE, "AdmissionCheck") => self.kueue_admission_check(st, key),
+            (KUEUE, "MultiKueueCluster") => self.kueue_multikueue_cluster(st, key),
+            _ => None,
+        };
+        written.unwrap_or_default()
+    }
+
+    // -- writes by controllers ------------------------------------------------------------------
+
+    /// Creates or updates an object (not its status) as an `Update` by `manager`; its key when
+    /// something changed.
+    fn ctl_put(&self, st: &mut State, obj: Value, manager: &str) -> Option<Key> {
+        let av = text_at(&obj, "/apiVersion").to_string();
+        let res = self.resource_for(&av, text_at(&obj, "/kind"))?.clone();
+        let ns = if res.namespaced { text_at(&obj, "/metadata/namespace") } else { "" };
+        let key = Shared::key(&res, ns, text_at(&obj, "/metadata/name"));
+        let old = st.objects.get(&key).cloned();
+        let managers = update_managers(old.as_ref(), &obj, manager, &av);
+        st.commit(&res, &key, old.as_ref(), obj, managers, false, manager).changed.then_some(key)
+    }
+
+    fn ctl_delete(st: &mut State, key: &Key) -> Option<Key> {
+        st.objects.remove(key)?;
+        st.rv += 1;
+        Some(key.clone())
+    }
+
+    /// Replaces `status` as an `Update` of the status subresource by `manager` (who then owns the
+    /// status fields it changed). Bumps the resourceVersion, not the generation. Nothing happens
+    /// when the status is unchanged, or when the object would fail its schema (recorded in
+    /// `controller_errors`).
+    fn write_status(&self, st: &mut State, key: &Key, status: Value, manager: &str) -> Option<Key> {
+        let old = st.objects.get(key)?;
+        if old.obj.get("status") == Some(&status) {
+            return None;
+        }
+        let mut new = old.clone();
+        new.obj["status"] = status.clone();
+        let av = text_at(&new.obj, "/apiVersion").to_string();
+        if self.schemas.knows(&av, &key.1) {
+            let report = self.schemas.check(&new.obj);
+            if !report.errors.is_empty() {
+                let e = format!("{manager}: {} {}/{}: {}", key.1, key.2, key.3, report.errors.join("; "));
+                eprintln!("kube_api test double: status not written: {e}");
+                if !st.controller_errors.contains(&e) {
+                    st.controller_errors.push(e);
+                }
+                return None;
+            }
+        }
+        let old_w = json!({"status": old.obj.get("status").cloned().unwrap_or_else(|| json!({}))});
+        let new_w = json!({ "status": status });
+        let changed: BTreeSet<FieldPath> =
+            leaves(&new_w).into_iter().filter(|p| get_path(&old_w, p) != get_path(&new_w, p)).collect();
+        for m in new.managers.iter_mut().filter(|m| m.subresource.is_some()) {
+            m.fields.retain(|q| get_path(&new_w, q).is_some() && !changed.iter().any(|p| overlaps(p, q)));
+        }
+        let now = now_rfc3339();
+        let mine = |m: &Manager| m.name == manager && m.operation == "Update" && m.subresource == Some("status");
+        match new.managers.iter_mut().find(|m| mine(m)) {
+            Some(m) => {
+                m.fields.extend(changed);
+                m.time = now;
+                m.api_version = av;
+            }
+            None => new.managers.push(Manager {
+                name: manager.to_string(),
+                operation: "Update",
+                api_version: av,
+                time: now,
+                fields: changed,
+                subresource: Some("status"),
+            }),
+        }
+        new.managers.retain(|m| !m.fields.is_empty());
+        st.rv += 1;
+        new.obj["metadata"]["resourceVersion"] = json!(st.rv.to_string());
+        st.objects.insert(key.clone(), new);
+        Some(key.clone())
+    }
+
+    // -- controllers ----------------------------------------------------------------------------
+
+    /// helm-controller: one install Job per HelmChart, recreated (new uid) when the spec changes;
+    /// `status.jobName`, conditions `JobCreated` and `Failed` (from the Job).
+    fn helm_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let (ns, name) = (key.2.as_str(), key.3.as_str());
+        let job_key = mk_key("batch", "Job", ns, &format!("helm-install-{name}"));
+        let mut written = Vec::new();
+        let Some(chart) = st.objects.get(key).map(|s| s.obj.clone()) else {
+            // The chart is gone: so is its install Job (the real controller first runs a
+            // helm-delete Job).
+            if st.objects.get(&job_key).is_some_and(|j| meta_str(&j.obj, "labels", HELM_CHART_LABEL) == name) {
+                written.extend(Shared::ctl_delete(st, &job_key));
+            }
+            return Some(written);
+        };
+        let spec = chart.get("spec").cloned().unwrap_or_else(|| json!({}));
+        if text_at(&spec, "/chart").is_empty() && text_at(&spec, "/chartContent").is_empty() {
+            return None; // not managed by helm-controller
+        }
+        // The HelmChartConfig of the same name adds its values (and failure policy) to the Job.
+        let config = st
+            .objects
+            .get(&mk_key(HELM_GROUP, "HelmChartConfig", ns, name))
+            .and_then(|c| c.obj.get("spec").cloned())
+            .filter(|c| c.as_object().is_some_and(|m| !m.is_empty()));
+        let hashed = match &config {
+            Some(c) => format!("{}\n{}", canonical(&spec), canonical(c)),
+            None => canonical(&spec),
+        };
+        let hash = format!("SHA256={}", hex_upper(&sha256(hashed.as_bytes())));
+        let current = st.objects.get(&job_key).map(|j| meta_str(&j.obj, "annotations", HELM_CONFIG_HASH).to_string());
+        if current.as_deref() != Some(hash.as_str()) {
+            // Replaced, not patched: delete and create, so the Job gets a new uid.
+            if current.is_some() {
+                Shared::ctl_delete(st, &job_key);
+            }
+            written.extend(self.ctl_put(st, helm_install_job(&chart, &job_key.3, &hash), HELM_CONTROLLER));
+            if current.is_some() && written.is_empty() {
+                written.push(job_key.clone());
+            }
+        }
+        let failed = st
+            .objects
+            .get(&job_key)
+            .and_then(|j| find_condition(&j.obj, "Failed").cloned())
+            .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"));
+        let mut status = status_of(&chart);
+        status["jobName"] = json!(job_key.3);
+        let created = json!({"type": "JobCreated", "status": "True", "reason": "Job created",
+            "message": format!("Applying HelmChart using Job {ns}/{}", job_key.3)});
+        let failed = match failed {
+            Some(c) => {
+                json!({"type": "Failed", "status": "True", "reason": "Job failed", "message": text_at(&c, "/message")})
+            }
+            None => json!({"type": "Failed", "status": "False"}),
+        };
+        set_conditions(&mut status, vec![created, failed]);
+        written.extend(self.write_status(st, key, status, HELM_CONTROLLER));
+        Some(written)
+    }
+
+    /// Job controller: a Job without a terminal condition completes (or fails, see
+    /// `fail_helm_job`).
+    fn job_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let job = st.objects.get(key)?.obj.clone();
+        if condition_is_true(&job, "Complete")
+            || condition_is_true(&job, "Failed")
+            || job.pointer("/spec/suspend") == Some(&json!(true))
+        {
+            return None;
+        }
+        let chart = meta_str(&job, "labels", HELM_CHART_LABEL);
+        let fail = match st.fail_helm.get_mut(chart) {
+            Some(n) if *n > 0 && !chart.is_empty() => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        };
+        st.fail_helm.retain(|_, n| *n > 0);
+        let now = now_rfc3339();
+        let mut status = status_of(&job);
+        if status.get("startTime").is_none() {
+            status["startTime"] = job.pointer("/metadata/creationTimestamp").cloned().unwrap_or_else(|| json!(now));
+        }
+        let (ty, reason, message) = if fail {
+            status["failed"] = json!(1);
+            ("Failed", "BackoffLimitExceeded", JOB_FAILED_MESSAGE)
+        } else {
+            status["completionTime"] = json!(now);
+            status["succeeded"] = json!(1);
+            ("Complete", "CompletionsReached", "Reached expected number of succeeded pods")
+        };
+        let c = json!({"type": ty, "status": "True", "lastProbeTime": now, "lastTransitionTime": now,
+            "reason": reason, "message": message});
+        set_conditions(&mut status, vec![c]);
+        Some(self.write_status(st, key, status, KCM).into_iter().collect())
+    }
+
+    /// Deployment controller: every replica is updated, ready and available at once.
+    fn deployment_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let d = st.objects.get(key)?.obj.clone();
+        let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let mut status = status_of(&d);
+        status["observedGeneration"] = json!(generation_of(&d));
+        for f in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
+            if replicas > 0 {
+                status[f] = json!(replicas);
+            } else if let Some(m) = status.as_object_mut() {
+                m.remove(f);
+            }
+        }
+        if let Some(m) = status.as_object_mut() {
+            m.remove("unavailableReplicas");
+        }
+        let now = now_rfc3339();
+        let rs = format!("{}-{}", key.3, template_hash(d.pointer("/spec/template")));
+        let c = |ty: &str, reason: &str, message: String| {
+            json!({"type": ty, "status": "True", "lastUpdateTime": now, "lastTransitionTime": now,
+                "reason": reason, "message": message})
+        };
+        set_conditions(
+            &mut status,
+            vec![
+                c("Available", "MinimumReplicasAvailable", "Deployment has minimum availability.".into()),
+                c("Progressing", "NewReplicaSetAvailable", format!("ReplicaSet \"{rs}\" has successfully progressed.")),
+            ],
+        );
+        Some(self.write_status(st, key, status, KCM).into_iter().collect())
+    }
+
+    /// DaemonSet controller: one node, its pod updated, ready and available.
+    fn daemonset_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let d = st.objects.get(key)?.obj.clone();
+        let mut status = status_of(&d);
+        for (f, v) in [
+            ("currentNumberScheduled", 1),
+            ("desiredNumberScheduled", 1),
+            ("numberAvailable", 1),
+            ("numberMisscheduled", 0),
+            ("numberReady", 1),
+            ("observedGeneration", generation_of(&d)),
+            ("updatedNumberScheduled", 1),
+        ] {
+            status[f] = json!(v);
+        }
+        Some(self.write_status(st, key, status, KCM).into_iter().collect())
+    }
+
+    /// Token controller: fills `token`, `ca.crt` and `namespace` of a ServiceAccount token Secret
+    /// once its ServiceAccount exists.
+    fn token_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let secret = st.objects.get(key)?.obj.clone();
+        let sa = meta_str(&secret, "annotations", SA_NAME_ANNOTATION);
+        if text_at(&secret, "/type") != SA_TOKEN_TYPE || sa.is_empty() {
+            return None;
+        }
+        let sa_obj = st.objects.get(&mk_key("", "ServiceAccount", &key.2, sa))?;
+        let sa_uid = text_at(&sa_obj.obj, "/metadata/uid").to_string();
+        let data = secret.get("data").filter(|d| d.is_object()).cloned().unwrap_or_else(|| json!({}));
+        let mut new = data.clone();
+        if secret_value(&secret, "token").is_none() {
+            let token = self.sa_token(&key.2, &key.3, sa, &sa_uid, text_at(&secret, "/metadata/uid"));
+            new["token"] = json!(base64_encode(token.as_bytes()));
+        }
+        new["ca.crt"] = json!(base64_encode(self.ca_pem().as_bytes()));
+        new["namespace"] = json!(base64_encode(key.2.as_bytes()));
+        if new == data {
+            return None;
+        }
+        let mut obj = secret;
+        obj["data"] = new;
+        Some(self.ctl_put(st, obj, KCM).into_iter().collect())
+    }
+
+    /// EndpointSlice controller: `<service>-fabric` with one ready endpoint per ready replica of
+    /// every Deployment in the namespace whose pod template matches the Service's selector.
+    fn endpointslice_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let (ns, name) = (key.2.as_str(), key.3.as_str());
+        let slice_key = mk_key(DISCOVERY_GROUP, "EndpointSlice", ns, &format!("{name}-fabric"));
+        let svc = st.objects.get(key).map(|s| s.obj.clone());
+        let selector = svc.as_ref().and_then(|s| s.pointer("/spec/selector")).and_then(Value::as_object).cloned();
+        let (Some(svc), Some(selector)) = (svc, selector.filter(|s| !s.is_empty())) else {
+            let ours = st
+                .objects
+                .get(&slice_key)
+                .is_some_and(|s| meta_str(&s.obj, "labels", SLICE_MANAGED_BY_LABEL) == SLICE_MANAGED_BY);
+            return Some(if ours { Shared::ctl_delete(st, &slice_key).into_iter().collect() } else { Vec::new() });
+        };
+        let deployments: Vec<(String, Value)> = st
+            .objects
+            .iter()
+            .filter(|(k, s)| k.0 == "apps" && k.1 == "Deployment" && k.2 == ns && template_matches(&s.obj, &selector))
+            .map(|(k, s)| (k.3.clone(), s.obj.clone()))
+            .collect();
+        let mut endpoints = Vec::new();
+        for (dname, d) in &deployments {
+            let ready = d.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0).max(0) as usize;
+            let h = sha256(format!("{ns}/{dname}").as_bytes());
+            let hash = template_hash(d.pointer("/spec/template"));
+            for i in 0..ready {
+                let ip = format!("10.{}.{}.{}", h[0], h[1].wrapping_add((i / 254) as u8), i % 254 + 1);
+                endpoints.push(json!({
+                    "addresses": [ip],
+                    "conditions": {"ready": true, "serving": true, "terminating": false},
+                    "targetRef": {"kind": "Pod", "namespace": ns, "name": format!("{dname}-{hash}-{i}")},
+                }));
+            }
+        }
+        let mut ports = Vec::new();
+        for p in svc.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
+            let port = match p.get("targetPort") {
+                Some(Value::Number(n)) => Some(json!(n)),
+                Some(Value::String(named)) => deployments.iter().find_map(|(_, d)| {
+                    let containers = d.pointer("/spec/template/spec/containers").and_then(Value::as_array)?;
+                    containers
+                        .iter()
+                        .flat_map(|c| c.get("ports").and_then(Value::as_array).into_iter().flatten())
+                        .find(|cp| text_at(cp, "/name") == named)
+                        .and_then(|cp| cp.get("containerPort").cloned())
+                }),
+                _ => None,
+            };
+            let mut e = Map::new();
+            if let Some(n) = p.get("name") {
+                e.insert("name".into(), n.clone());
+            }
+            e.insert("port".into(), port.or_else(|| p.get("port").cloned()).unwrap_or(Value::Null));
+            e.insert("protocol".into(), p.get("protocol").cloned().unwrap_or_else(|| json!("TCP")));
+            if let Some(a) = p.get("appProtocol") {
+                e.insert("appProtocol".into(), a.clone());
+            }
+            ports.push(Value::Object(e));
+        }
+        // Empty lists are `null`, as kube-apiserver serializes them.
+        let list = |v: Vec<Value>| if v.is_empty() { Value::Null } else { Value::Array(v) };
+        let slice = json!({
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {
+                "name": slice_key.3,
+                "namespace": ns,
+                "labels": {SERVICE_NAME_LABEL: name, SLICE_MANAGED_BY_LABEL: SLICE_MANAGED_BY},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Service", "name": name,
+                    "uid": text_at(&svc, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}],
+            },
+            "addressType": "IPv4",
+            "endpoints": list(endpoints),
+            "ports": list(ports),
+        });
+        Some(self.ctl_put(st, slice, ENDPOINTSLICE_MANAGER).into_iter().collect())
+    }
+
+    /// Karmada cluster-status controller: `Ready` from the credentials in `spec.secretRef`.
+    fn karmada_cluster_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let c = st.objects.get(key)?.obj.clone();
+        let (sns, sname) = (text_at(&c, "/spec/secretRef/namespace"), text_at(&c, "/spec/secretRef/name"));
+        let problem = if sns.is_empty() || sname.is_empty() {
+            Some("spec.secretRef is not set, there are no credentials to reach the member cluster".to_string())
+        } else {
+            match st.objects.get(&mk_key("", "Secret", sns, sname)) {
+                None => Some(format!("secret \"{sns}/{sname}\" (spec.secretRef) not found")),
+                Some(s) if secret_value(&s.obj, "token").is_none() => {
+                    Some(format!("secret \"{sns}/{sname}\" (spec.secretRef) has no token"))
+                }
+                Some(_) => None,
+            }
+        };
+        let cond = match problem {
+            None => condition("Ready", true, "ClusterReady", "cluster is healthy and ready to accept workloads", None),
+            Some(why) => {
+                condition("Ready", false, "ClusterNotReachable", &format!("cluster is not reachable: {why}"), None)
+            }
+        };
+        let mut status = status_of(&c);
+        set_conditions(&mut status, vec![cond]);
+        Some(self.write_status(st, key, status, KARMADA_MANAGER).into_iter().collect())
+    }
+
+    fn kueue_active(&self, st: &mut State, key: &Key, obj: &Value, ok: bool, reason: &str, msg: &str) -> Vec<Key> {
+        let mut status = status_of(obj);
+        set_conditions(&mut status, vec![condition("Active", ok, reason, msg, Some(generation_of(obj)))]);
+        self.write_status(st, key, status, KUEUE_MANAGER).into_iter().collect()
+    }
+
+    /// Kueue ClusterQueue: `Active` when its flavors and admission checks exist (and the checks
+    /// are active) and it is not stopped.
+    fn kueue_cluster_queue(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let cq = st.objects.get(key)?.obj.clone();
+        let exists = |kind: &str, n: &str| st.objects.get(&mk_key(KUEUE, kind, "", n));
+        let missing_flavors: Vec<String> =
+            cq_flavors(&cq).into_iter().filter(|f| exists("ResourceFlavor", f).is_none()).collect();
+        let checks = cq_checks(&cq);
+        let missing_checks: Vec<&String> = checks.iter().filter(|c| exists("AdmissionCheck", c).is_none()).collect();
+        let inactive_checks: Vec<&String> = checks
+            .iter()
+            .filter(|c| exists("AdmissionCheck", c).is_some_and(|ac| !condition_is_true(&ac.obj, "Active")))
+            .collect();
+        let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let (ok, reason, msg) = if matches!(text_at(&cq, "/spec/stopPolicy"), "Hold" | "HoldAndDrain") {
+            (false, "Stopped", "Can't admit new workloads: is stopped.".to_string())
+        } else if !missing_flavors.is_empty() {
+            let v: Vec<&String> = missing_flavors.iter().collect();
+            (
+                false,
+                "FlavorNotFound",
+                format!("Can't admit new workloads: references missing ResourceFlavor(s): {}.", join(&v)),
+            )
+        } else if !missing_checks.is_empty() {
+            let m =
+                format!("Can't admit new workloads: references missing AdmissionCheck(s): {}.", join(&missing_checks));
+            (false, "AdmissionCheckNotFound", m)
+        } else if !inactive_checks.is_empty() {
+            let m = format!(
+                "Can't admit new workloads: references inactive AdmissionCheck(s): {}.",
+                join(&inactive_checks)
+            );
+            (false, "AdmissionCheckInactive", m)
+        } else {
+            (true, "Ready", "Can admit new workloads".to_string())
+        };
+        Some(self.kueue_active(st, key, &cq, ok, reason, &msg))
+    }
+
+    /// Kueue LocalQueue: `Active` when its ClusterQueue exists and is active.
+    fn kueue_local_queue(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let lq = st.objects.get(key)?.obj.clone();
+        let cq_name = text_at(&lq, "/spec/clusterQueue");
+        let (ok, reason, msg) = match st.objects.get(&mk_key(KUEUE, "ClusterQueue", "", cq_name)) {
+            None => (
+                false,
+                "ClusterQueueDoesNotExist",
+                format!("Can't submit new workloads to clusterQueue: ClusterQueue \"{cq_name}\" does not exist"),
+            ),
+            Some(cq) if !condition_is_true(&cq.obj, "Active") => (
+                false,
+                "ClusterQueueIsInactive",
+                format!("Can't submit new workloads to clusterQueue: ClusterQueue \"{cq_name}\" is inactive"),
+            ),
+            Some(_) => (true, "Ready", "Can submit new workloads to localQueue".to_string()),
+        };
+        Some(self.kueue_active(st, key, &lq, ok, reason, &msg))
+    }
+
+    /// Kueue AdmissionCheck (MultiKueue's controller): `Active` when `spec.parameters` names an
+    /// existing MultiKueueConfig.
+    fn kueue_admission_check(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let ac = st.objects.get(key)?.obj.clone();
+        let controller = text_at(&ac, "/spec/controllerName");
+        let (group, kind, name) = (
+            text_at(&ac, "/spec/parameters/apiGroup"),
+            text_at(&ac, "/spec/parameters/kind"),
+            text_at(&ac, "/spec/parameters/name"),
+        );
+        let bad = |m: String| (false, "BadConfig", format!("Cannot load the AdmissionChecks parameters: {m}"));
+        let (ok, reason, msg) = if controller != MULTIKUEUE_CONTROLLER {
+            let m = format!(
+                "no controller for {controller:?} runs in the test double (only {MULTIKUEUE_CONTROLLER} is simulated)"
+            );
+            (false, "Inactive", m)
+        } else if name.is_empty() {
+            bad("spec.parameters is not set".into())
+        } else if group != KUEUE || kind != "MultiKueueConfig" {
+            bad(format!("unsupported parameters {group}/{kind}, want {KUEUE}/MultiKueueConfig"))
+        } else if !st.objects.contains_key(&mk_key(KUEUE, "MultiKueueConfig", "", name)) {
+            bad(format!("MultiKueueConfig.{KUEUE} \"{name}\" not found"))
+        } else {
+            (true, "Active", "The admission check is active".to_string())
+        };
+        Some(self.kueue_active(st, key, &ac, ok, reason, &msg))
+    }
+
+    /// Kueue MultiKueueCluster: `Active` when its kubeconfig Secret (in `kueue-system`) holds a
+    /// `kubeconfig` with clusters, users and contexts.
+    fn kueue_multikueue_cluster(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        let mkc = st.objects.get(key)?.obj.clone();
+        let problem = match mkc_kubeconfig(&mkc) {
+            None if mkc.pointer("/spec/clusterSource/clusterProfileRef").is_some() => {
+                Some("spec.clusterSource.clusterProfileRef is not supported by the test double".to_string())
+            }
+            None => Some("no kubeConfig is set".to_string()),
+            Some((t, _)) if t != "Secret" => {
+                Some(format!("kubeConfig locationType {t} is not supported by the test double (only Secret)"))
+            }
+            Some((_, loc)) => match st.objects.get(&mk_key("", "Secret", KUEUE_NAMESPACE, &loc)) {
+                None => Some(format!("failed to load the kubeconfig: Secret \"{KUEUE_NAMESPACE}/{loc}\" not found")),
+                Some(s) => match secret_value(&s.obj, "kubeconfig") {
+                    None => Some(format!(
+                        "failed to load the kubeconfig: Secret \"{KUEUE_NAMESPACE}/{loc}\" has no \"kubeconfig\" key"
+                    )),
+                    Some(bytes) => kubeconfig_problem(&bytes)
+                        .map(|p| format!("invalid kubeconfig in Secret \"{KUEUE_NAMESPACE}/{loc}\": {p}")),
+                },
+            },
+        };
+        let (ok, reason, msg) = match problem {
+            None => (true, "Active", "Connected".to_string()),
+            Some(p) => (false, "BadConfig", p),
+        };
+        Some(self.kueue_active(st, key, &mkc, ok, reason, &msg))
+    }
+
+    // -- credentials ----------------------------------------------------------------------------
+
+    /// SHA-256 of the server's seed and `parts`.
+    fn digest(&self, parts: &[&str]) -> Vec<u8> {
+        let mut h = Sha256::new();
+        h.update(self.seed.to_le_bytes());
+        for p in parts {
+            h.update(p.as_bytes());
+            h.update([0u8]);
+        }
+        h.finalize().iter().copied().collect()
+    }
+
+    /// A PEM-looking CA certificate, the same for every Secret of this server.
+    fn ca_pem(&self) -> String {
+        let mut der = vec![0x30, 0x82, 0x01, 0x7c];
+        for i in 0..12 {
+            der.extend(self.digest(&["cluster-ca", &i.to_string()]));
+        }
+        let b64 = base64_encode(&der);
+        let lines: Vec<&str> = b64.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).unwrap_or("")).collect();
+        format!("-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n", lines.join("\n"))
+    }
+
+    /// A JWT-looking ServiceAccount token, unique per Secret (its uid).
+    fn sa_token(&self, ns: &str, secret: &str, sa: &str, sa_uid: &str, secret_uid: &str) -> String {
+        let kid = base64_url(&self.digest(&["kid"])[..24]);
+        let header = base64_url(json!({"alg": "RS256", "kid": kid}).to_string().as_bytes());
+        let payload = json!({
+            "iss": "kubernetes/serviceaccount",
+            "kubernetes.io/serviceaccount/namespace": ns,
+            "kubernetes.io/serviceaccount/secret.name": secret,
+            "kubernetes.io/serviceaccount/service-account.name": sa,
+            "kubernetes.io/serviceaccount/service-account.uid": sa_uid,
+            "sub": format!("system:serviceaccount:{ns}:{sa}"),
+        });
+        let mut sig = Vec::new();
+        for i in 0..8 {
+            sig.extend(self.digest(&["token", secret_uid, ns, secret, &i.to_string()]));
+        }
+        format!("{header}.{}.{}", base64_url(payload.to_string().as_bytes()), base64_url(&sig))
+    }
+
+    // -- CustomResourceDefinition objects -------------------------------------------------------
+
+    /// One CRD object per (group, kind) loaded from a CRD file (not Karmada's swagger) of a served
+    /// group, sorted by name.
+    fn crd_objects(&self, st: &State) -> Vec<Value> {
+        let established = !(st.controllers.is_some() && st.held.contains("customresourcedefinition"));
+        let mut kinds: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+        for (g, v, k) in self.schemas.kinds() {
+            let av = format!("{g}/{v}");
+            let swagger = self
+                .schemas
+                .source(&av, &k)
+                .and_then(|p| p.file_name())
+                .is_some_and(|n| n.to_str() == Some("swagger.json"));
+            if !swagger && !st.unserved.contains(&g) {
+                kinds.entry((g, k)).or_default().push(v);
+            }
+        }
+        let mut out: Vec<Value> = kinds
+            .into_iter()
+            .map(|((g, k), mut versions)| {
+                versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+                let plural = plural_of(&k);
+                let name = format!("{plural}.{g}");
+                let mut storage = Vec::new();
+                let vs: Vec<Value> = versions
+                    .iter()
+                    .map(|v| {
+                        let s = self.schemas.version_status(&format!("{g}/{v}"), &k).expect("known version");
+                        if s.storage {
+                            storage.push(json!(v));
+                        }
+                        json!({"name": v, "served": s.served, "storage": s.storage})
+                    })
+                    .collect();
+                let namespaced = self.schemas.namespaced(&format!("{g}/{}", versions[0]), &k).unwrap_or(true);
+                let names = json!({"kind": k, "listKind": format!("{k}List"), "plural": plural,
+                    "singular": k.to_ascii_lowercase()});
+                let h = sha256(name.as_bytes());
+                let uid = format!(
+                    "{}-{}-{}-{}-{}",
+                    hex_upper(&h[0..4]),
+                    hex_upper(&h[4..6]),
+                    hex_upper(&h[6..8]),
+                    hex_upper(&h[8..10]),
+                    hex_upper(&h[10..16])
+                )
+                .to_ascii_lowercase();
+                let t = &self.started;
+                let est = if established {
+                    json!({"type": "Established", "status": "True", "lastTransitionTime": t,
+                        "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"})
+                } else {
+                    json!({"type": "Established", "status": "False", "lastTransitionTime": t,
+                        "reason": "Installing", "message": "the initial names have been accepted"})
+                };
+                json!({
+                    "apiVersion": "apiextensions.k8s.io/v1",
+                    "kind": "CustomResourceDefinition",
+                    "metadata": {"name": name, "uid": uid, "resourceVersion": "1", "generation": 1,
+                        "creationTimestamp": t},
+                    "spec": {"group": g, "names": names, "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                        "versions": vs},
+                    "status": {
+                        "acceptedNames": names,
+                        "conditions": [
+                            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": t,
+                                "reason": "NoConflicts", "message": "no conflicts found"},
+                            est,
+                        ],
+                        "storedVersions": storage,
+                    },
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| text_at(a, "/metadata/name").cmp(text_at(b, "/metadata/name")));
+        out
+    }
+
+    fn crd_get(&self, res: &Resource, name: &str) -> Out {
+        let st = self.lock();
+        match self.crd_objects(&st).into_iter().find(|o| text_at(o, "/metadata/name") == name) {
+            Some(o) => out(200, o),
+            None => not_found(res, name),
+        }
+    }
+}
+
+/// Why a kubeconfig is unusable (`None` when it is a YAML mapping with clusters, users and
+/// contexts).
+fn kubeconfig_problem(bytes: &[u8]) -> Option<String> {
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(_) => return Some("it is not UTF-8".into()),
+    };
+    let doc: Value = match serde_saphyr::from_str(text) {
+        Ok(d) => d,
+        Err(e) => return Some(format!("it is not YAML: {e}")),
+    };
+    if !doc.is_object() {
+        return Some("it is not a YAML mapping".into());
+    }
+    let missing: Vec<&str> =
+        ["clusters", "users", "contexts"].into_iter().filter(|k| doc.get(*k).is_none_or(Value::is_null)).collect();
+    if missing.is_empty() { None } else { Some(format!("missing {}", missing.join(", "))) }
+}
+
+/// The install Job helm-controller creates for a HelmChart (a trimmed version of the real one).
+fn helm_install_job(chart: &Value, job_name: &str, hash: &str) -> Value {
+    let name = text_at(chart, "/metadata/name");
+    let ns = text_at(chart, "/metadata/namespace");
+    let spec = chart.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let target = match text_at(&spec, "/targetNamespace") {
+        "" => ns,
+        t => t,
+    };
+    let mut args = vec![json!("install")];
+    if !text_at(&spec, "/targetNamespace").is_empty() {
+        args.extend([json!("--namespace"), json!(target)]);
+    }
+    if spec.get("createNamespace") == Some(&json!(true)) {
+        args.push(json!("--create-namespace"));
+    }
+    if !text_at(&spec, "/version").is_empty() {
+        args.extend([json!("--version"), json!(text_at(&spec, "/version"))]);
+    }
+    let image = match text_at(&spec, "/jobImage") {
+        "" => HELM_JOB_IMAGE,
+        i => i,
+    };
+    let env: Vec<Value> = [
+        ("NAME", name),
+        ("VERSION", text_at(&spec, "/version")),
+        ("REPO", text_at(&spec, "/repo")),
+        ("CHART", text_at(&spec, "/chart")),
+        ("CHART_NAMESPACE", ns),
+        ("TARGET_NAMESPACE", target),
+    ]
+    .iter()
+    .map(|(n, v)| json!({"name": n, "value": v}))
+    .collect();
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name,
+            "namespace": ns,
+            "labels": {HELM_CHART_LABEL: name},
+            "annotations": {HELM_CONFIG_HASH: hash},
+            "ownerReferences": [{"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "name": name,
+                "uid": text_at(chart, "/metadata/uid"), "controller": true, "blockOwnerDeletion": true}],
+        },
+        "spec": {
+            "backoffLimit": 1000,
+            "template": {
+                "metadata": {"labels": {HELM_CHART_LABEL: name}, "annotations": {HELM_CONFIG_HASH: hash}},
+                "spec": {
+                    "restartPolicy": "OnFailure",
+                    "serviceAccountName": format!("helm-{name}"),
+                    "containers": [{"name": "helm", "image": image, "imagePullPolicy": "IfNotPresent",
+                        "args": args, "env": env}],
+                },
+            },
+        },
+    })
 }

@@ -1,0 +1,337 @@
+//! End to end: phases A to D on the lab (SSH: K3s configs, the WireGuard tunnel) and on three
+//! test API servers (franca, sp, Karmada) whose simulated controllers fill statuses, tokens and
+//! install Jobs. One apply creates everything; the next plan is clean; a hand edit is drift;
+//! removing a queue plans only its deletion; a 422 mid-step reverts the step; a wait that never
+//! ends fails and reverts; one cluster down leaves the other site plannable and appliable;
+//! verify reports the seed's checks. Needs root (network namespaces).
+
+#[path = "support/kube_api.rs"]
+mod kube_api;
+#[path = "support/lab.rs"]
+mod lab;
+#[path = "support/run.rs"]
+mod run;
+
+use std::process::Output;
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube_api::TestApiServer;
+use run::out;
+use serde_json::{Value, json};
+
+const TOPOLOGY: &str = include_str!("data/lab-full.yaml");
+
+fn b64(v: &Value) -> String {
+    String::from_utf8(base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or_default()).unwrap())
+        .unwrap()
+}
+
+fn secret(server: &TestApiServer, ns: &str, name: &str) -> Value {
+    server.object("v1", "Secret", Some(ns), name).unwrap_or_else(|| panic!("Secret {ns}/{name}"))["data"].clone()
+}
+
+fn condition(obj: &Value, kind: &str) -> String {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == kind))
+        .map(|c| c["status"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}
+
+/// What the Cilium chart would have made (the double runs no charts): agents, operator,
+/// clustermesh-apiserver and its view of the peers.
+fn cilium_chart_output(server: &TestApiServer, peer: &str) {
+    let ready = json!({"desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1, "numberAvailable": 1, "observedGeneration": 1});
+    server.put_raw_as(
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "cilium", "namespace": "kube-system", "generation": 1},
+            "spec": {"selector": {"matchLabels": {"k8s-app": "cilium"}}, "template": {"metadata": {"labels": {"k8s-app": "cilium"}}, "spec": {"containers": [{"name": "agent", "image": "cilium"}]}}},
+            "status": ready}),
+        "helm",
+    );
+    for name in ["cilium-operator", "clustermesh-apiserver"] {
+        server.put_raw_as(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": "c", "image": name}]}}}}),
+            "helm",
+        );
+    }
+    server.put_raw_as(
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "clustermesh-apiserver", "namespace": "kube-system"},
+            "spec": {"type": "NodePort", "selector": {"app": "clustermesh-apiserver"}, "ports": [{"port": 2379, "nodePort": 32379}]}}),
+        "helm",
+    );
+    server.put_raw_as(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cilium-clustermesh", "namespace": "kube-system"},
+            "data": {peer: "ZW5kcG9pbnRzOiBbXQo="}}),
+        "helm",
+    );
+}
+
+#[test]
+fn phases_a_to_d_end_to_end() {
+    let lab = lab::Lab::up("ee", "10.247", &[], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+    for s in [&franca, &sp, &karmada] {
+        s.simulate_controllers(Duration::from_millis(100));
+    }
+    let topology = |t: &str| {
+        t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
+            .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
+            .replace("/nonexistent/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
+    };
+    let write = |t: &str| std::fs::write(dir.join("topology.yaml"), topology(t)).unwrap();
+    write(TOPOLOGY);
+    let fabric =
+        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
+    let all = ["--phase", "A", "--phase", "B", "--phase", "C", "--phase", "D"];
+    let with = |extra: &[&'static str]| -> Vec<&'static str> { all.iter().chain(extra).copied().collect() };
+
+    // 1. One apply of phases A to D creates everything, waiting for the controllers.
+    let o = fabric(&[&["apply"][..], &with(&["--auto-approve", "--wait-timeout", "30"])].concat());
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    for evidence in [
+        "kube-system/HelmChart/cilium ready: install job helm-install-cilium complete",
+        "B.1: check passed",
+        "karmada/Cluster/sp ready: Ready=True",
+        "cluster.franca/MultiKueueCluster/sp ready: Active=True",
+        "cluster.sp/ClusterQueue/gpu-batch ready: Active=True",
+        "cluster.franca/ClusterQueue/gpu-batch ready: Active=True",
+    ] {
+        assert!(text.contains(evidence), "missing `{evidence}` in:\n{text}");
+    }
+    // The mesh has one CA: generated in franca, copied to sp.
+    let (ca_franca, ca_sp) = (secret(&franca, "kube-system", "cilium-ca"), secret(&sp, "kube-system", "cilium-ca"));
+    assert!(b64(&ca_franca["ca.crt"]).starts_with("-----BEGIN CERTIFICATE-----"), "a generated CA");
+    assert!(b64(&ca_franca["ca.key"]).contains("PRIVATE KEY"));
+    assert_eq!(ca_franca, ca_sp, "sp has franca's CA");
+    // Karmada's credentials for each member are the member's ServiceAccount token.
+    let sp_token = secret(&sp, "karmada-cluster", "karmada-member-token");
+    assert_eq!(secret(&karmada, "karmada-cluster", "sp")["token"], sp_token["token"]);
+    assert_eq!(
+        condition(&karmada.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp").unwrap(), "Ready"),
+        "True"
+    );
+    // ArgoCD's cluster secret holds Karmada's token for the Karmada API.
+    let argo = secret(&franca, "argocd", "karmada-api");
+    let config: Value = serde_json::from_str(&b64(&argo["config"])).unwrap();
+    let karmada_token = b64(&secret(&karmada, "kube-system", "argocd-manager-token")["token"]);
+    assert_eq!(config["bearerToken"], karmada_token.as_str());
+    assert_eq!(b64(&argo["server"]), "https://172.30.1.10:32443");
+    assert_eq!(b64(&argo["name"]), "karmada");
+    // MultiKueue's kubeconfig for sp: sp's API and sp's token for MultiKueue.
+    let kc = b64(&secret(&franca, "kueue-system", "multikueue-sp")["kubeconfig"]);
+    let worker_token = b64(&secret(&sp, "kueue-system", "multikueue-worker-token")["token"]);
+    assert!(
+        kc.contains("server: \"https://172.30.2.10:6443\"") || kc.contains("server: https://172.30.2.10:6443"),
+        "{kc}"
+    );
+    assert!(kc.contains(&worker_token), "the kubeconfig authenticates with sp's token");
+    // No secret reached the output or the journal.
+    let journal: String = std::fs::read_dir(dir.join(".fabric/runs"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    for s in [&karmada_token, &worker_token, &b64(&sp_token["token"]), &b64(&ca_franca["ca.key"])] {
+        let needle = s.lines().nth(1).unwrap_or(s);
+        assert!(!text.contains(needle) && !journal.contains(needle), "a secret leaked");
+    }
+
+    // 2. The next plan has nothing to do.
+    let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // 3. verify: the seed's checks against what the controllers report, and for what no
+    // simulated controller makes, what the real thing would have made: Cilium's chart output,
+    // and the services Karmada propagates from the manifests ArgoCD syncs into it.
+    cilium_chart_output(&franca, "sp");
+    cilium_chart_output(&sp, "franca");
+    let o = fabric(&["verify", "--step", "C.5"]);
+    assert_eq!(o.status.code(), Some(1), "nothing propagated yet: {}", out(&o));
+    assert!(out(&o).contains("cluster.sp: Deployment ai/vllm not propagated"), "{}", out(&o));
+    for (server, name, ns) in [(&franca, "vllm", "ai"), (&sp, "vllm", "ai"), (&franca, "qdrant", "data")] {
+        server.put_raw_as(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": name}]}}}}),
+            "karmada-execution-controller",
+        );
+    }
+    // The simulated controllers report the new Deployments' status a moment later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let o = fabric(&[&["verify"][..], &all].concat());
+        if o.status.success() || std::time::Instant::now() > deadline {
+            assert!(o.status.success(), "{}", out(&o));
+            break out(&o);
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    for check in [
+        "PASS  B.1",
+        "the same cilium-ca in 2 clusters",
+        "connects to sp",
+        "Cluster/sp Ready=True",
+        "ready backend(s)",
+        "Deployment ai/vllm present",
+        "MultiKueueCluster/sp Active=True",
+    ] {
+        assert!(text.contains(check), "missing `{check}` in:\n{text}");
+    }
+    // A cluster that lost its view of the peer fails B.2, naming it.
+    sp.put_raw_as(
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cilium-clustermesh", "namespace": "kube-system"}, "data": {}}),
+        "helm",
+    );
+    let o = fabric(&["verify", "--phase", "B"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("cluster.sp: no connection configured to franca"), "{}", out(&o));
+
+    // 4. A hand edit is drift, with the other manager named; --force-conflicts repairs it.
+    let mut cq = sp.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-interactive").unwrap();
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = json!(5);
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        cq["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    sp.put_raw_as(cq, "kubectl");
+    let o = fabric(&["plan", "--phase", "D", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert!(text.contains("~ cluster.sp/ClusterQueue/gpu-interactive"), "{text}");
+    assert!(text.contains("nominalQuota: 5"), "{text}");
+    let o = fabric(&["apply", "--phase", "D", "--auto-approve", "--force-conflicts"]);
+    assert!(o.status.success(), "{}", out(&o));
+
+    // 5. Removing a queue from the topology plans its deletion and nothing else.
+    // franca's queue (the first of the two with that name).
+    let without = TOPOLOGY.replacen(
+        "      - name: gpu-interactive\n        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n",
+        "",
+        1,
+    );
+    assert_ne!(without, TOPOLOGY);
+    write(&without);
+    let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("- cluster.franca/ClusterQueue/gpu-interactive"), "{text}");
+    assert!(text.contains("- cluster.franca/ai/LocalQueue/interactive"), "{text}");
+    assert!(text.contains("Plan: 0 to create, 0 to update, 2 to delete."), "{text}");
+    let o = fabric(&[&["apply"][..], &with(&["--auto-approve"])].concat());
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(franca.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-interactive").is_none());
+    assert!(sp.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-interactive").is_some(), "sp keeps its own");
+    write(TOPOLOGY);
+    let o = fabric(&["apply", "--step", "D.1@franca", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+
+    // 6. A 422 in the middle of a step reverts what the step did before it: a new queue's
+    // ClusterQueue is created, its LocalQueue refused, so the ClusterQueue goes again.
+    let more = TOPOLOGY.replacen(
+        "  - name: sp\n",
+        "      - name: gpu-extra\n        gpu_quota: 0\n        local_queues: [{ name: extra, namespace: ai }]\n  - name: sp\n",
+        1,
+    );
+    write(&more);
+    franca.fail_next("apply", "LocalQueue", 422);
+    let o = fabric(&["apply", "--step", "D.1@franca", "--auto-approve"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("failed and was reverted"), "{text}");
+    assert!(franca.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-extra").is_none(), "reverted: {text}");
+
+    // 7. A controller that never reports ready: the wait times out and the step is reverted.
+    franca.hold("ClusterQueue", true);
+    let o = fabric(&["apply", "--step", "D.1@franca", "--auto-approve", "--wait-timeout", "3"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("ClusterQueue/gpu-extra") && text.contains("not ready after 3 s"), "{text}");
+    assert!(franca.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-extra").is_none(), "reverted: {text}");
+    franca.hold("ClusterQueue", false);
+
+    // 8. One cluster down: plan names it and still plans the other site; apply of the other
+    // site works.
+    sp.set_down(true);
+    let o = fabric(&["plan", "--phase", "D"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("cluster.sp") && text.contains("unreachable"), "{text}");
+    assert!(text.contains("+ cluster.franca/ClusterQueue/gpu-extra"), "{text}");
+    let o = fabric(&["apply", "--step", "D.1@franca", "--site", "franca", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(
+        condition(&franca.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-extra").unwrap(), "Active"),
+        "True"
+    );
+    sp.set_down(false);
+    let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
+    assert_eq!(o.status.code(), Some(0), "everything converged: {}", out(&o));
+
+    // 9. A K3s join token (A.3/A.4) is copied from a server host to the joining host over SSH:
+    // mode 0600, never in the output or the journal; without a source the step says so.
+    join_token_is_copied(&lab, &dir, &topology(&more));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
+    use fabric::engine::apply::{self, Options, StepWork};
+    use fabric::resources::{Desired, ProviderKind, Resource};
+    let l = fabric::topology::load_str("t.yaml", text.to_string()).unwrap();
+    let t = &l.topology;
+    let targets = fabric::engine::observe::Targets::from_topology(
+        t,
+        &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+    );
+    let source = format!("host.franca-lan/file:{}", fabric::resources::K3S_NODE_TOKEN);
+    let step = StepWork {
+        key: "A.3@sp".into(),
+        id: "A.3".into(),
+        needs: vec![],
+        resources: vec![Resource {
+            address: "host.sp-lan/file:/etc/rancher/k3s/token".into(),
+            target: "host.sp-lan".into(),
+            site: Some("sp".into()),
+            provider: ProviderKind::File,
+            summary: "K3s join token".into(),
+            sensitive: true,
+            desired: Desired::Secret(source),
+            file: None,
+        }],
+    };
+    let opts = |run: &str| Options {
+        run: run.into(),
+        state_dir: dir.to_path_buf(),
+        confirm_timeout: Duration::from_secs(30),
+        force_conflicts: false,
+        wait_timeout: Duration::from_secs(10),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let apply = |run: &str| {
+        rt.block_on(async {
+            let keys = fabric::engine::observe::key_targets(&step.resources);
+            let live = fabric::engine::observe::observe(&step.resources, &keys, &targets).await;
+            let mut j = fabric::engine::journal::Journal::create(dir, run).unwrap();
+            apply::run(t, std::slice::from_ref(&step), &targets, live, &opts(run), &mut j, &|_| {}).await
+        })
+    };
+    // No server token yet: refused with the reason, nothing written.
+    let err = apply("token-1").expect_err("no source yet").to_string();
+    assert!(err.contains("does not exist yet"), "{err}");
+    assert!(!lab.exec("sp-lan", "test -e /etc/rancher/k3s/token").status.success());
+    let token = "K10f00dcafe::server:0123456789abcdef";
+    let o = lab.exec(
+        "franca-lan",
+        &format!(
+            "mkdir -p /var/lib/rancher/k3s/server && printf '%s\\n' {token} > {}",
+            fabric::resources::K3S_NODE_TOKEN
+        ),
+    );
+    assert!(o.status.success());
+    apply("token-2").expect("copied");
+    let o = lab.exec("sp-lan", "stat -c %a /etc/rancher/k3s/token && cat /etc/rancher/k3s/token");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), format!("600\n{token}\n"));
+    let journal = std::fs::read_to_string(dir.join("runs/token-2.jsonl")).unwrap_or_default();
+    assert!(!journal.is_empty() && !journal.contains(token), "journaled, without the token");
+}

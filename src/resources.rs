@@ -327,6 +327,11 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             // ArgoCD's identity in the Karmada API: a ServiceAccount whose token the Karmada
             // API fills, shaped into ArgoCD's cluster secret at apply time.
             identity(o, None, "argocd-manager", "kube-system", "cluster-admin", "ArgoCD");
+            // The services' namespaces in Karmada: ArgoCD deploys into them, the policies of
+            // C.5/C.6 live in them, and Karmada propagates them to the members.
+            for ns in namespaces(t.services.iter()) {
+                o.kube(None, o::namespace(t, &ns), "namespace ArgoCD deploys services into", None);
+            }
             let server = karmada_server(t);
             for s in sites {
                 o.kube(Some(&s.name), o::namespace(t, &a.namespace), "ArgoCD's namespace", None);
@@ -365,10 +370,6 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
             );
         }
         "propagation-policies" => {
-            // The policies live in the services' namespaces, which Karmada then propagates.
-            for ns in namespaces(t.services.iter()) {
-                o.kube(None, o::namespace(t, &ns), "namespace of services Karmada places", None);
-            }
             for c in &t.placement {
                 for ns in namespaces(t.services.iter().filter(|s| s.class == c.name)) {
                     let services: Vec<&Service> =

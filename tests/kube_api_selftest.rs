@@ -915,6 +915,20 @@ async fn helm_chart_install_job_is_created_completes_and_is_recreated_on_spec_ch
     assert_eq!(s.request("DELETE", &path_of(&helm_chart("kueue", "")), None, None).await.unwrap().status, 200);
     eventually(&s, "the install Job to be deleted", || job().is_none().then_some(())).await;
     assert!(s.controller_errors().is_empty(), "{:#?}", s.controller_errors());
+
+    // Deleted and created again at once (before the controllers ran): the new chart (another
+    // uid) gets a Job of its own, not its predecessor's.
+    put(&s, &helm_chart("kueue", "0.14.2")).await;
+    let fourth =
+        eventually(&s, "a Job for the new chart", || job().filter(|j| condition(j, "Complete").is_some())).await;
+    assert_eq!(s.request("DELETE", &path_of(&helm_chart("kueue", "")), None, None).await.unwrap().status, 200);
+    put(&s, &helm_chart("kueue", "0.14.2")).await;
+    let owner = chart()["metadata"]["uid"].clone();
+    let fifth = eventually(&s, "a Job owned by the re-created chart", || {
+        job().filter(|j| j["metadata"]["ownerReferences"][0]["uid"] == owner && condition(j, "Complete").is_some())
+    })
+    .await;
+    assert_ne!(fifth["metadata"]["uid"], fourth["metadata"]["uid"]);
 }
 
 #[tokio::test]

@@ -2839,7 +2839,11 @@ impl Shared {
         };
         let hash = format!("SHA256={}", hex_upper(&sha256(hashed.as_bytes())));
         let current = st.objects.get(&job_key).map(|j| meta_str(&j.obj, "annotations", HELM_CONFIG_HASH).to_string());
-        if current.as_deref() != Some(hash.as_str()) {
+        // A Job owned by an earlier chart of the same name (deleted and created again before
+        // the garbage collector got to its Job) belongs to that chart, not this one.
+        let owner = st.objects.get(&job_key).and_then(|j| j.obj.pointer("/metadata/ownerReferences/0/uid").cloned());
+        let stale_owner = owner.is_some() && owner.as_ref() != chart.pointer("/metadata/uid");
+        if current.as_deref() != Some(hash.as_str()) || stale_owner {
             // Replaced, not patched: delete and create, so the Job gets a new uid.
             if current.is_some() {
                 Shared::ctl_delete(st, &job_key);

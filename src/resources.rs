@@ -218,7 +218,7 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                         &s.name,
                         "/etc/rancher/k3s/config.yaml",
                         Desired::File(text.clone()),
-                        "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb",
+                        "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb (K3s restarts when it changes)",
                         Some(format!("config/k3s/{}/server.yaml", s.name)),
                     );
                 }
@@ -546,7 +546,10 @@ fn join(o: &mut Out, s: &Site, w: &ExternalWorkload, index: usize) {
     match t.mesh.join {
         JoinMethod::K3sAgent => {
             let cfg = yaml::to_string(&text::k3s_agent_config(s, w));
-            let summary = format!("K3s agent config joining `{}` with a NoSchedule taint", s.cluster.name);
+            let summary = format!(
+                "K3s agent config joining `{}` with a NoSchedule taint (the agent restarts when it changes)",
+                s.cluster.name
+            );
             o.file(
                 &w.name,
                 &s.name,

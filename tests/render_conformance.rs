@@ -27,6 +27,7 @@ const CORE_KINDS: &[(&str, &str)] = &[
     ("v1", "ConfigMap"),
     ("apps/v1", "Deployment"),
     ("batch/v1", "Job"),
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"),
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("argoproj.io/v1alpha1", "Application"),
 ];

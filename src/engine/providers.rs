@@ -243,6 +243,17 @@ pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template
 
 // ---- Reading and applying -----------------------------------------------------------------
 
+/// The command that makes a service pick up a changed file, for files read only at start. K3s
+/// reads `/etc/rancher/k3s/config.yaml` when it starts: a server (`k3s`) or an agent
+/// (`k3s-agent`) that is installed is restarted; one that is not yet installed reads the file when
+/// it is.
+pub fn restart_after(path: &str) -> Option<String> {
+    (path == "/etc/rancher/k3s/config.yaml").then(|| {
+        "for u in k3s k3s-agent; do if systemctl cat \"$u\" >/dev/null 2>&1; then systemctl restart \"$u\" || exit 1; fi; done"
+            .to_string()
+    })
+}
+
 /// Reads a secret file (the source of a copy). Only ever held in memory; errors carry stderr
 /// only, never the file's content.
 pub async fn read_secret_file(s: &Session, address: &str) -> Result<String, ProviderError> {
@@ -432,7 +443,18 @@ pub async fn apply(
         (ProviderKind::File, _) => {
             let o =
                 s.run(&root(s, &shell::write_file(file_path(r), 0o644)), Some(text.as_bytes()), APPLY_TIMEOUT).await?;
-            if o.status != 0 { Err(failed(r, "write", &o)) } else { Ok(()) }
+            if o.status != 0 {
+                return Err(failed(r, "write", &o));
+            }
+            // A service that reads the file only at start is restarted: only here, so only when
+            // the file changed (and again when a revert writes it back).
+            if let Some(cmd) = restart_after(file_path(r)) {
+                let o = s.run(&root(s, &cmd), None, APPLY_TIMEOUT).await?;
+                if o.status != 0 {
+                    return Err(failed(r, "restart", &o));
+                }
+            }
+            Ok(())
         }
         (ProviderKind::Wireguard, _) => {
             let iface = wg_interface(r);
@@ -576,6 +598,25 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn k3s_restarts_only_for_its_config() {
+        let cmd = restart_after("/etc/rancher/k3s/config.yaml").unwrap();
+        assert!(cmd.contains("systemctl restart \"$u\"") && cmd.contains("for u in k3s k3s-agent"), "{cmd}");
+        // Not installed yet: nothing to restart, and that is not an error.
+        let run = |systemctl: &str| {
+            let script = format!("systemctl() {{ {systemctl}; }}; {cmd}");
+            std::process::Command::new("sh").arg("-c").arg(script).output().unwrap()
+        };
+        assert!(run("return 1").status.success());
+        // Installed: restarted; a restart that fails fails the apply.
+        let o = run(r#"echo "$*"; return 0"#);
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "restart k3s\nrestart k3s-agent\n");
+        let o = run(r#"[ "$1" = cat ]"#);
+        assert!(!o.status.success());
+        assert_eq!(restart_after("/etc/wireguard/wg0.conf"), None);
+        assert_eq!(restart_after("/etc/rancher/k3s/token"), None);
+    }
 
     #[test]
     fn wireguard_builders() {

@@ -475,13 +475,10 @@ async fn apply_step(
     let confirm_minutes = confirm_secs.div_ceil(60);
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
-    // Targets of the step in parallel; a target's resources in order. Secrets copied from
-    // another target go in a second round, once their sources have been applied.
-    let copies = |c: &(Resource, Observed, String)| matches!(&c.0.desired, crate::resources::Desired::Kube(o) if super::secrets::copy_source(o).is_some());
-    let (second, first): (Vec<_>, Vec<_>) = changes.into_iter().partition(copies);
+    // Targets of the step in parallel; a target's resources in order, in rounds (see `rounds`).
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut pending_waits: Vec<(String, Resource, serde_json::Value)> = Vec::new();
-    for round in [first, second] {
+    for round in rounds(changes) {
         if round.is_empty() || failure.is_some() {
             continue;
         }
@@ -626,6 +623,29 @@ async fn apply_step(
     sh.journal(&Entry::Done { run: opts.run.clone(), step: step.key.clone() })?;
     (sh.progress)(&format!("{}: done", step.key));
     Ok((true, live.keys))
+}
+
+/// The rounds a step's changes are applied in: secrets fabric generates first (nothing comes
+/// before them, and copies of them should land before what uses them, such as a chart issuing
+/// certificates from a CA); then everything else in order, copies included; last, the copies
+/// whose source this step changes in that second round (a ServiceAccount token filled once its
+/// Secret exists).
+fn rounds(changes: Vec<(Resource, Observed, String)>) -> [Vec<(Resource, Observed, String)>; 3] {
+    use crate::resources::Desired;
+    let object = |r: &Resource| match &r.desired {
+        Desired::Kube(o) => Some(o.clone()),
+        _ => None,
+    };
+    let generated = |r: &Resource| object(r).is_some_and(|o| super::secrets::generated(&o).is_some());
+    let source_of = |r: &Resource| {
+        let from = super::secrets::copy_source(&object(r)?)?;
+        Some(format!("{}/{}/Secret/{}", from.target, from.namespace, from.name))
+    };
+    let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.0));
+    let in_step: BTreeSet<String> = rest.iter().map(|c| c.0.address.clone()).collect();
+    let (last, middle): (Vec<_>, Vec<_>) =
+        rest.into_iter().partition(|c| source_of(&c.0).is_some_and(|s| in_step.contains(&s)));
+    [first, middle, last]
 }
 
 /// Waits, target by target at the same time, until the step's applied objects are done.
@@ -856,6 +876,48 @@ mod tests {
                 vec!["A.3@franca", "A.4@sp", "X.1"], // their needs are done; X.1 shared router.sp with B.1
             ]
         );
+    }
+
+    #[test]
+    fn generated_secrets_first_copies_of_step_sources_last() {
+        use crate::resources::Desired;
+        let kube = |address: &str, obj: serde_json::Value| {
+            let mut r = work("x", &[], &["cluster.a"]).resources.remove(0);
+            r.address = address.into();
+            r.provider = ProviderKind::Kube;
+            r.desired = Desired::Kube(obj);
+            (r, Observed::Absent, String::new())
+        };
+        let ann = |a: serde_json::Value| serde_json::json!({"metadata": {"annotations": a}});
+        let changes = vec![
+            kube("cluster.b/kube-system/HelmChartConfig/cilium", serde_json::json!({})),
+            kube(
+                "cluster.b/kube-system/Secret/cilium-ca",
+                ann(
+                    serde_json::json!({"fabric.io/copy-from": "cluster.a/kube-system/cilium-ca", "fabric.io/copy-keys": "ca.crt=ca.crt"}),
+                ),
+            ),
+            kube("cluster.a/kube-system/Secret/cilium-ca", ann(serde_json::json!({"fabric.io/generate": "ca"}))),
+            kube("cluster.a/ns/Secret/token", serde_json::json!({})),
+            kube(
+                "karmada/ns/Secret/a",
+                ann(
+                    serde_json::json!({"fabric.io/copy-from": "cluster.a/ns/token", "fabric.io/copy-keys": "token=token"}),
+                ),
+            ),
+        ];
+        let names = |v: &Vec<(Resource, Observed, String)>| v.iter().map(|c| c.0.address.clone()).collect::<Vec<_>>();
+        let [a, b, c] = rounds(changes);
+        assert_eq!(names(&a), ["cluster.a/kube-system/Secret/cilium-ca"]);
+        assert_eq!(
+            names(&b),
+            [
+                "cluster.b/kube-system/HelmChartConfig/cilium",
+                "cluster.b/kube-system/Secret/cilium-ca",
+                "cluster.a/ns/Secret/token"
+            ]
+        );
+        assert_eq!(names(&c), ["karmada/ns/Secret/a"]);
     }
 
     #[test]

@@ -145,6 +145,24 @@ fn phases_a_to_d_end_to_end() {
     let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 
+    // 2b. A rotated token: the copy in Karmada no longer matches its source, so it is planned
+    // as an update (content never shown) and apply copies the new one.
+    let mut rotated = sp.object("v1", "Secret", Some("karmada-cluster"), "karmada-member-token").unwrap();
+    rotated["data"]["token"] = json!(base64::engine::general_purpose::STANDARD.encode("rotated-token-789"));
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp"] {
+        rotated["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    sp.put_raw_as(rotated, "kube-controller-manager");
+    let o = fabric(&["plan", "--step", "C.2", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("~ karmada/karmada-cluster/Secret/sp"), "{text}");
+    assert!(text.contains("Plan: 0 to create, 1 to update, 0 to delete."), "{text}");
+    assert!(!text.contains("rotated-token-789") && !text.contains("cm90YXRlZC10b2tlbi03ODk"), "{text}");
+    let o = fabric(&["apply", "--step", "C.2", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(b64(&secret(&karmada, "karmada-cluster", "sp")["token"]), "rotated-token-789");
+
     // 3. verify: the seed's checks against what the controllers report, and for what no
     // simulated controller makes, what the real thing would have made: Cilium's chart output,
     // and the services Karmada propagates from the manifests ArgoCD syncs into it.

@@ -50,7 +50,7 @@ async fn secret_to_apply(
         let report = |line: String| {
             let _ = cx.progress.send(format!("{}: {line}", cx.step));
         };
-        let what = format!("the source Secret {}", from.address());
+        let what = format!("the source of {}", obj["metadata"]["name"].as_str().unwrap_or_default());
         let copied = std::sync::Mutex::new(None);
         wait::poll(&what, cx.budget, &report, || async {
             Ok(match k::with_copied_data(obj, &source, &from).await {

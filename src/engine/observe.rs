@@ -194,6 +194,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
             }
         }
     }
+    forgive_missing_namespaces(resources, &mut live);
     copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
         let Ok((target, result, states, key)) = joined else { continue };
@@ -210,6 +211,29 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         }
     }
     live
+}
+
+/// A dry run cannot place an object in a namespace that does not exist yet; when the same plan
+/// creates that namespace (earlier, in order), the refusal is only a matter of order and is
+/// dropped. A namespace nothing creates stays a refusal.
+fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
+    let created: BTreeSet<(String, String)> = resources
+        .iter()
+        .filter_map(|r| match &r.desired {
+            crate::resources::Desired::Kube(o) if o["kind"] == "Namespace" && o["apiVersion"] == "v1" => {
+                Some((r.target.clone(), o["metadata"]["name"].as_str()?.to_string()))
+            }
+            _ => None,
+        })
+        .collect();
+    for r in resources {
+        let Some(why) = live.refusals.get(&r.address) else { continue };
+        let missing =
+            why.strip_prefix("404 NotFound: namespaces \"").and_then(|rest| rest.strip_suffix("\" not found"));
+        if missing.is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
+            live.refusals.remove(&r.address);
+        }
+    }
 }
 
 /// What a live copied Secret is when it no longer matches its source.
@@ -273,4 +297,50 @@ async fn read_kube(
         }
     }
     (target, Ok(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Desired;
+    use serde_json::json;
+
+    fn kube(target: &str, address: &str, obj: serde_json::Value) -> Resource {
+        Resource {
+            address: address.into(),
+            target: target.into(),
+            site: None,
+            provider: ProviderKind::Kube,
+            summary: String::new(),
+            sensitive: false,
+            desired: Desired::Kube(obj),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn a_namespace_the_plan_creates_is_not_a_refusal() {
+        let rs = [
+            kube(
+                "karmada",
+                "karmada/Namespace/ai",
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}}),
+            ),
+            kube("karmada", "karmada/ai/PropagationPolicy/p", json!({})),
+            kube("karmada", "karmada/data/PropagationPolicy/q", json!({})),
+            kube("cluster.sp", "cluster.sp/ai/LocalQueue/l", json!({})),
+        ];
+        let mut live = Live::default();
+        for (a, ns) in [
+            ("karmada/ai/PropagationPolicy/p", "ai"),
+            ("karmada/data/PropagationPolicy/q", "data"),
+            ("cluster.sp/ai/LocalQueue/l", "ai"),
+        ] {
+            live.refusals.insert(a.into(), format!("404 NotFound: namespaces \"{ns}\" not found"));
+        }
+        forgive_missing_namespaces(&rs, &mut live);
+        let left: Vec<&String> = live.refusals.keys().collect();
+        // Only the one whose namespace this plan creates, on the same target, is dropped.
+        assert_eq!(left, ["cluster.sp/ai/LocalQueue/l", "karmada/data/PropagationPolicy/q"]);
+    }
 }

@@ -353,21 +353,31 @@ fn generate(name: &str, inst: &Instance, o: &mut Out) {
                 );
             }
         }
-        "karmada-estimator" => {
-            // The chart's schedulerEstimator component runs one estimator per member; C.4 makes
-            // sure the scheduler uses them (a HelmChartConfig over C.1's chart).
-            let host = t.federation.karmada.host_site.as_str();
-            let values = serde_json::json!({ "scheduler": { "enableSchedulerEstimator": true }, "components": ["schedulerEstimator"] });
-            let summary = format!(
-                "scheduler estimator for {}",
-                members(t).iter().map(|s| s.cluster.name.as_str()).collect::<Vec<_>>().join(", ")
-            );
-            o.kube(
-                Some(host),
-                o::helm_chart_config(t, "karmada", &values),
-                summary,
-                Some("apps/karmada/estimator.yaml".into()),
-            );
+        "karmada-estimator" if t.federation.karmada.estimator => {
+            // The chart renders estimators only for members whose client certificates are in its
+            // values (`schedulerEstimator.memberClusters`); fabric's members authenticate with
+            // ServiceAccount tokens, so fabric runs one estimator per member itself, with a
+            // kubeconfig made from that token, named as the scheduler looks them up
+            // (`karmada-scheduler-estimator-<cluster>` in karmada-system), and turns the
+            // scheduler's use of them on (a HelmChartConfig over C.1's chart).
+            let host = Some(t.federation.karmada.host_site.as_str());
+            let file = Some("apps/karmada/estimator.yaml".to_string());
+            for s in members(t) {
+                let c = &s.cluster.name;
+                let mut kc = o::secret_placeholder(t, &format!("{c}-kubeconfig"), "karmada-system", "Opaque");
+                let server = format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0);
+                kc["metadata"]["annotations"] = serde_json::json!({
+                    o::COPY_FROM: format!("cluster.{}/karmada-cluster/karmada-member-token", s.name),
+                    o::COPY_AS: "kubeconfig",
+                    o::SERVER: server,
+                });
+                o.kube(host, kc, format!("the estimator's kubeconfig for {server}"), None);
+                let (deploy, svc) = o::scheduler_estimator(t, c);
+                o.kube(host, deploy, format!("estimates free capacity in `{c}`"), file.clone());
+                o.kube(host, svc, "where the scheduler reaches it (port 10352)", file.clone());
+            }
+            let values = serde_json::json!({ "scheduler": { "enableSchedulerEstimator": true } });
+            o.kube(host, o::helm_chart_config(t, "karmada", &values), "the scheduler asks the estimators", file);
         }
         "propagation-policies" => {
             for c in &t.placement {

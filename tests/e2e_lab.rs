@@ -158,13 +158,16 @@ fn phases_a_to_d_end_to_end() {
         rotated["metadata"].as_object_mut().unwrap().remove(k);
     }
     sp.put_raw_as(rotated, "kube-controller-manager");
-    let o = fabric(&["plan", "--step", "C.2", "--detailed-exitcode"]);
+    // Both copies made from that token are stale: Karmada's credentials and the estimator's
+    // kubeconfig.
+    let o = fabric(&["plan", "--step", "C.2", "--step", "C.4", "--detailed-exitcode"]);
     let text = out(&o);
     assert_eq!(o.status.code(), Some(2), "{text}");
     assert!(text.contains("~ karmada/karmada-cluster/Secret/sp"), "{text}");
-    assert!(text.contains("Plan: 0 to create, 1 to update, 0 to delete."), "{text}");
+    assert!(text.contains("~ cluster.franca/karmada-system/Secret/sp-kubeconfig"), "{text}");
+    assert!(text.contains("Plan: 0 to create, 2 to update, 0 to delete."), "{text}");
     assert!(!text.contains("rotated-token-789") && !text.contains("cm90YXRlZC10b2tlbi03ODk"), "{text}");
-    let o = fabric(&["apply", "--step", "C.2", "--auto-approve"]);
+    let o = fabric(&["apply", "--step", "C.2", "--step", "C.4", "--auto-approve"]);
     assert!(o.status.success(), "{}", out(&o));
     assert_eq!(b64(&secret(&karmada, "karmada-cluster", "sp")["token"]), "rotated-token-789");
 
@@ -176,13 +179,32 @@ fn phases_a_to_d_end_to_end() {
     let o = fabric(&["verify", "--step", "C.5"]);
     assert_eq!(o.status.code(), Some(1), "nothing propagated yet: {}", out(&o));
     assert!(out(&o).contains("cluster.sp: Deployment ai/vllm not propagated"), "{}", out(&o));
-    for (server, name, ns) in [(&franca, "vllm", "ai"), (&sp, "vllm", "ai"), (&franca, "qdrant", "data")] {
+    // Propagated as Karmada would, with the override policies' GPU model node selector.
+    for (server, name, ns, gpu) in
+        [(&franca, "vllm", "ai", Some("a5500")), (&sp, "vllm", "ai", Some("a5000")), (&franca, "qdrant", "data", None)]
+    {
+        let selector = gpu.map(|m| json!({"gpu.model": m})).unwrap_or(json!({}));
         server.put_raw_as(
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": name}]}}}}),
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
+                    "spec": {"nodeSelector": selector, "containers": [{"name": name, "image": name}]}}}}),
             "karmada-execution-controller",
         );
     }
+    // Karmada's chart output in the host cluster, and ArgoCD's report on its Application.
+    for name in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
+        franca.put_raw_as(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "karmada-system"},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": name}]}}}}),
+            "helm",
+        );
+    }
+    let mut app = franca.object("argoproj.io/v1alpha1", "Application", Some("argocd"), "fabric-apps").unwrap();
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        app["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    app["status"] = json!({"sync": {"status": "Synced"}, "health": {"status": "Healthy"}});
+    franca.put_raw_as(app, "argocd-application-controller");
     // The simulated controllers report the new Deployments' status a moment later.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let text = loop {
@@ -201,6 +223,10 @@ fn phases_a_to_d_end_to_end() {
         "ready backend(s)",
         "Deployment ai/vllm present",
         "MultiKueueCluster/sp Active=True",
+        "karmada-scheduler running",
+        "fabric-apps sync Synced, health Healthy",
+        "karmada-scheduler-estimator-sp 1/1 replicas available",
+        "cluster.sp: vllm runs on gpu.model=a5000",
     ] {
         assert!(text.contains(check), "missing `{check}` in:\n{text}");
     }

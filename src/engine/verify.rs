@@ -140,6 +140,28 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
         }
         "B.2" => clustermesh(t, targets, key).await,
         "B.3" => global_service(t, targets, key).await,
+        "C.1" => {
+            // The chart's control plane, in the host cluster (release `karmada`).
+            let target = format!("cluster.{}", t.federation.karmada.host_site);
+            let mut out = Vec::new();
+            for d in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
+                let oid = id("apps/v1", "Deployment", d, Some("karmada-system"));
+                out.push(rolled_out(targets, key, &target, &format!("{d} running"), oid).await);
+            }
+            out
+        }
+        "C.3" => argocd(t, targets, key).await,
+        "C.4" if t.federation.karmada.estimator => {
+            let target = format!("cluster.{}", t.federation.karmada.host_site);
+            let mut out = Vec::new();
+            for m in &members {
+                let name = format!("karmada-scheduler-estimator-{}", m.cluster.name);
+                let oid = id("apps/v1", "Deployment", &name, Some("karmada-system"));
+                out.push(rolled_out(targets, key, &target, &format!("estimator for {}", m.cluster.name), oid).await);
+            }
+            out
+        }
+        "C.6" => gpu_selectors(t, targets, key).await,
         "C.2" => {
             let objs = members
                 .iter()
@@ -335,6 +357,66 @@ async fn global_service(t: &Topology, targets: &Targets, key: &str) -> Vec<Check
             Err(e) => (Verdict::Fail, format!("{target}: {e}")),
         };
         out.push(CheckResult { step: key.into(), check: "global service has backends".into(), verdict, evidence });
+    }
+    out
+}
+
+/// C.3: ArgoCD's Application that deploys the repository to Karmada is Synced and Healthy.
+async fn argocd(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let a = &t.federation.argocd;
+    let target = format!("cluster.{}", a.site);
+    let app = id("argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace));
+    let (verdict, evidence) = match get(targets, &target, app).await {
+        Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+        Ok(None) => (Verdict::Fail, format!("{target}: Application {}/fabric-apps does not exist", a.namespace)),
+        Ok(Some(app)) => {
+            let sync = app["status"]["sync"]["status"].as_str().unwrap_or("unknown");
+            let health = app["status"]["health"]["status"].as_str().unwrap_or("unknown");
+            let v = if sync == "Synced" && health == "Healthy" { Verdict::Pass } else { Verdict::Fail };
+            (v, format!("{target}: fabric-apps sync {sync}, health {health}"))
+        }
+    };
+    vec![CheckResult { step: key.into(), check: "ArgoCD deploys to Karmada".into(), verdict, evidence }]
+}
+
+/// C.6: in each member, the GPU services Karmada propagated carry that member's GPU model as
+/// their node selector (what the override policies add).
+async fn gpu_selectors(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    for m in crate::resources::members(t) {
+        let Some(model) = crate::resources::gpu_model(m) else { continue };
+        let target = format!("cluster.{}", m.name);
+        for svc in t.services.iter().filter(|s| s.gpus > 0) {
+            let placed = t
+                .placement
+                .iter()
+                .find(|c| c.name == svc.class)
+                .is_some_and(|c| c.sites.is_empty() || c.sites.contains(&m.name));
+            if !placed {
+                continue;
+            }
+            let oid = id("apps/v1", "Deployment", &svc.name, Some(&svc.namespace));
+            let label = crate::render::objects::GPU_MODEL_LABEL;
+            let (verdict, evidence) = match get(targets, &target, oid).await {
+                Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+                Ok(None) => {
+                    (Verdict::Fail, format!("{target}: Deployment {}/{} not propagated", svc.namespace, svc.name))
+                }
+                Ok(Some(d)) => match d["spec"]["template"]["spec"]["nodeSelector"][label].as_str() {
+                    Some(v) if v == model => (Verdict::Pass, format!("{target}: {} runs on {label}={model}", svc.name)),
+                    other => (
+                        Verdict::Fail,
+                        format!("{target}: {} has {label}={}, expected {model}", svc.name, other.unwrap_or("(none)")),
+                    ),
+                },
+            };
+            out.push(CheckResult {
+                step: key.into(),
+                check: format!("{} on the site's GPUs", svc.name),
+                verdict,
+                evidence,
+            });
+        }
     }
     out
 }

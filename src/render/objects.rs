@@ -172,13 +172,8 @@ pub fn global_test_service(t: &Topology) -> (Value, Value) {
 /// Helm values of the Karmada control plane (C.1), with the estimator (C.4) and failover (C.7).
 pub fn karmada_values(t: &Topology) -> Value {
     let k = &t.federation.karmada;
-    let mut components = vec![];
-    if k.estimator {
-        components.push(json!("schedulerEstimator"));
-    }
     json!({
         "installMode": "host",
-        "components": components,
         "apiServer": { "serviceType": "NodePort", "nodePort": KARMADA_API_NODE_PORT },
         "scheduler": { "enableSchedulerEstimator": k.estimator },
         // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
@@ -196,6 +191,60 @@ pub fn karmada_helm_chart(t: &Topology) -> Value {
         "karmada-system",
         &karmada_values(t),
     )
+}
+
+/// The scheduler estimator of one member (C.4) and its Service, as the Karmada chart would make
+/// them, but authenticating to the member with the kubeconfig Secret `<cluster>-kubeconfig`
+/// (made by fabric from the member's ServiceAccount token).
+pub fn scheduler_estimator(t: &Topology, cluster: &str) -> (Value, Value) {
+    let name = format!("karmada-scheduler-estimator-{cluster}");
+    let labels = json!({ "app": "karmada-scheduler-estimator", "cluster": cluster });
+    let kubeconfig = format!("/etc/{cluster}-kubeconfig");
+    let deploy = with(
+        object(t, "apps/v1", "Deployment", &name, Some("karmada-system")),
+        "spec",
+        json!({
+            "replicas": 1,
+            "selector": { "matchLabels": labels },
+            "template": {
+                "metadata": { "labels": labels },
+                "spec": {
+                    "automountServiceAccountToken": false,
+                    "containers": [{
+                        "name": "karmada-scheduler-estimator",
+                        "image": format!("docker.io/karmada/karmada-scheduler-estimator:v{}", t.versions.karmada),
+                        "command": [
+                            "/bin/karmada-scheduler-estimator",
+                            format!("--kubeconfig={kubeconfig}"),
+                            format!("--cluster-name={cluster}"),
+                            "--grpc-auth-cert-file=/etc/karmada/pki/karmada.crt",
+                            "--grpc-auth-key-file=/etc/karmada/pki/karmada.key",
+                            "--grpc-client-ca-file=/etc/karmada/pki/server-ca.crt",
+                            "--metrics-bind-address=0.0.0.0:8080",
+                            "--health-probe-bind-address=0.0.0.0:10351",
+                        ],
+                        "livenessProbe": { "httpGet": { "path": "/healthz", "port": 10351, "scheme": "HTTP" }, "periodSeconds": 15 },
+                        "ports": [{ "containerPort": 10352, "name": "grpc", "protocol": "TCP" }],
+                        "volumeMounts": [
+                            { "name": "karmada-certs", "mountPath": "/etc/karmada/pki", "readOnly": true },
+                            { "name": "member-kubeconfig", "subPath": "kubeconfig", "mountPath": kubeconfig },
+                        ],
+                    }],
+                    "volumes": [
+                        // The chart's certificates (release `karmada`).
+                        { "name": "karmada-certs", "secret": { "secretName": "karmada-cert" } },
+                        { "name": "member-kubeconfig", "secret": { "secretName": format!("{cluster}-kubeconfig") } },
+                    ],
+                },
+            },
+        }),
+    );
+    let svc = with(
+        object(t, "v1", "Service", &name, Some("karmada-system")),
+        "spec",
+        json!({ "selector": labels, "ports": [{ "protocol": "TCP", "port": 10352, "targetPort": 10352 }] }),
+    );
+    (deploy, svc)
 }
 
 /// A member `Cluster` in push mode; its credentials come from a Secret fabric creates from a

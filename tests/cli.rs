@@ -125,6 +125,28 @@ fn undecided_decision_warns_in_validate_and_is_refused_by_plan() {
 }
 
 #[test]
+fn a_choice_this_build_cannot_carry_out_refuses_only_its_step() {
+    let text = EXAMPLE.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
+        "    host_site: franca\n",
+        "    host_site: franca\n    vm: { name: karmada-vm, address: 192.168.0.50, ssh: { host: karmada-vm } }\n",
+    );
+    let t = TempFile::new("dedicated.yaml", &text);
+    let o = fabric(&["-f", t.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "a warning: {}", stderr(&o));
+    assert!(stderr(&o).contains("cannot install Karmada on a dedicated VM") && !stderr(&o).contains("undecided"));
+    let o = fabric(&["-f", t.path(), "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("refused: step C.1 (Karmada control plane) cannot install Karmada on a dedicated VM"),
+        "{out}"
+    );
+    // The later steps may run against a Karmada installed by hand: they are planned.
+    assert!(!out.contains("refused: step C.2"), "{out}");
+    assert!(out.contains("+ karmada/Cluster/sp"), "{out}");
+}
+
+#[test]
 fn graph_formats() {
     let o = fabric(&["--example", "graph"]);
     assert_eq!(o.status.code(), Some(0));

@@ -47,12 +47,37 @@ fn open_decisions(inst: &Instance, t: &Topology) -> Vec<(Path, &'static str)> {
     open
 }
 
+/// A decided choice this build cannot carry out for `inst`: (decision field, why, what to do).
+fn unsupported(inst: &Instance, t: &Topology) -> Option<(Path, String, &'static str)> {
+    let d = &t.decisions;
+    if inst.spec.decisions.iter().any(|k| k == "karmada_host") && d.karmada_host == KarmadaHostChoice::DedicatedVm {
+        return Some((
+            path!["decisions", "karmada_host"],
+            format!(
+                "step {} ({}) cannot install Karmada on a dedicated VM: this build installs it in a host cluster only",
+                inst.key(),
+                inst.spec.title
+            ),
+            "choose `host-cluster`, or install Karmada on the VM yourself (karmadactl init), point \
+             `federation.karmada.kubeconfig` at it and apply the later steps with --step",
+        ));
+    }
+    None
+}
+
 /// Every refused instance with the reason, as a problem pointing at the open decision. A step
-/// that needs a refused step is refused too, naming it.
+/// that needs a refused step is refused too, naming it. A choice this build cannot carry out
+/// refuses only its own step: what comes after may run against a part installed by hand.
 pub fn refusals(g: &StepGraph, t: &Topology) -> BTreeMap<NodeIndex, Problem> {
     let mut out: BTreeMap<NodeIndex, Problem> = BTreeMap::new();
+    let mut own = std::collections::BTreeSet::new();
     for &n in &g.order {
         let inst = &g.graph[n];
+        if let Some((field, why, help)) = unsupported(inst, t) {
+            out.insert(n, Problem::error("plan::unsupported", field, why).label("not supported").help(help));
+            own.insert(n);
+            continue;
+        }
         if let Some((field, choices)) = open_decisions(inst, t).into_iter().next() {
             let p = Problem::error(
                 "plan::undecided",
@@ -64,7 +89,7 @@ pub fn refusals(g: &StepGraph, t: &Topology) -> BTreeMap<NodeIndex, Problem> {
             out.insert(n, p);
             continue;
         }
-        if let Some(dep) = g.dependencies(n).into_iter().find(|d| out.contains_key(d)) {
+        if let Some(dep) = g.dependencies(n).into_iter().find(|d| out.contains_key(d) && !own.contains(d)) {
             let reason = &out[&dep];
             let p = Problem::error(
                 "plan::undecided",

@@ -51,14 +51,17 @@ pub fn refusal_warnings(l: &topology::Loaded) -> Result<Vec<Diag>, Report> {
     Ok(by_field
         .into_iter()
         .map(|(field, p, steps)| {
-            let w = Problem::warning(
-                "plan::undecided",
-                p.path.clone(),
-                format!("`{field}` is undecided: plan and apply will refuse {}", steps.join(", ")),
-            )
-            .label("undecided")
-            .help(p.help.unwrap_or_default());
-            l.diag(w)
+            let w = if p.code == "plan::unsupported" {
+                Problem::warning("plan::unsupported", p.path.clone(), p.message.clone()).label(p.label.clone())
+            } else {
+                Problem::warning(
+                    "plan::undecided",
+                    p.path.clone(),
+                    format!("`{field}` is undecided: plan and apply will refuse {}", steps.join(", ")),
+                )
+                .label("undecided")
+            };
+            l.diag(w.help(p.help.unwrap_or_default()))
         })
         .collect())
 }

@@ -134,9 +134,14 @@ async fn discovery_lists_clusterqueues_and_helmcharts() {
     assert_eq!(hc["namespaced"], true);
 
     let core = get(&s, "/api/v1").await;
-    for (plural, namespaced) in
-        [("namespaces", false), ("secrets", true), ("serviceaccounts", true), ("services", true), ("configmaps", true)]
-    {
+    for (plural, namespaced) in [
+        ("namespaces", false),
+        ("secrets", true),
+        ("serviceaccounts", true),
+        ("services", true),
+        ("configmaps", true),
+        ("nodes", false),
+    ] {
         assert_eq!(find(&core.body, plural)["namespaced"], namespaced, "{plural}");
     }
     assert_eq!(get(&s, "/api").await.body["versions"], json!(["v1"]));

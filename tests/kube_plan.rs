@@ -181,6 +181,35 @@ fn kubernetes_objects_are_planned_against_the_api() {
     );
     assert!(text.contains("Verify: 1 passed, 1 failed"), "{text}");
 
+    // A.3 at franca: each VM is a Ready node of the cluster, tainted; a VM that never joined
+    // and one that joined untainted fail, each named. (The kubelets register the nodes.)
+    let node = |name: &str, ready: &str, tainted: bool| {
+        let taints = if tainted {
+            serde_json::json!([{"key": "fabric.io/external-workload", "value": "true", "effect": "NoSchedule"}])
+        } else {
+            serde_json::json!([])
+        };
+        serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}})
+    };
+    e.franca.put_raw_as(node("debian-proxy", "True", true), "kubelet");
+    let o = e.fabric(&["verify", "--step", "A.3@franca"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("PASS  A.3@franca   debian-proxy joined: cluster.franca: node debian-proxy Ready, tainted fabric.io/external-workload"), "{text}");
+    assert!(
+        text.contains(
+            "FAIL  A.3@franca   vm-cpps-03 joined: cluster.franca: no node `vm-cpps-03` (has its k3s-agent joined?)"
+        ),
+        "{text}"
+    );
+    e.franca.put_raw_as(node("vm-cpps-03", "True", false), "kubelet");
+    let text = out(&e.fabric(&["verify", "--step", "A.3@franca"]));
+    assert!(text.contains("node vm-cpps-03 is Ready but not tainted"), "{text}");
+    e.franca.put_raw_as(node("vm-cpps-03", "True", true), "kubelet");
+    let o = e.fabric(&["verify", "--step", "A.3@franca"]);
+    assert!(o.status.success(), "{}", out(&o));
+
     // One cluster down: it is named, the others are still planned.
     e.sp.set_down(true);
     let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);

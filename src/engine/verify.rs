@@ -138,6 +138,14 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
             }
             out
         }
+        "A.3" | "A.4" if t.mesh.join == crate::topology::model::JoinMethod::K3sAgent => {
+            let kind = if id_ == "A.3" {
+                crate::topology::model::WorkloadKind::Vm
+            } else {
+                crate::topology::model::WorkloadKind::BareMetal
+            };
+            joined(&sites, kind, targets, key).await
+        }
         "B.2" => clustermesh(t, targets, key).await,
         "B.3" => global_service(t, targets, key).await,
         "C.1" => {
@@ -416,6 +424,44 @@ async fn gpu_selectors(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckR
                 verdict,
                 evidence,
             });
+        }
+    }
+    out
+}
+
+/// A.3/A.4 (`join: k3s-agent`): each VM or bare-metal host is a Ready node of its site's cluster,
+/// tainted so that only what tolerates it runs there.
+async fn joined(
+    sites: &[&crate::topology::model::Site],
+    kind: crate::topology::model::WorkloadKind,
+    targets: &Targets,
+    key: &str,
+) -> Vec<CheckResult> {
+    let (taint_key, _) = crate::render::objects::EXTERNAL_TAINT.split_once('=').unwrap_or_default();
+    let mut out = Vec::new();
+    for s in sites {
+        let target = format!("cluster.{}", s.name);
+        for w in s.external_workloads.iter().filter(|w| w.kind == kind) {
+            let (verdict, evidence) = match get(targets, &target, id("v1", "Node", &w.name, None)).await {
+                Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+                Ok(None) => (Verdict::Fail, format!("{target}: no node `{}` (has its k3s-agent joined?)", w.name)),
+                Ok(Some(node)) => {
+                    let tainted = node["spec"]["taints"]
+                        .as_array()
+                        .is_some_and(|ts| ts.iter().any(|t| t["key"] == taint_key && t["effect"] == "NoSchedule"));
+                    match condition(&node, "Ready") {
+                        Some((r, _)) if r == "True" && tainted => {
+                            (Verdict::Pass, format!("{target}: node {} Ready, tainted {taint_key}", w.name))
+                        }
+                        Some((r, _)) if r == "True" => {
+                            (Verdict::Fail, format!("{target}: node {} is Ready but not tainted {taint_key}", w.name))
+                        }
+                        Some((r, d)) => (Verdict::Fail, format!("{target}: node {} Ready={r} ({d})", w.name)),
+                        None => (Verdict::Fail, format!("{target}: node {} reports no Ready condition", w.name)),
+                    }
+                }
+            };
+            out.push(CheckResult { step: key.into(), check: format!("{} joined", w.name), verdict, evidence });
         }
     }
     out

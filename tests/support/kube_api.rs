@@ -593,6 +593,8 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("", "v1", "ServiceAccount", true),
     ("", "v1", "Service", true),
     ("", "v1", "ConfigMap", true),
+    // Registered by the kubelets (here: `put_raw`), read by `fabric verify`.
+    ("", "v1", "Node", false),
     ("apps", "v1", "Deployment", true),
     ("apps", "v1", "StatefulSet", true),
     ("apps", "v1", "DaemonSet", true),

@@ -191,6 +191,15 @@ fn phases_a_to_d_end_to_end() {
             "karmada-execution-controller",
         );
     }
+    // MultiKueue dispatches the test Job to sp: its copy appears there.
+    let o = fabric(&["verify", "--step", "D.4"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("batch/fabric-multikueue-test is in no worker (sp): not dispatched yet"), "{}", out(&o));
+    let mut job = franca.object("batch/v1", "Job", Some("batch"), "fabric-multikueue-test").unwrap();
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        job["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    sp.put_raw_as(job, "kueue-multikueue");
     // Karmada's chart output in the host cluster, and ArgoCD's report on its Application.
     for name in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
         franca.put_raw_as(
@@ -227,6 +236,8 @@ fn phases_a_to_d_end_to_end() {
         "fabric-apps sync Synced, health Healthy",
         "karmada-scheduler-estimator-sp 1/1 replicas available",
         "cluster.sp: vllm runs on gpu.model=a5000",
+        "batch/fabric-multikueue-test dispatched to sp",
+        "dispatching ClusterQueue Active: ClusterQueue/gpu-batch",
     ] {
         assert!(text.contains(check), "missing `{check}` in:\n{text}");
     }

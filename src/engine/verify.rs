@@ -200,6 +200,23 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
                 .collect();
             conditions(targets, key, "MultiKueue worker Active", objs, "Active").await
         }
+        "D.3" => {
+            let Some(mk) = &t.multikueue else { return vec![] };
+            let objs = vec![(
+                format!("cluster.{}", mk.manager),
+                id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &mk.queue, None),
+            )];
+            conditions(targets, key, "dispatching ClusterQueue Active", objs, "Active").await
+        }
+        "D.4" => dispatched(t, targets, key).await,
+        "G.1" => match &t.gateway {
+            Some(g) => {
+                let target = format!("cluster.{}", g.site);
+                let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero"));
+                vec![rolled_out(targets, key, &target, "gateway running", oid).await]
+            }
+            None => vec![],
+        },
         "C.5" => {
             // A propagated Deployment is present in every member its class places it at.
             let mut out = Vec::new();
@@ -465,4 +482,39 @@ async fn joined(
         }
     }
     out
+}
+
+/// D.4: MultiKueue dispatched the test Job to a worker (its copy exists there, with the name
+/// and namespace of the manager's).
+async fn dispatched(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let Some(mk) = &t.multikueue else { return vec![] };
+    let Some(ns) = t
+        .sites
+        .iter()
+        .find(|s| s.name == mk.manager)
+        .and_then(|s| s.queues.iter().find(|q| q.name == mk.queue))
+        .and_then(|q| q.local_queues.first())
+        .map(|l| l.namespace.clone())
+    else {
+        return vec![];
+    };
+    let mut found = Vec::new();
+    let mut errors = Vec::new();
+    for w in &mk.workers {
+        let target = format!("cluster.{w}");
+        match get(targets, &target, id("batch/v1", "Job", "fabric-multikueue-test", Some(&ns))).await {
+            Ok(Some(_)) => found.push(w.clone()),
+            Ok(None) => {}
+            Err(e) => errors.push(format!("{target}: {e}")),
+        }
+    }
+    let (verdict, evidence) = match (found.is_empty(), errors.is_empty()) {
+        (false, _) => (Verdict::Pass, format!("{ns}/fabric-multikueue-test dispatched to {}", found.join(", "))),
+        (true, true) => (
+            Verdict::Fail,
+            format!("{ns}/fabric-multikueue-test is in no worker ({}): not dispatched yet", mk.workers.join(", ")),
+        ),
+        (true, false) => (Verdict::Fail, errors.join("; ")),
+    };
+    vec![CheckResult { step: key.into(), check: "test Job dispatched to a worker".into(), verdict, evidence }]
 }

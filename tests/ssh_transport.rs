@@ -3,6 +3,8 @@
 
 #[path = "support/lab.rs"]
 mod lab;
+#[path = "support/run.rs"]
+mod run;
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +25,7 @@ fn rt() -> tokio::runtime::Runtime {
 fn ssh_transport_against_real_sshd() {
     let lab = lab::Lab::up("st", "10.241", &[], &[]);
     let rt = rt();
+    b1_applied_by_a_non_root_operator(&lab);
     rt.block_on(async {
         commands_and_exit_status(&lab).await;
         unknown_host_is_refused(&lab).await;
@@ -32,8 +35,73 @@ fn ssh_transport_against_real_sshd() {
         many_channels_on_one_connection(&lab).await;
         proxy_jump(&lab).await;
         key_from_ssh_agent(&lab).await;
+        sudo_for_a_non_root_operator(&lab).await;
         dead_link_fails_within_the_timeout(&lab).await;
     });
+}
+
+/// An operator account that may use sudo (`fabricop`): fabric's root commands go through
+/// `sudo -n`, files it writes are root's; an account that may not (`guest`) gets sudo's own
+/// message back.
+async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
+    use fabric::engine::providers::{self, Observed};
+    use fabric::resources::{Desired, ProviderKind, Resource};
+    use fabric::transport::shell::as_root;
+    let mut ep = endpoint(lab, "sp-lan");
+    ep.user = "fabricop".into();
+    let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
+    let o = s.run("id -un", None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.stdout_str().trim(), "fabricop");
+    let o = s.run(&as_root("fabricop", "id -u"), None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!((o.status, o.stdout_str().trim(), o.stderr_str()), (0, "0", String::new()));
+    let r = Resource {
+        address: "host.sp-lan/file:/etc/rancher/k3s/sudo-test.yaml".into(),
+        target: "host.sp-lan".into(),
+        site: Some("sp".into()),
+        provider: ProviderKind::File,
+        summary: String::new(),
+        sensitive: false,
+        desired: Desired::File("a: 1\n".into()),
+        file: None,
+    };
+    providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None).await.unwrap();
+    let stat = as_root("fabricop", "stat -c '%U %a' /etc/rancher/k3s/sudo-test.yaml");
+    let o = s.run(&stat, None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.stdout_str().trim(), "root 644", "written as root through sudo");
+    assert_eq!(providers::read(&s, &r).await.unwrap(), Observed::Present("a: 1\n".into()));
+    providers::revert(&s, &r, &Observed::Absent).await.unwrap();
+    s.close().await;
+
+    ep.user = "guest".into();
+    let s = Session::connect(&ep).await.unwrap();
+    let err = providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None).await.unwrap_err().to_string();
+    assert!(err.contains("sudo") && err.contains("password is required"), "{err}");
+    s.close().await;
+}
+
+/// B.1 through the CLI with both routers reached as `fabricop`: lock, key generation, wg-quick,
+/// the self-revert job and its confirmation all go through sudo.
+fn b1_applied_by_a_non_root_operator(lab: &lab::Lab) {
+    let dir = lab.dir.join("sudo-b1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = include_str!("data/lab-linux.yaml")
+        .replace("ssh: { host: franca-router }", "ssh: { host: franca-router, user: fabricop }")
+        .replace("ssh: { host: sp-router }", "ssh: { host: sp-router, user: fabricop }");
+    std::fs::write(dir.join("topology.yaml"), text).unwrap();
+    let fabric = |args: &[&str]| run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args);
+    let o = fabric(&["apply", "--step", "B.1", "--auto-approve"]);
+    assert!(o.status.success(), "{}", run::out(&o));
+    assert!(run::out(&o).contains("B.1: check passed"), "{}", run::out(&o));
+    let o = lab.exec("sp-router", "stat -c '%U %a' /etc/wireguard/wg0.conf && ls /run/lock");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(text.starts_with("root 600\n"), "{text}");
+    assert!(!text.contains("fabric.lock"), "the lock is released: {text}");
+    let log = std::fs::read_to_string(lab.dir.join("hosts/sp-router/sshd.log")).unwrap();
+    assert!(log.contains("Accepted publickey for fabricop"), "fabric logged in as fabricop");
+    let o = fabric(&["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "read back through sudo: {}", run::out(&o));
+    let o = fabric(&["rollback"]);
+    assert!(o.status.success(), "{}", run::out(&o));
 }
 
 async fn commands_and_exit_status(lab: &lab::Lab) {

@@ -38,7 +38,7 @@ PYTHON=/usr/bin/python3
 CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SITES=(franca sp)
 DEPS_PACKAGES=(openssh-server openssh-client wireguard-tools wireguard-go
-	iproute2 iputils-ping python3 util-linux hostname)
+	iproute2 iputils-ping python3 util-linux hostname sudo)
 # Marks a state dir as ours, so `down` only ever deletes a directory that this
 # script created (LAB_DIR is user-supplied).
 MARKER=.fabric-lab
@@ -374,6 +374,22 @@ start_sshd() {
 		# K3s servers keep their state (the node token agents join with) here.
 		mkdir -p "$2/var-lib-rancher" /var/lib/rancher
 		mount --bind "$2/var-lib-rancher" /var/lib/rancher
+		# Operator accounts, as production hosts often have them: `fabricop` may
+		# become root with sudo (no password), `guest` may not. Per-host copies
+		# of the account files, so those of the machine stay untouched; /etc/hosts
+		# names the host, so sudo can resolve it.
+		for f in passwd group shadow hosts; do cp "/etc/$f" "$2/etc-$f"; done
+		printf "fabricop:x:4242:4242:fabric operator:%s/home-fabricop:/bin/sh\nguest:x:4243:4243:guest:%s/home-guest:/bin/sh\n" "$2" "$2" >>"$2/etc-passwd"
+		printf "fabricop:x:4242:\nguest:x:4243:\n" >>"$2/etc-group"
+		printf "fabricop:*:19000:0:99999:7:::\nguest:*:19000:0:99999:7:::\n" >>"$2/etc-shadow"
+		printf "127.0.1.1 %s\n" "$1" >>"$2/etc-hosts"
+		for f in passwd group shadow hosts; do mount --bind "$2/etc-$f" "/etc/$f"; done
+		mkdir -p "$2/home-fabricop" "$2/home-guest" "$2/sudoers.d" /etc/sudoers.d
+		chown 4242:4242 "$2/home-fabricop"
+		chown 4243:4243 "$2/home-guest"
+		printf "fabricop ALL=(root) NOPASSWD: ALL\n" >"$2/sudoers.d/fabricop"
+		chmod 0440 "$2/sudoers.d/fabricop"
+		mount --bind "$2/sudoers.d" /etc/sudoers.d
 		hostname "$1"
 		exec /usr/sbin/sshd -f "$2/sshd_config" -E "$2/sshd.log"
 	' lab-sshd "$host" "$d" "$LAB_DIR/empty"

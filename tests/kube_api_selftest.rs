@@ -1480,3 +1480,16 @@ async fn controller_statuses_validate_against_the_crd_schemas() {
     assert!(check_all("healthy") >= 6);
     assert!(s.controller_errors().is_empty(), "{:#?}", s.controller_errors());
 }
+
+/// `set_latency` delays every answer (by at least that much: a lower bound, not a timing
+/// assertion); how answers on different connections overlap is measured by `benches/plan_kube.rs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_delays_each_answer() {
+    let s = server().await;
+    s.set_latency(std::time::Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    assert_eq!(get(&s, "/api/v1/namespaces/default").await.status, 200);
+    assert!(t.elapsed() >= std::time::Duration::from_millis(200), "delayed: {:?}", t.elapsed());
+    s.set_latency(std::time::Duration::ZERO);
+    assert_eq!(get(&s, "/api/v1/namespaces/default").await.status, 200);
+}

@@ -242,6 +242,7 @@ pub const STALE_COPY: &str = "(sensitive; differs from its source)";
 /// Secrets fabric copies are compared with their source (in memory, never shown): a copy that
 /// no longer matches (a rotated token, a CA another tool made) is planned as an update.
 async fn copies_against_sources(resources: &[Resource], targets: &Targets, live: &mut Live) {
+    let mut checks = Vec::new();
     for r in resources.iter().filter(|r| r.sensitive && r.provider == ProviderKind::Kube) {
         let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
         let Some(from) = super::secrets::copy_source(obj) else { continue };
@@ -249,14 +250,20 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
             continue;
         }
         let (Some(dest), Some(src)) = (targets.kube.get(&r.target), targets.kube.get(&from.target)) else { continue };
-        let differs = async {
-            let d = super::kube::client(&r.target, dest).await?;
-            let s = super::kube::client(&from.target, src).await?;
-            super::kube::copy_differs(&d, obj, &s, &from).await
-        };
+        checks.push(async move {
+            let differs = async {
+                let d = super::kube::client(&r.target, dest).await?;
+                let s = super::kube::client(&from.target, src).await?;
+                super::kube::copy_differs(&d, obj, &s, &from).await
+            };
+            (r.address.clone(), differs.await)
+        });
+    }
+    // All at once: each is two reads, possibly across a WAN.
+    for (address, differs) in futures::future::join_all(checks).await {
         // A source that cannot be read leaves the copy as it is: presence is all plan knows.
-        if let Ok(true) = differs.await {
-            live.observed.insert(r.address.clone(), Observed::Present(STALE_COPY.into()));
+        if let Ok(true) = differs {
+            live.observed.insert(address, Observed::Present(STALE_COPY.into()));
         }
     }
 }

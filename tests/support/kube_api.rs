@@ -183,6 +183,12 @@ impl TestApiServer {
         self.shared.anonymous.store(allowed, Ordering::SeqCst);
     }
 
+    /// Waits `latency` before answering every request (a WAN round trip to a remote cluster's
+    /// API); requests on different connections wait at the same time, as they would.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.latency_us.store(latency.as_micros() as u64, Ordering::SeqCst);
+    }
+
     /// Makes the next matching request fail once with `status` (a Status body; nothing is
     /// changed). `verb`: `get`, `list`, `create`, `update`, `delete`, `patch` (any PATCH,
     /// including server-side apply and dry runs), `apply` (server-side apply that is **not** a dry
@@ -469,6 +475,10 @@ async fn accept_loop(std_listener: std::net::TcpListener, shared: Arc<Shared>, m
 }
 
 async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let latency = shared.latency_us.load(Ordering::SeqCst);
+    if latency > 0 {
+        tokio::time::sleep(Duration::from_micros(latency)).await;
+    }
     let (parts, body) = req.into_parts();
     let body = match body.collect().await {
         Ok(b) => b.to_bytes().to_vec(),
@@ -711,6 +721,8 @@ struct Shared {
     addr: SocketAddr,
     /// Accept requests without the bearer token (see [`TestApiServer::set_allow_anonymous`]).
     anonymous: AtomicBool,
+    /// Delay before every response, in microseconds (see [`TestApiServer::set_latency`]).
+    latency_us: std::sync::atomic::AtomicU64,
     /// The server's runtime (controllers' tasks are spawned on it) and a handle on ourselves.
     rt: tokio::runtime::Handle,
     me: Weak<Shared>,
@@ -786,6 +798,7 @@ impl Shared {
             schemas,
             addr,
             anonymous: AtomicBool::new(false),
+            latency_us: std::sync::atomic::AtomicU64::new(0),
             rt,
             me,
             seed: nanos ^ u64::from(addr.port()).rotate_left(48),

@@ -7,9 +7,10 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::cli::Global;
-use crate::engine::apply::{self, Pool};
+use crate::engine::apply::Pool;
 use crate::engine::journal::{self, Entry, Journal};
 use crate::engine::observe::Targets;
+use crate::engine::revert;
 
 /// Revert an apply's recorded rollback points, newest step first
 ///
@@ -55,8 +56,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     rt.block_on(async {
         let pool = Pool::default();
         for (step, priors) in &steps {
-            let applied: Vec<_> = priors.iter().map(|p| (apply::resource_from_prior(p), p.prior.clone())).collect();
-            let left = apply::revert_all(&applied, &pool, &targets).await;
+            let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
+            let left = revert::revert_all(&applied, &pool, &targets).await;
             if left.is_empty() {
                 let _ = j.write(&Entry::RolledBack { run: run.clone(), step: step.clone() });
                 if !g.quiet {

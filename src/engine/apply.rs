@@ -2,22 +2,24 @@
 //! its changes target by target (all targets at once); run the step's check; confirm over fresh
 //! connections. A failed change or check reverts the step and stops the run.
 //!
-//! Confirmation follows deploy-rs: before a router changes, the router itself is told to revert
-//! unless confirmed (VyOS `commit-confirm`; on Linux a detached job with a canary file), and the
-//! confirmation travels over a *new* SSH connection. A change that cuts the management path can
-//! therefore not be confirmed, and the router puts itself back.
+//! This module is the run itself (locks, journal, waves of steps, rounds of changes); a target's
+//! changes are applied by `host_apply` (SSH) or `kube_apply` (clusters), then checked (`check`),
+//! confirmed (`confirm`) or reverted (`revert`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::check::check;
+use super::confirm::confirm;
 use super::journal::{Entry, Journal, Prior};
 use super::observe::{self, Live, Targets};
 use super::providers::{self, Observed};
+use super::revert::{kube_identity, revert_all};
 use crate::plan::model::Action;
 use crate::resources::{ProviderKind, Resource};
 use crate::topology::Topology;
-use crate::transport::shell::{self, quote};
+use crate::transport::shell;
 use crate::transport::ssh::{Session, SshError};
 
 /// Where the lock lives on every host fabric changes.
@@ -137,86 +139,6 @@ async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
 async fn unlock(s: &Session, run: &str) {
     let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &holder(run)));
     let _ = s.run(&cmd, None, Duration::from_secs(15)).await;
-}
-
-// ---- Confirmation on Linux routers ---------------------------------------------------------
-
-fn canary(iface: &str) -> String {
-    format!("/run/fabric-confirm-{iface}")
-}
-
-/// Saves the interface's current file and schedules its restoration unless confirmed. A router
-/// that had to revert by itself also releases the run's lock: that run cannot reach it anymore.
-pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> String {
-    let conf = providers::wg_conf_path(iface);
-    let prev = format!("{conf}.fabric-prev");
-    let (c, p) = (quote(&conf), quote(&prev));
-    let backup = format!("if [ -e {c} ]; then cp -p -- {c} {p}; else rm -f -- {p}; fi");
-    let revert = format!(
-        "if [ -e {p} ]; then mv -f -- {p} {c}; {}; else {}; fi; {}",
-        providers::wg_restart(iface),
-        providers::wg_remove(iface),
-        shell::release_lock(LOCK_PATH, holder)
-    );
-    format!("{backup} && {}", shell::schedule_revert(&canary(iface), seconds, &revert))
-}
-
-/// Cancels the scheduled restoration and drops the saved file.
-pub fn disarm_linux_revert(iface: &str) -> String {
-    format!(
-        "{} && rm -f -- {}",
-        shell::cancel_revert(&canary(iface)),
-        quote(&format!("{}.fabric-prev", providers::wg_conf_path(iface)))
-    )
-}
-
-// ---- Checks ------------------------------------------------------------------------------
-
-/// The step's check on its own (for `fabric verify`), with connections of its own.
-pub async fn check_step(step: &StepWork, t: &Topology, targets: &Targets) -> Result<Option<String>, String> {
-    let pool = Pool::default();
-    let r = check(step, t, &pool, targets).await;
-    pool.close().await;
-    r
-}
-
-/// The step's post-apply check against live state; Ok(None) when the step has none here.
-async fn check(step: &StepWork, t: &Topology, pool: &Pool, targets: &Targets) -> Result<Option<String>, String> {
-    if step.id != "B.1" {
-        return Ok(None);
-    }
-    // The seed's validation: each site's LAN reaches every other site's LAN through the tunnel.
-    // From a host with SSH at the site (a node), ping a node of each other site; a site without
-    // such a host is checked from its router. A fresh handshake can take a few seconds, so each
-    // pair is retried for up to 20 s.
-    let touched: BTreeSet<&str> = step.resources.iter().map(|r| r.target.as_str()).collect();
-    let mut evidence = Vec::new();
-    for s in t.sites.iter().filter(|s| touched.contains(format!("router.{}", s.name).as_str())) {
-        let (from, vyos) = match s.cluster.nodes.iter().find(|n| n.ssh.is_some()) {
-            Some(n) => (format!("host.{}", n.name), false),
-            None => (format!("router.{}", s.name), s.router.kind == crate::topology::model::RouterKind::Vyos),
-        };
-        if vyos {
-            evidence.push(format!("{from}: no LAN host with SSH to check from"));
-            continue;
-        }
-        let session = pool.get(targets, &from).await.map_err(|e| e.to_string())?;
-        for p in t.sites.iter().filter(|p| p.name != s.name) {
-            let addr = match (from.starts_with("host."), p.cluster.nodes.first()) {
-                (true, Some(n)) => n.address,
-                _ => p.router.wireguard.address.addr,
-            };
-            let cmd = format!(
-                "for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {addr} >/dev/null 2>&1 && exit 0; done; exit 1"
-            );
-            let o = session.run(&cmd, None, Duration::from_secs(40)).await.map_err(|e| e.to_string())?;
-            if o.status != 0 {
-                return Err(format!("{from} cannot reach {} ({addr}) through the tunnel", p.name));
-            }
-            evidence.push(format!("{from} → {addr} ok"));
-        }
-    }
-    Ok(Some(evidence.join(", ")))
 }
 
 // ---- The run -----------------------------------------------------------------------------
@@ -502,7 +424,7 @@ async fn apply_step(
                 set.spawn(async move { super::kube_apply::apply_target(&cx, &target, &access, items).await });
                 continue;
             }
-            let holder_id = holder(&opts.run);
+            let cx = super::host_apply::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
             let s = sh.pool.get(targets, &target).await?;
             // Secret files are copied from their source host (over the run's connection to it).
             let mut items = items;
@@ -525,46 +447,7 @@ async fn apply_step(
             for l in &progress_lines {
                 (sh.progress)(l);
             }
-            set.spawn(async move {
-                let mut ok: Vec<(Resource, Observed)> = Vec::new();
-                if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
-                    // One commit-confirm for the whole router.
-                    // A script that fails commits nothing, and the pending confirmation it
-                    // found may be someone else's: only a commit that went through is reverted.
-                    return match providers::apply_vyos(&s, &items, confirm_minutes).await {
-                        Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), vec![], None),
-                        Err(e) => (ok, vec![], Some(e.to_string())),
-                    };
-                }
-                for (r, prior, text) in items {
-                    if r.provider == ProviderKind::Wireguard {
-                        let arm = shell::as_root(
-                            &s.endpoint.user,
-                            &arm_linux_revert(providers::wg_interface(&r), confirm_secs, &holder_id),
-                        );
-                        match s.run(&arm, None, Duration::from_secs(20)).await {
-                            Ok(o) if o.status == 0 => {}
-                            Ok(o) => {
-                                return (
-                                    ok,
-                                    vec![],
-                                    Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
-                                );
-                            }
-                            Err(e) => return (ok, vec![], Some(e.to_string())),
-                        }
-                    }
-                    match providers::apply(&s, &r, &text, &prior, Some(confirm_minutes)).await {
-                        Ok(()) => ok.push((r, prior)),
-                        Err(e) => {
-                            // Partially applied resources revert too.
-                            ok.push((r, prior));
-                            return (ok, vec![], Some(e.to_string()));
-                        }
-                    }
-                }
-                (ok, vec![], None)
-            });
+            set.spawn(async move { super::host_apply::apply_target(&cx, &s, items).await });
         }
         // Progress of the targets' waits arrives while they run.
         loop {
@@ -698,133 +581,6 @@ async fn copy_secret_file(sh: &Shared<'_>, address: &str, source: &str) -> Resul
     providers::read_secret_file(&s, source).await.map_err(|e| format!("{address}: {e}"))
 }
 
-async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), String> {
-    let mut by_target: BTreeMap<String, Vec<&Resource>> = BTreeMap::new();
-    for (r, _) in applied {
-        by_target.entry(r.target.clone()).or_default().push(r);
-    }
-    for (target, rs) in by_target {
-        let needs = rs.iter().any(|r| matches!(r.provider, ProviderKind::Wireguard | ProviderKind::Vyos));
-        if !needs {
-            continue;
-        }
-        let ep = targets.ssh.get(&target).ok_or_else(|| format!("{target}: no SSH access"))?;
-        let fresh = Session::connect(ep).await.map_err(|e| format!("cannot confirm on {target}: {e}"))?;
-        for r in rs {
-            let o = match r.provider {
-                ProviderKind::Wireguard => {
-                    let cmd = shell::as_root(&fresh.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
-                    fresh.run(&cmd, None, Duration::from_secs(20)).await
-                }
-                ProviderKind::Vyos => {
-                    fresh.run("vbash -s", Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await
-                }
-                _ => continue,
-            };
-            match o {
-                Ok(o) if o.status == 0 => {}
-                Ok(o) => return Err(format!("confirm on {target} failed: {}", o.stderr_str())),
-                Err(e) => return Err(format!("cannot confirm on {target}: {e}")),
-            }
-            if r.provider == ProviderKind::Vyos {
-                break; // one confirm covers the router's whole commit
-            }
-        }
-        fresh.close().await;
-    }
-    Ok(())
-}
-
-/// Puts applied resources back, newest first; returns what could not be put back.
-pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
-    let mut left = Vec::new();
-    // VyOS routers: all of a router's resources in one commit.
-    let mut vyos: BTreeMap<String, Vec<(Resource, Observed)>> = BTreeMap::new();
-    for (r, p) in applied.iter().filter(|(r, _)| r.provider == ProviderKind::Vyos) {
-        vyos.entry(r.target.clone()).or_default().push((r.clone(), p.clone()));
-    }
-    for (target, items) in vyos {
-        match pool.get(targets, &target).await {
-            Ok(s) => {
-                if let Err(e) = providers::revert_vyos(&s, &items).await {
-                    left.push(e.to_string());
-                }
-            }
-            Err(e) => left.push(format!("{target}: {e}")),
-        }
-    }
-    for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
-        let (Some(access), crate::resources::Desired::Kube(obj) | crate::resources::Desired::Prune(obj)) =
-            (targets.kube.get(&r.target), &r.desired)
-        else {
-            continue;
-        };
-        let result = match super::kube::client(&r.target, access).await {
-            Ok(c) => super::kube::revert(&c, obj, prior).await,
-            Err(e) => Err(e),
-        };
-        if let Err(e) = result {
-            left.push(format!("{}: {e}", r.address));
-        }
-    }
-    for (r, prior) in
-        applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos && r.provider != ProviderKind::Kube)
-    {
-        if r.sensitive {
-            continue; // secrets are never restored from a journal
-        }
-        let s = match pool.get(targets, &r.target).await {
-            Ok(s) => s,
-            Err(e) => {
-                left.push(format!("{}: {e}", r.address));
-                continue;
-            }
-        };
-        if r.provider == ProviderKind::Wireguard {
-            let cmd = shell::as_root(&s.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
-            let _ = s.run(&cmd, None, Duration::from_secs(20)).await;
-        }
-        if let Err(e) = providers::revert(&s, r, prior).await {
-            left.push(e.to_string());
-        }
-    }
-    left
-}
-
-/// The identity of a Kubernetes object (enough to find it again), for the journal.
-fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
-    let (crate::resources::Desired::Kube(o) | crate::resources::Desired::Prune(o)) = &r.desired else { return None };
-    let mut meta = serde_json::Map::new();
-    meta.insert("name".into(), o["metadata"]["name"].clone());
-    if let Some(ns) = o["metadata"].get("namespace") {
-        meta.insert("namespace".into(), ns.clone());
-    }
-    Some(serde_json::json!({ "apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": meta }))
-}
-
-/// A resource as the journal knows it, enough for its provider to put it back.
-pub fn resource_from_prior(p: &Prior) -> Resource {
-    use crate::resources::Desired;
-    let desired = match p.provider {
-        ProviderKind::File if p.sensitive => Desired::Secret(String::new()),
-        ProviderKind::File => Desired::File(String::new()),
-        ProviderKind::Wireguard => Desired::Wireguard(String::new()),
-        ProviderKind::Vyos => Desired::Vyos(vec![]),
-        ProviderKind::Command => Desired::Command { probe: "true".into(), apply: "true".into() },
-        ProviderKind::Kube => Desired::Kube(p.object.clone().unwrap_or(serde_json::Value::Null)),
-    };
-    Resource {
-        address: p.address.clone(),
-        target: p.target.clone(),
-        site: None,
-        provider: p.provider,
-        summary: String::new(),
-        sensitive: p.sensitive,
-        desired,
-        file: None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -918,17 +674,5 @@ mod tests {
             ]
         );
         assert_eq!(names(&c), ["karmada/ns/Secret/a"]);
-    }
-
-    #[test]
-    fn linux_revert_is_armed_with_a_canary() {
-        let cmd = arm_linux_revert("wg0", 30, "run x");
-        assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0 && ( setsid sh -c "), "{cmd}");
-        assert!(cmd.contains("sleep 30;"), "{cmd}");
-        assert!(cmd.contains("/run/lock/fabric.lock"), "the job releases the run's lock: {cmd}");
-        assert_eq!(
-            disarm_linux_revert("wg0"),
-            "rm -f -- /run/fabric-confirm-wg0 && rm -f -- /etc/wireguard/wg0.conf.fabric-prev"
-        );
     }
 }

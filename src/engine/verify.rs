@@ -110,7 +110,7 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
                     })
                     .collect(),
             };
-            let (verdict, evidence) = match super::apply::check_step(&work, t, targets).await {
+            let (verdict, evidence) = match super::check::check_step(&work, t, targets).await {
                 Ok(Some(e)) => (Verdict::Pass, e),
                 Ok(None) => (Verdict::Skip, "no check".into()),
                 Err(e) => (Verdict::Fail, e),

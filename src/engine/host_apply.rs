@@ -1,0 +1,67 @@
+//! Applying one step's changes to one host over SSH (routers, files, commands), in order; the
+//! clusters' counterpart is `kube_apply`. A router is told to revert by itself before it changes
+//! (see `confirm`): VyOS in the commit itself, one commit-confirm for the whole router; a Linux
+//! router by a job armed before each interface's file is written.
+
+use std::time::Duration;
+
+use super::confirm::arm_linux_revert;
+use super::kube_apply::Outcome;
+use super::providers::{self, Observed};
+use crate::resources::{ProviderKind, Resource};
+use crate::transport::shell;
+use crate::transport::ssh::Session;
+
+/// What a host's changes need besides the host itself.
+pub(super) struct Context {
+    /// The run's lock holder: a Linux router that reverts by itself releases that lock too.
+    pub holder: String,
+    /// How long a router waits for confirmation before it reverts by itself.
+    pub confirm_secs: u32,
+    /// The same in minutes, for VyOS's `commit-confirm`.
+    pub confirm_minutes: u32,
+}
+
+/// Applies `items` to the host behind `s` in order. Returns what was applied (to revert on
+/// failure, partially applied resources included), no waits (only clusters have them), and the
+/// first failure.
+pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<(Resource, Observed, String)>) -> Outcome {
+    let mut ok: Vec<(Resource, Observed)> = Vec::new();
+    if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
+        // One commit-confirm for the whole router.
+        // A script that fails commits nothing, and the pending confirmation it
+        // found may be someone else's: only a commit that went through is reverted.
+        return match providers::apply_vyos(s, &items, cx.confirm_minutes).await {
+            Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), vec![], None),
+            Err(e) => (ok, vec![], Some(e.to_string())),
+        };
+    }
+    for (r, prior, text) in items {
+        if r.provider == ProviderKind::Wireguard {
+            let arm = shell::as_root(
+                &s.endpoint.user,
+                &arm_linux_revert(providers::wg_interface(&r), cx.confirm_secs, &cx.holder),
+            );
+            match s.run(&arm, None, Duration::from_secs(20)).await {
+                Ok(o) if o.status == 0 => {}
+                Ok(o) => {
+                    return (
+                        ok,
+                        vec![],
+                        Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
+                    );
+                }
+                Err(e) => return (ok, vec![], Some(e.to_string())),
+            }
+        }
+        match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes)).await {
+            Ok(()) => ok.push((r, prior)),
+            Err(e) => {
+                // Partially applied resources revert too.
+                ok.push((r, prior));
+                return (ok, vec![], Some(e.to_string()));
+            }
+        }
+    }
+    (ok, vec![], None)
+}

@@ -1,0 +1,104 @@
+//! Putting a step back at its rollback point: after a failed change or check in the run, and
+//! from the journal in `fabric rollback`. The journal keeps only what finds a resource again
+//! (never a secret's content), so this module also turns a journaled prior back into a resource.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::apply::Pool;
+use super::confirm::disarm_linux_revert;
+use super::journal::Prior;
+use super::observe::Targets;
+use super::providers::{self, Observed};
+use crate::resources::{ProviderKind, Resource};
+use crate::transport::shell;
+
+/// Puts applied resources back, newest first; returns what could not be put back.
+pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
+    let mut left = Vec::new();
+    // VyOS routers: all of a router's resources in one commit.
+    let mut vyos: BTreeMap<String, Vec<(Resource, Observed)>> = BTreeMap::new();
+    for (r, p) in applied.iter().filter(|(r, _)| r.provider == ProviderKind::Vyos) {
+        vyos.entry(r.target.clone()).or_default().push((r.clone(), p.clone()));
+    }
+    for (target, items) in vyos {
+        match pool.get(targets, &target).await {
+            Ok(s) => {
+                if let Err(e) = providers::revert_vyos(&s, &items).await {
+                    left.push(e.to_string());
+                }
+            }
+            Err(e) => left.push(format!("{target}: {e}")),
+        }
+    }
+    for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
+        let (Some(access), crate::resources::Desired::Kube(obj) | crate::resources::Desired::Prune(obj)) =
+            (targets.kube.get(&r.target), &r.desired)
+        else {
+            continue;
+        };
+        let result = match super::kube::client(&r.target, access).await {
+            Ok(c) => super::kube::revert(&c, obj, prior).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = result {
+            left.push(format!("{}: {e}", r.address));
+        }
+    }
+    for (r, prior) in
+        applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos && r.provider != ProviderKind::Kube)
+    {
+        if r.sensitive {
+            continue; // secrets are never restored from a journal
+        }
+        let s = match pool.get(targets, &r.target).await {
+            Ok(s) => s,
+            Err(e) => {
+                left.push(format!("{}: {e}", r.address));
+                continue;
+            }
+        };
+        if r.provider == ProviderKind::Wireguard {
+            let cmd = shell::as_root(&s.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
+            let _ = s.run(&cmd, None, Duration::from_secs(20)).await;
+        }
+        if let Err(e) = providers::revert(&s, r, prior).await {
+            left.push(e.to_string());
+        }
+    }
+    left
+}
+
+/// The identity of a Kubernetes object (enough to find it again), for the journal.
+pub(super) fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
+    let (crate::resources::Desired::Kube(o) | crate::resources::Desired::Prune(o)) = &r.desired else { return None };
+    let mut meta = serde_json::Map::new();
+    meta.insert("name".into(), o["metadata"]["name"].clone());
+    if let Some(ns) = o["metadata"].get("namespace") {
+        meta.insert("namespace".into(), ns.clone());
+    }
+    Some(serde_json::json!({ "apiVersion": o["apiVersion"], "kind": o["kind"], "metadata": meta }))
+}
+
+/// A resource as the journal knows it, enough for its provider to put it back.
+pub fn resource_from_prior(p: &Prior) -> Resource {
+    use crate::resources::Desired;
+    let desired = match p.provider {
+        ProviderKind::File if p.sensitive => Desired::Secret(String::new()),
+        ProviderKind::File => Desired::File(String::new()),
+        ProviderKind::Wireguard => Desired::Wireguard(String::new()),
+        ProviderKind::Vyos => Desired::Vyos(vec![]),
+        ProviderKind::Command => Desired::Command { probe: "true".into(), apply: "true".into() },
+        ProviderKind::Kube => Desired::Kube(p.object.clone().unwrap_or(serde_json::Value::Null)),
+    };
+    Resource {
+        address: p.address.clone(),
+        target: p.target.clone(),
+        site: None,
+        provider: p.provider,
+        summary: String::new(),
+        sensitive: p.sensitive,
+        desired,
+        file: None,
+    }
+}

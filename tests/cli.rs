@@ -147,6 +147,14 @@ fn a_choice_this_build_cannot_carry_out_refuses_only_its_step() {
 }
 
 #[test]
+fn a_zero_wait_timeout_is_refused() {
+    // 0 would fail every step at once rather than mean "do not wait": refused at the flag.
+    let o = fabric(&["--example", "apply", "--wait-timeout", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--wait-timeout"), "{}", stderr(&o));
+}
+
+#[test]
 fn graph_formats() {
     let o = fabric(&["--example", "graph"]);
     assert_eq!(o.status.code(), Some(0));

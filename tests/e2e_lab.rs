@@ -224,6 +224,7 @@ fn phases_a_to_d_end_to_end() {
         }
         std::thread::sleep(Duration::from_millis(300));
     };
+    assert!(!text.contains("SKIP"), "every step has a check: {text}");
     for check in [
         "PASS  B.1",
         "the same cilium-ca in 2 clusters",
@@ -238,6 +239,8 @@ fn phases_a_to_d_end_to_end() {
         "cluster.sp: vllm runs on gpu.model=a5000",
         "batch/fabric-multikueue-test dispatched to sp",
         "dispatching ClusterQueue Active: ClusterQueue/gpu-batch",
+        "the Karmada chart turns the Failover feature gate on",
+        "ClusterTaintPolicy fabric-not-ready covers 2 member(s)",
     ] {
         assert!(text.contains(check), "missing `{check}` in:\n{text}");
     }

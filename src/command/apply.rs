@@ -45,7 +45,7 @@ pub struct Opts {
     /// Seconds to wait for each applied Kubernetes object to be done (a chart's install Job
     /// complete, a Deployment rolled out, a Karmada Cluster Ready, a ClusterQueue Active, a kind
     /// served); past it the step fails and is reverted
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub wait_timeout: u64,
 }
 

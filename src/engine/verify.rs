@@ -200,6 +200,7 @@ pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: O
                 .collect();
             conditions(targets, key, "MultiKueue worker Active", objs, "Active").await
         }
+        "C.7" if t.federation.karmada.failover => failover(t, targets, key).await,
         "D.3" => {
             let Some(mk) = &t.multikueue else { return vec![] };
             let objs = vec![(
@@ -517,4 +518,39 @@ async fn dispatched(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResu
         (true, false) => (Verdict::Fail, errors.join("; ")),
     };
     vec![CheckResult { step: key.into(), check: "test Job dispatched to a worker".into(), verdict, evidence }]
+}
+
+/// C.7: failover is configured where Karmada reads it: the Failover feature gate in the chart's
+/// values and the taint policy for members that are not Ready. Whether workloads move is the
+/// runbook's drill (it takes a member down), not something a read can show.
+async fn failover(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
+    let host = format!("cluster.{}", t.federation.karmada.host_site);
+    let chart = id("helm.cattle.io/v1", "HelmChart", "karmada", Some("kube-system"));
+    let (verdict, evidence) = match get(targets, &host, chart).await {
+        Err(e) => (Verdict::Fail, format!("{host}: {e}")),
+        Ok(None) => (Verdict::Fail, format!("{host}: HelmChart kube-system/karmada does not exist")),
+        Ok(Some(c)) => {
+            let values = c["spec"]["valuesContent"].as_str().unwrap_or_default();
+            let on = serde_saphyr::from_str::<crate::topology::tree::Node>(values)
+                .map(|n| n.to_json()["controllerManager"]["featureGates"]["Failover"] == json!(true))
+                .unwrap_or(false);
+            if on {
+                (Verdict::Pass, format!("{host}: the Karmada chart turns the Failover feature gate on"))
+            } else {
+                (Verdict::Fail, format!("{host}: the Karmada chart does not turn the Failover feature gate on"))
+            }
+        }
+    };
+    let mut out = vec![CheckResult { step: key.into(), check: "Failover feature gate".into(), verdict, evidence }];
+    let policy = id("policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "fabric-not-ready", None);
+    let (verdict, evidence) = match get(targets, "karmada", policy).await {
+        Err(e) => (Verdict::Fail, format!("karmada: {e}")),
+        Ok(None) => (Verdict::Fail, "karmada: ClusterTaintPolicy fabric-not-ready does not exist".to_string()),
+        Ok(Some(p)) => {
+            let n = p["spec"]["targetClusters"]["clusterNames"].as_array().map_or(0, Vec::len);
+            (Verdict::Pass, format!("karmada: ClusterTaintPolicy fabric-not-ready covers {n} member(s)"))
+        }
+    };
+    out.push(CheckResult { step: key.into(), check: "NoExecute taint on members not Ready".into(), verdict, evidence });
+    out
 }

@@ -32,11 +32,7 @@ fn main() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
-    let text = include_str!("../topology.example.yaml")
-        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-        .replace("context: karmada-apiserver", "context: karmada");
+    let text = kube_api::example_topology(&dir);
     let l = fabric::topology::load_str("bench.yaml", text).unwrap();
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();

@@ -95,6 +95,16 @@ pub struct Resource {
     pub file: Option<String>,
 }
 
+impl Resource {
+    /// The desired Kubernetes object, for a resource that is one (not a pruned identity).
+    pub fn kube_object(&self) -> Option<&Value> {
+        match &self.desired {
+            Desired::Kube(o) => Some(o),
+            _ => None,
+        }
+    }
+}
+
 /// A file of the GitOps repository that is not itself a resource (Helm values files).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExtraFile {

@@ -33,11 +33,7 @@ fn phase_a_files_and_helmcharts() {
     for s in [&franca, &sp] {
         s.simulate_controllers(std::time::Duration::from_millis(100));
     }
-    let topology = |t: &str| {
-        t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-            .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-            .replace("/nonexistent/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-    };
+    let topology = |t: &str| kube_api::with_test_kubeconfigs(t, &dir);
     std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
     let fabric =
         |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };

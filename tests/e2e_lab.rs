@@ -31,6 +31,14 @@ fn secret(server: &TestApiServer, ns: &str, name: &str) -> Value {
     server.object("v1", "Secret", Some(ns), name).unwrap_or_else(|| panic!("Secret {ns}/{name}"))["data"].clone()
 }
 
+/// An object as read back, made fit to be written again by another manager: without what the
+/// server sets.
+fn unstore(obj: &mut Value) {
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        obj["metadata"].as_object_mut().unwrap().remove(k);
+    }
+}
+
 fn condition(obj: &Value, kind: &str) -> String {
     obj["status"]["conditions"]
         .as_array()
@@ -78,11 +86,7 @@ fn phases_a_to_d_end_to_end() {
     for s in [&franca, &sp, &karmada] {
         s.simulate_controllers(Duration::from_millis(100));
     }
-    let topology = |t: &str| {
-        t.replace("/nonexistent/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-            .replace("/nonexistent/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-            .replace("/nonexistent/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-    };
+    let topology = |t: &str| kube_api::with_test_kubeconfigs(t, &dir);
     let write = |t: &str| std::fs::write(dir.join("topology.yaml"), topology(t)).unwrap();
     write(TOPOLOGY);
     let fabric =
@@ -154,9 +158,7 @@ fn phases_a_to_d_end_to_end() {
     // as an update (content never shown) and apply copies the new one.
     let mut rotated = sp.object("v1", "Secret", Some("karmada-cluster"), "karmada-member-token").unwrap();
     rotated["data"]["token"] = json!(base64::engine::general_purpose::STANDARD.encode("rotated-token-789"));
-    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp"] {
-        rotated["metadata"].as_object_mut().unwrap().remove(k);
-    }
+    unstore(&mut rotated);
     sp.put_raw_as(rotated, "kube-controller-manager");
     // Both copies made from that token are stale: Karmada's credentials and the estimator's
     // kubeconfig.
@@ -196,9 +198,7 @@ fn phases_a_to_d_end_to_end() {
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(out(&o).contains("batch/fabric-multikueue-test is in no worker (sp): not dispatched yet"), "{}", out(&o));
     let mut job = franca.object("batch/v1", "Job", Some("batch"), "fabric-multikueue-test").unwrap();
-    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
-        job["metadata"].as_object_mut().unwrap().remove(k);
-    }
+    unstore(&mut job);
     sp.put_raw_as(job, "kueue-multikueue");
     // Karmada's chart output in the host cluster, and ArgoCD's report on its Application.
     for name in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
@@ -209,9 +209,7 @@ fn phases_a_to_d_end_to_end() {
         );
     }
     let mut app = franca.object("argoproj.io/v1alpha1", "Application", Some("argocd"), "fabric-apps").unwrap();
-    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
-        app["metadata"].as_object_mut().unwrap().remove(k);
-    }
+    unstore(&mut app);
     app["status"] = json!({"sync": {"status": "Synced"}, "health": {"status": "Healthy"}});
     franca.put_raw_as(app, "argocd-application-controller");
     // The simulated controllers report the new Deployments' status a moment later.
@@ -256,9 +254,7 @@ fn phases_a_to_d_end_to_end() {
     // 4. A hand edit is drift, with the other manager named; --force-conflicts repairs it.
     let mut cq = sp.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-interactive").unwrap();
     cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = json!(5);
-    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
-        cq["metadata"].as_object_mut().unwrap().remove(k);
-    }
+    unstore(&mut cq);
     sp.put_raw_as(cq, "kubectl");
     let o = fabric(&["plan", "--phase", "D", "--detailed-exitcode"]);
     let text = out(&o);

@@ -1400,6 +1400,15 @@ async fn controller_statuses_validate_against_the_crd_schemas() {
         }
         checked
     };
+    // Every controller's verdict, all healthy or all failing; the LocalQueue's condition when so.
+    let statuses = |healthy: bool| {
+        let (failed, ok) = if healthy { ("False", "True") } else { ("True", "False") };
+        with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", failed)?;
+        with_condition(s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp"), "Ready", ok)?;
+        with_condition(s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp"), "Active", ok)?;
+        with_condition(s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, "multikueue"), "Active", ok)?;
+        with_condition(s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a"), "Active", ok)
+    };
     for ns in ["kueue-system", "karmada-cluster"] {
         put(&s, &namespace(ns)).await;
     }
@@ -1412,30 +1421,7 @@ async fn controller_statuses_validate_against_the_crd_schemas() {
     put(&s, &multikueue_cluster("sp", "sp-kubeconfig")).await;
     put(&s, &admission_check("multikueue", "kueue.x-k8s.io/multikueue", "fabric")).await;
     eventually(&s, "the failing statuses", || {
-        let ok =
-            with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "True")
-                .is_some()
-                && with_condition(s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp"), "Ready", "False")
-                    .is_some()
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a"),
-                    "Active",
-                    "False",
-                )
-                .is_some_and(|c| c["reason"] == "ClusterQueueIsInactive")
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp"),
-                    "Active",
-                    "False",
-                )
-                .is_some()
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, "multikueue"),
-                    "Active",
-                    "False",
-                )
-                .is_some();
-        ok.then_some(())
+        statuses(false).filter(|lq| lq["reason"] == "ClusterQueueIsInactive").map(|_| ())
     })
     .await;
     assert!(check_all("failing") >= 6);
@@ -1450,33 +1436,7 @@ async fn controller_statuses_validate_against_the_crd_schemas() {
     )
     .await;
     put(&s, &helm_chart("kueue", "0.14.2")).await;
-    eventually(&s, "the healthy statuses", || {
-        let ok =
-            with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "False")
-                .is_some()
-                && with_condition(s.object("cluster.karmada.io/v1alpha1", "Cluster", None, "sp"), "Ready", "True")
-                    .is_some()
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("default"), "team-a"),
-                    "Active",
-                    "True",
-                )
-                .is_some()
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", None, "sp"),
-                    "Active",
-                    "True",
-                )
-                .is_some()
-                && with_condition(
-                    s.object("kueue.x-k8s.io/v1beta2", "AdmissionCheck", None, "multikueue"),
-                    "Active",
-                    "True",
-                )
-                .is_some();
-        ok.then_some(())
-    })
-    .await;
+    eventually(&s, "the healthy statuses", || statuses(true).map(|_| ())).await;
     assert!(check_all("healthy") >= 6);
     assert!(s.controller_errors().is_empty(), "{:#?}", s.controller_errors());
 }

@@ -25,11 +25,7 @@ fn env(name: &str) -> Env {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
-    let topology = include_str!("../topology.example.yaml")
-        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-        .replace("context: karmada-apiserver", "context: karmada");
+    let topology = kube_api::example_topology(&dir);
     std::fs::write(dir.join("topology.yaml"), topology).unwrap();
     // No SSH host of this topology exists here: an empty ssh_config keeps fabric from trying the
     // example's addresses through ~/.ssh/config; the hosts are reported unreachable.

@@ -13,21 +13,8 @@ use fabric::transport::ssh_config::SshConfig;
 use serde_json::json;
 
 fn b64(s: &str) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let b = s.as_bytes();
-    let mut out = String::new();
-    for c in b.chunks(3) {
-        let n =
-            (u32::from(c[0]) << 16) | (u32::from(*c.get(1).unwrap_or(&0)) << 8) | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                out.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(s)
 }
 
 fn token_secret(token: Option<&str>) -> serde_json::Value {
@@ -49,11 +36,7 @@ async fn member_credentials_are_copied_from_the_token() {
     // Karmada's cluster-status controller marks a member Ready once its credentials exist (the
     // members run none: their tokens are put in place by hand below).
     karmada.simulate_controllers(std::time::Duration::from_millis(50));
-    let text = include_str!("../topology.example.yaml")
-        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-        .replace("context: karmada-apiserver", "context: karmada");
+    let text = kube_api::example_topology(&dir);
     let l = fabric::topology::load_str("t.yaml", text).unwrap();
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();

@@ -28,11 +28,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
     for s in [&franca, &sp, &karmada] {
         s.simulate_controllers(Duration::from_millis(100));
     }
-    let text = include_str!("../topology.example.yaml")
-        .replace("~/.kube/franca.yaml", dir.join("franca.yaml").to_str().unwrap())
-        .replace("~/.kube/sp.yaml", dir.join("sp.yaml").to_str().unwrap())
-        .replace("~/.kube/karmada.yaml", dir.join("karmada.yaml").to_str().unwrap())
-        .replace("context: karmada-apiserver", "context: karmada");
+    let text = kube_api::example_topology(&dir);
     std::fs::write(dir.join("topology.yaml"), &text).unwrap();
     // No SSH host of the example exists here: every host name goes to a closed loopback port.
     std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")

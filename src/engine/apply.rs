@@ -514,14 +514,9 @@ async fn apply_step(
 /// whose source this step changes in that second round (a ServiceAccount token filled once its
 /// Secret exists).
 fn rounds(changes: Vec<(Resource, Observed, String)>) -> [Vec<(Resource, Observed, String)>; 3] {
-    use crate::resources::Desired;
-    let object = |r: &Resource| match &r.desired {
-        Desired::Kube(o) => Some(o.clone()),
-        _ => None,
-    };
-    let generated = |r: &Resource| object(r).is_some_and(|o| super::secrets::generated(&o).is_some());
+    let generated = |r: &Resource| r.kube_object().is_some_and(|o| super::secrets::generated(o).is_some());
     let source_of = |r: &Resource| {
-        let from = super::secrets::copy_source(&object(r)?)?;
+        let from = super::secrets::copy_source(r.kube_object()?)?;
         Some(format!("{}/{}/Secret/{}", from.target, from.namespace, from.name))
     };
     let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.0));

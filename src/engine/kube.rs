@@ -130,6 +130,15 @@ pub fn cleaned(mut v: Value) -> Value {
     v
 }
 
+/// The live object with `id`'s identity (apiVersion, kind, name, namespace), None when absent.
+pub async fn get(client: &Client, id: &Value) -> Result<Option<Value>, String> {
+    let (api, name) = api_for(client, id);
+    match api.get_opt(&name).await {
+        Ok(o) => Ok(o.and_then(|o| serde_json::to_value(o).ok())),
+        Err(e) => Err(describe(&e)),
+    }
+}
+
 /// Reads an object that should not exist (pruned): its whole content, to re-create it on revert.
 pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, String> {
     let (api, name) = api_for(client, identity);

@@ -23,6 +23,13 @@ pub struct Context {
     pub progress: UnboundedSender<String>,
 }
 
+impl Context {
+    /// A progress line of the step.
+    fn report(&self, line: String) {
+        let _ = self.progress.send(format!("{}: {line}", self.step));
+    }
+}
+
 /// The prior object's `spec`, from its journaled text.
 fn prior_spec(prior: &Observed) -> Option<Value> {
     let Observed::Present(t) = prior else { return None };
@@ -47,9 +54,7 @@ async fn secret_to_apply(
         let source = k::client(&from.target, access).await?;
         // A ServiceAccount token is filled by the cluster moments after it is created (maybe in
         // this very step): wait for it like for any controller.
-        let report = |line: String| {
-            let _ = cx.progress.send(format!("{}: {line}", cx.step));
-        };
+        let report = |line: String| cx.report(line);
         let what = format!("the source of {}", obj["metadata"]["name"].as_str().unwrap_or_default());
         let copied = std::sync::Mutex::new(None);
         wait::poll(&what, cx.budget, &report, || async {
@@ -105,9 +110,7 @@ pub async fn wait_all(cx: &Context, target: &str, access: &KubeAccess, objs: Vec
         Ok(c) => c,
         Err(e) => return Some(e),
     };
-    let report = |line: String| {
-        let _ = cx.progress.send(format!("{}: {line}", cx.step));
-    };
+    let report = |line: String| cx.report(line);
     for (r, obj) in objs {
         match wait::ready(&client, &obj, None, cx.budget, &report).await {
             Ok(evidence) => report(format!("{} ready: {evidence}", r.address)),
@@ -128,9 +131,7 @@ async fn apply_in_order(
         Ok(c) => c,
         Err(e) => return (Vec::new(), Some(e)),
     };
-    let report = |line: String| {
-        let _ = cx.progress.send(format!("{}: {line}", cx.step));
-    };
+    let report = |line: String| cx.report(line);
     let mut served: BTreeSet<(String, String)> = BTreeSet::new();
     let mut ok: Vec<(Resource, Observed)> = Vec::new();
     for (r, prior, _) in items {

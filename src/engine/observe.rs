@@ -242,24 +242,28 @@ pub const STALE_COPY: &str = "(sensitive; differs from its source)";
 /// Secrets fabric copies are compared with their source (in memory, never shown): a copy that
 /// no longer matches (a rotated token, a CA another tool made) is planned as an update.
 async fn copies_against_sources(resources: &[Resource], targets: &Targets, live: &mut Live) {
-    let mut checks = Vec::new();
+    let mut copies = Vec::new();
     for r in resources.iter().filter(|r| r.sensitive && r.provider == ProviderKind::Kube) {
         let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
         let Some(from) = super::secrets::copy_source(obj) else { continue };
-        if !matches!(live.observed.get(&r.address), Some(Observed::Present(_))) {
-            continue;
+        if matches!(live.observed.get(&r.address), Some(Observed::Present(_))) {
+            copies.push((r, obj, from));
         }
-        let (Some(dest), Some(src)) = (targets.kube.get(&r.target), targets.kube.get(&from.target)) else { continue };
-        checks.push(async move {
-            let differs = async {
-                let d = super::kube::client(&r.target, dest).await?;
-                let s = super::kube::client(&from.target, src).await?;
-                super::kube::copy_differs(&d, obj, &s, &from).await
-            };
-            (r.address.clone(), differs.await)
-        });
+    }
+    // One client per target involved, shared by its copies.
+    let mut clients = BTreeMap::new();
+    for target in copies.iter().flat_map(|(r, _, from)| [&r.target, &from.target]) {
+        if let (false, Some(access)) = (clients.contains_key(target), targets.kube.get(target))
+            && let Ok(c) = super::kube::client(target, access).await
+        {
+            clients.insert(target.clone(), c);
+        }
     }
     // All at once: each is two reads, possibly across a WAN.
+    let checks = copies.iter().filter_map(|(r, obj, from)| {
+        let (d, s) = (clients.get(&r.target)?, clients.get(&from.target)?);
+        Some(async move { (r.address.clone(), super::kube::copy_differs(d, obj, s, from).await) })
+    });
     for (address, differs) in futures::future::join_all(checks).await {
         // A source that cannot be read leaves the copy as it is: presence is all plan knows.
         if let Ok(true) = differs {

@@ -34,14 +34,14 @@ pub fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
     })
 }
 
-async fn get(t: &Targets, target: &str, id: Value) -> Result<Option<Value>, String> {
+/// A client for a Kubernetes target of the topology.
+async fn client(t: &Targets, target: &str) -> Result<kube::Client, String> {
     let access = t.kube.get(target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
-    let client = k::client(target, access).await?;
-    let (api, name) = k::api_for(&client, &id);
-    match api.get_opt(&name).await {
-        Ok(o) => Ok(o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null))),
-        Err(e) => Err(k::describe(&e)),
-    }
+    k::client(target, access).await
+}
+
+async fn get(t: &Targets, target: &str, id: Value) -> Result<Option<Value>, String> {
+    k::get(&client(t, target).await?, &id).await
 }
 
 fn id(api_version: &str, kind: &str, name: &str, ns: Option<&str>) -> Value {
@@ -339,9 +339,7 @@ async fn secret(
     ns: &str,
     name: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, String> {
-    let access = targets.kube.get(target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
-    let client = k::client(target, access).await?;
-    k::secret_data(&client, ns, name).await
+    k::secret_data(&client(targets, target).await?, ns, name).await
 }
 
 /// B.3: the test global service has ready backends in every cluster (its EndpointSlices), so
@@ -362,8 +360,7 @@ async fn global_service(t: &Topology, targets: &Targets, key: &str) -> Vec<Check
             if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
                 return Err(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\""));
             }
-            let access = targets.kube.get(&target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
-            let client = k::client(&target, access).await?;
+            let client = client(targets, &target).await?;
             let probe = id("discovery.k8s.io/v1", "EndpointSlice", "", Some(&ns));
             let (api, _) = k::api_for(&client, &probe);
             let lp = kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));

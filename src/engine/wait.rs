@@ -123,18 +123,10 @@ pub fn install_job(obj: &Value) -> Value {
     json!({ "apiVersion": "batch/v1", "kind": "Job", "metadata": { "name": name, "namespace": ns } })
 }
 
-async fn get(client: &Client, id: &Value) -> Result<Option<Value>, String> {
-    let (api, name) = k::api_for(client, id);
-    match api.get_opt(&name).await {
-        Ok(o) => Ok(o.and_then(|o| serde_json::to_value(o).ok())),
-        Err(e) => Err(k::describe(&e)),
-    }
-}
-
 /// The uid of the install Job before a chart change (None without one): after the change,
 /// only a Job with another uid is the one that ran for it.
 pub async fn job_uid(client: &Client, obj: &Value) -> Option<String> {
-    let job = get(client, &install_job(obj)).await.ok().flatten()?;
+    let job = k::get(client, &install_job(obj)).await.ok().flatten()?;
     job["metadata"]["uid"].as_str().map(String::from)
 }
 
@@ -235,7 +227,7 @@ pub async fn ready(
         let job_id = install_job(obj);
         let job_name = job_id["metadata"]["name"].as_str().unwrap_or_default().to_string();
         return poll(&what, budget, report, || async {
-            let Some(job) = get(client, &job_id).await? else {
+            let Some(job) = k::get(client, &job_id).await? else {
                 return Ok(Readiness::Pending(format!("install job {job_name} not created yet")));
             };
             if old_job.is_some() && job["metadata"]["uid"].as_str() == old_job.as_deref() {
@@ -252,7 +244,7 @@ pub async fn ready(
         return Ok("nothing to wait for".into());
     }
     poll(&what, budget, report, || async {
-        match get(client, obj).await? {
+        match k::get(client, obj).await? {
             Some(live) => Ok(readiness(&live)),
             None => Ok(Readiness::Pending("does not exist".into())),
         }

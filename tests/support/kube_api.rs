@@ -1080,23 +1080,15 @@ impl Shared {
 
     fn list(&self, res: &Resource, ns: &str, r: &Req) -> Out {
         if r.q("watch").is_some_and(|w| w == "true" || w == "1") {
-            return out(
-                400,
-                status_failure(
-                    400,
-                    "BadRequest",
-                    "watch is not supported by the kube-apiserver test double".into(),
-                    None,
-                ),
-            );
+            return bad_request("watch is not supported by the kube-apiserver test double".into());
         }
         let selector = match r.q("labelSelector").map(parse_selector).transpose() {
             Ok(s) => s.unwrap_or_default(),
-            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+            Err(e) => return bad_request(e),
         };
         let fields = match r.q("fieldSelector").map(parse_field_selector).transpose() {
             Ok(s) => s.unwrap_or_default(),
-            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+            Err(e) => return bad_request(e),
         };
         let st = self.lock();
         let selected = |obj: &Value| {
@@ -1202,17 +1194,9 @@ impl Shared {
         let mode = match r.q("fieldValidation").unwrap_or("Strict") {
             m @ ("Strict" | "Warn" | "Ignore") => m,
             other => {
-                return out(
-                    400,
-                    status_failure(
-                        400,
-                        "BadRequest",
-                        format!(
-                            "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
-                        ),
-                        None,
-                    ),
-                );
+                return bad_request(format!(
+                    "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Strict\", \"Warn\""
+                ));
             }
         };
         if force && !apply {
@@ -1228,11 +1212,11 @@ impl Shared {
         }
         let body = match parse_body(&r.body, apply) {
             Ok(b) => b,
-            Err(e) => return out(400, status_failure(400, "BadRequest", e, None)),
+            Err(e) => return bad_request(e),
         };
         let mut body = match body {
             Value::Object(m) => Value::Object(m),
-            _ => return out(400, status_failure(400, "BadRequest", "the request body must be an object".into(), None)),
+            _ => return bad_request("the request body must be an object".into()),
         };
         // apiVersion / kind must match the URL (filled in when absent).
         let av = res.api_version();
@@ -1242,47 +1226,32 @@ impl Shared {
                     None | Some(Value::Null) => body[field] = json!(want),
                     Some(Value::String(s)) if s == want => {}
                     Some(other) => {
-                        return out(
-                            400,
-                            status_failure(
-                                400,
-                                "BadRequest",
-                                format!(
-                                    "the API version in the data ({}) does not match the expected API version ({av}) or kind {} (expected {})",
-                                    body.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
-                                    other,
-                                    res.kind
-                                ),
-                                None,
-                            ),
-                        );
+                        return bad_request(format!(
+                            "the API version in the data ({}) does not match the expected API version ({av}) or kind {} (expected {})",
+                            body.get("apiVersion").and_then(Value::as_str).unwrap_or(""),
+                            other,
+                            res.kind
+                        ));
                     }
                 }
             }
         }
         if !body.get("metadata").is_none_or(Value::is_object) {
-            return out(400, status_failure(400, "BadRequest", "metadata must be an object".into(), None));
+            return bad_request("metadata must be an object".into());
         }
         if body.get("metadata").is_none() && !merge {
             body["metadata"] = json!({});
         }
         if apply && body.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
-            return out(400, status_failure(400, "BadRequest", "metadata.managedFields must be nil".into(), None));
+            return bad_request("metadata.managedFields must be nil".into());
         }
         // Namespace: from the URL; a different one in the body is an error; dropped for
         // cluster-scoped kinds (as the API does).
         if let Some(m) = body.get_mut("metadata").and_then(Value::as_object_mut) {
             match (res.namespaced, m.get("namespace").and_then(Value::as_str)) {
                 (true, Some(b)) if !b.is_empty() && b != ns => {
-                    return out(
-                        400,
-                        status_failure(
-                            400,
-                            "BadRequest",
-                            "the namespace of the provided object does not match the namespace sent on the request"
-                                .into(),
-                            None,
-                        ),
+                    return bad_request(
+                        "the namespace of the provided object does not match the namespace sent on the request".into(),
                     );
                 }
                 (true, _) => {
@@ -1318,15 +1287,9 @@ impl Shared {
             (_, Some(u)) => {
                 match body_name {
                     Some(b) if b != u => {
-                        return out(
-                            400,
-                            status_failure(
-                                400,
-                                "BadRequest",
-                                format!("the name of the object ({b}) does not match the name on the URL ({u})"),
-                                None,
-                            ),
-                        );
+                        return bad_request(format!(
+                            "the name of the object ({b}) does not match the name on the URL ({u})"
+                        ));
                     }
                     None if !merge => body["metadata"]["name"] = json!(u),
                     _ => {}
@@ -2071,6 +2034,11 @@ fn status_failure(code: u16, reason: &str, message: String, details: Option<Valu
     s
 }
 
+/// A `400 BadRequest` answer with `message`.
+fn bad_request(message: String) -> Out {
+    out(400, status_failure(400, "BadRequest", message, None))
+}
+
 fn reason_for(code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
@@ -2196,15 +2164,7 @@ fn dry_run(r: &Req) -> Result<bool, Out> {
     match r.q("dryRun") {
         None => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(out(
-            400,
-            status_failure(
-                400,
-                "BadRequest",
-                format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""),
-                None,
-            ),
-        )),
+        Some(other) => Err(bad_request(format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""))),
     }
 }
 
@@ -3437,4 +3397,22 @@ fn helm_install_job(chart: &Value, job_name: &str, hash: &str) -> Value {
             },
         },
     })
+}
+
+/// `text` (a topology) with its kubeconfig paths pointed at the files [`fabric_apis`] wrote in
+/// `dir`: the example's `~/.kube/<name>.yaml` (and Karmada's context) or the lab topologies'
+/// `/nonexistent/<name>.yaml`.
+pub fn with_test_kubeconfigs(text: &str, dir: &Path) -> String {
+    let mut out = text.replace("context: karmada-apiserver", "context: karmada");
+    for name in ["franca", "sp", "karmada"] {
+        let path = dir.join(format!("{name}.yaml"));
+        let path = path.to_str().expect("a UTF-8 temp dir");
+        out = out.replace(&format!("~/.kube/{name}.yaml"), path).replace(&format!("/nonexistent/{name}.yaml"), path);
+    }
+    out
+}
+
+/// The example topology (`topology.example.yaml`) reaching the test API servers of `dir`.
+pub fn example_topology(dir: &Path) -> String {
+    with_test_kubeconfigs(include_str!("../../topology.example.yaml"), dir)
 }

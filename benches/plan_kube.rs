@@ -13,8 +13,8 @@ mod kube_api;
 use std::time::{Duration, Instant};
 
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::engine::observe::{self, Targets};
-use fabric::resources::{Desired, Resource};
+use fabric::desired::{Desired, Resource};
+use fabric::live::observe::{self, Targets};
 use fabric::transport::ssh_config::SshConfig;
 
 const RUNS: usize = 7;
@@ -38,7 +38,7 @@ fn main() {
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let all: Vec<Resource> = g
         .instances()
-        .flat_map(|i| fabric::resources::for_instance(i, t))
+        .flat_map(|i| fabric::desired::for_instance(i, t))
         .filter(|r| matches!(r.desired, Desired::Kube(_)))
         .collect();
     let one: Vec<Resource> = all.iter().take(1).cloned().collect();

@@ -50,7 +50,7 @@ fn time_render(text: &str, runs: usize) -> (Duration, Duration, usize) {
         let l = fabric::topology::load_str("bench.yaml", text.to_string()).unwrap_or_else(|e| panic!("{e}"));
         let t1 = Instant::now();
         let g = StepGraph::build(&Catalog::embedded().unwrap(), &l.topology).unwrap();
-        let out = fabric::render::render(&g, &l.topology);
+        let out = fabric::operation::render::render(&g, &l.topology);
         let t2 = Instant::now();
         files = out.len();
         std::hint::black_box(out);

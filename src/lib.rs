@@ -1,12 +1,15 @@
 //! fabric as a library: the binary is a thin shell over these modules (see docs/architecture.md).
 
+pub mod apply;
 pub mod catalog;
 pub mod cli;
 pub mod command;
-pub mod engine;
+pub mod desired;
+pub mod live;
+pub mod operation;
 pub mod plan;
-pub mod render;
-pub mod resources;
+pub mod providers;
+pub mod steps;
 pub mod style;
 pub mod topology;
 pub mod transport;

@@ -335,15 +335,15 @@ fn phases_a_to_d_end_to_end() {
 }
 
 fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
-    use fabric::engine::apply::{self, Options, StepWork};
-    use fabric::resources::{Desired, ProviderKind, Resource};
+    use fabric::apply::{self, Options, StepWork};
+    use fabric::desired::{Desired, ProviderKind, Resource};
     let l = fabric::topology::load_str("t.yaml", text.to_string()).unwrap();
     let t = &l.topology;
-    let targets = fabric::engine::observe::Targets::from_topology(
+    let targets = fabric::live::observe::Targets::from_topology(
         t,
         &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
     );
-    let source = format!("host.franca-lan/file:{}", fabric::resources::K3S_NODE_TOKEN);
+    let source = format!("host.franca-lan/file:{}", fabric::desired::K3S_NODE_TOKEN);
     let step = StepWork {
         key: "A.3@sp".into(),
         id: "A.3".into(),
@@ -369,9 +369,9 @@ fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let apply = |run: &str| {
         rt.block_on(async {
-            let keys = fabric::engine::observe::key_targets(&step.resources);
-            let live = fabric::engine::observe::observe(&step.resources, &keys, &targets).await;
-            let mut j = fabric::engine::journal::Journal::create(dir, run).unwrap();
+            let keys = fabric::live::observe::key_targets(&step.resources);
+            let live = fabric::live::observe::observe(&step.resources, &keys, &targets).await;
+            let mut j = fabric::apply::journal::Journal::create(dir, run).unwrap();
             apply::run(t, std::slice::from_ref(&step), &targets, live, &opts(run), &mut j, &|_| {}).await
         })
     };
@@ -384,7 +384,7 @@ fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
         "franca-lan",
         &format!(
             "mkdir -p /var/lib/rancher/k3s/server && printf '%s\\n' {token} > {}",
-            fabric::resources::K3S_NODE_TOKEN
+            fabric::desired::K3S_NODE_TOKEN
         ),
     );
     assert!(o.status.success());

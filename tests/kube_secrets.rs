@@ -5,10 +5,10 @@
 #[path = "support/kube_api.rs"]
 mod kube_api;
 
+use fabric::apply::journal::Journal;
+use fabric::apply::{self, Options, StepWork};
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::engine::apply::{self, Options, StepWork};
-use fabric::engine::journal::Journal;
-use fabric::engine::observe::{self, Targets};
+use fabric::live::observe::{self, Targets};
 use fabric::transport::ssh_config::SshConfig;
 use serde_json::json;
 
@@ -45,7 +45,7 @@ async fn member_credentials_are_copied_from_the_token() {
         key: "C.2".into(),
         id: "C.2".into(),
         needs: vec![],
-        resources: fabric::resources::for_instance(&g.graph[c2], t),
+        resources: fabric::desired::for_instance(&g.graph[c2], t),
     };
     let targets = Targets::from_topology(t, &SshConfig::default());
     // Karmada has its own namespace for member credentials; in the members it exists with the

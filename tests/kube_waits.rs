@@ -11,10 +11,10 @@ mod run;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use fabric::apply::journal::Journal;
+use fabric::apply::{self, Options, StepWork};
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::engine::apply::{self, Options, StepWork};
-use fabric::engine::journal::Journal;
-use fabric::engine::observe::{self, Targets};
+use fabric::live::observe::{self, Targets};
 use fabric::transport::ssh_config::SshConfig;
 
 const KUEUE: &str = "kueue.x-k8s.io";
@@ -52,7 +52,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
         key: "D.1@sp".into(),
         id: "D.1".into(),
         needs: vec![],
-        resources: fabric::resources::for_instance(&g.graph[d1], t),
+        resources: fabric::desired::for_instance(&g.graph[d1], t),
     };
     let targets = Targets::from_topology(t, &SshConfig::default());
     let opts = |run: &str, wait: u64| Options {

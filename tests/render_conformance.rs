@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::render::{self, Artifact};
-use fabric::resources::{self, Desired};
+use fabric::desired::{self, Desired};
+use fabric::operation::render::{self, Artifact};
 use serde_json::Value;
 
 /// Kinds with no schema in ../shared/specs (Kubernetes core types and ArgoCD's Application).
@@ -61,7 +61,7 @@ fn rendered(topology: &str) -> Rendered {
     let mut objects = vec![];
     let mut vyos = vec![];
     for inst in g.instances() {
-        for r in resources::for_instance(inst, &l.topology) {
+        for r in desired::for_instance(inst, &l.topology) {
             match r.desired {
                 Desired::Kube(v) => objects.push((r.address, v)),
                 Desired::Vyos(cmds) => vyos.extend(cmds.into_iter().map(|c| (r.address.clone(), c))),

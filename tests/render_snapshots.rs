@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::render::{self, Artifact, Status};
+use fabric::operation::render::{self, Artifact, Status};
 
 fn rendered(topology: &str) -> Vec<Artifact> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(topology)).unwrap();

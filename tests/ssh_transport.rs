@@ -44,8 +44,8 @@ fn ssh_transport_against_real_sshd() {
 /// `sudo -n`, files it writes are root's; an account that may not (`guest`) gets sudo's own
 /// message back.
 async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
-    use fabric::engine::providers::{self, Observed};
-    use fabric::resources::{Desired, ProviderKind, Resource};
+    use fabric::desired::{Desired, ProviderKind, Resource};
+    use fabric::providers::{self, Observed};
     use fabric::transport::shell::as_root;
     let mut ep = endpoint(lab, "sp-lan");
     ep.user = "fabricop".into();

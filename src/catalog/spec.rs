@@ -140,7 +140,7 @@ impl Catalog {
                 return Err(CatalogError::DuplicateStep { step: s.id.clone() });
             }
         }
-        let generators = crate::resources::GENERATORS;
+        let generators = crate::desired::GENERATORS;
         for s in self.steps() {
             for d in s.needs.iter().chain(&s.needs_any) {
                 if !ids.contains(d.as_str()) {

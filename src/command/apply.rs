@@ -8,9 +8,9 @@ use clap::Args;
 use miette::Report;
 
 use super::{Done, usage};
+use crate::apply::journal::{self, Entry, Journal};
+use crate::apply::{self, Options, StepWork};
 use crate::cli::Global;
-use crate::engine::apply::{self, Options, StepWork};
-use crate::engine::journal::{self, Entry, Journal};
 use crate::plan::select::Selection;
 use crate::plan::view;
 use crate::style::Style;
@@ -90,8 +90,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         selection = Selection { phases: rec.phases, steps: rec.steps, sites: rec.sites, with_deps: rec.with_deps };
         expected = Some((v["topology_digest"].as_str().unwrap_or_default().to_string(), fingerprint));
     }
-    let rt = super::live::runtime()?;
-    let prep = super::live::prepare(g, selection.clone(), &rt)?;
+    let rt = crate::operation::workspace::runtime()?;
+    let prep = crate::operation::workspace::prepare(g, selection.clone(), &rt)?;
     let t = &prep.loaded.topology;
     let p = prep.plan(&selection.sites);
     if p.summary.refused_steps > 0 {
@@ -103,7 +103,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         ));
     }
     if let Some((digest, fingerprint)) = &expected {
-        if *digest != super::live::digest(&prep.loaded.text) {
+        if *digest != crate::operation::workspace::digest(&prep.loaded.text) {
             return Err(usage("apply::stale", "the topology changed since the plan was made", "make a new plan"));
         }
         if *fingerprint != prep.live.fingerprint() {
@@ -161,7 +161,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     j.write(&Entry::Start {
         run: run_id.clone(),
         fabric: t.name.clone(),
-        topology_digest: super::live::digest(&prep.loaded.text),
+        topology_digest: crate::operation::workspace::digest(&prep.loaded.text),
         user,
     })
     .map_err(|e| usage("apply::journal", e.to_string(), "make the directory writable"))?;
@@ -176,7 +176,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                 key: inst.key(),
                 id: inst.spec.id.clone(),
                 needs: prep.graph.dependencies(*n).iter().map(|d| prep.graph.graph[*d].key()).collect(),
-                resources: crate::resources::for_instance(inst, t)
+                resources: crate::desired::for_instance(inst, t)
                     .into_iter()
                     .chain(prep.orphans.get(n).cloned().unwrap_or_default())
                     .filter(|r| {

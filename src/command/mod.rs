@@ -3,7 +3,6 @@
 pub mod apply;
 pub mod completions;
 pub mod graph;
-pub mod live;
 pub mod plan;
 pub mod render;
 pub mod rollback;

@@ -7,9 +7,9 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::cli::{Format, Global};
+use crate::desired;
 use crate::plan::model::{Plan, SelectionRecord};
 use crate::plan::{self, select::Selection, view};
-use crate::resources;
 use crate::style::Style;
 
 /// Show what `apply` would change, step by step
@@ -59,7 +59,7 @@ pub fn make(
         let snap = super::state::read(file)?;
         let loaded = load(g)?;
         let t = &loaded.topology;
-        if snap.topology_digest != super::live::digest(&loaded.text) && !g.quiet {
+        if snap.topology_digest != crate::operation::workspace::digest(&loaded.text) && !g.quiet {
             eprintln!(
                 "note: {} was taken with another version of the topology; the plan compares the current topology with that state",
                 file.display()
@@ -68,7 +68,7 @@ pub fn make(
         let (catalog, graph) = super::graph::build(t)?;
         let live = snap.live.clone();
         let pending = |n| {
-            resources::for_instance(&graph.graph[n], t).iter().any(|r| match crate::engine::diff::change(r, &live) {
+            desired::for_instance(&graph.graph[n], t).iter().any(|r| match crate::plan::diff::change(r, &live) {
                 Some(c) => c.action != crate::plan::model::Action::NoOp,
                 None => true,
             })
@@ -80,23 +80,23 @@ pub fn make(
             plan::build(t, &loaded.file, &graph, &selected, &selection.sites, Some(&live), &snap.orphans(&graph));
         p.mode =
             crate::plan::model::Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
-        p.topology_digest = super::live::digest(&loaded.text);
+        p.topology_digest = crate::operation::workspace::digest(&loaded.text);
         p
     } else if offline {
         let loaded = load(g)?;
         let t = &loaded.topology;
         let (catalog, graph) = super::graph::build(t)?;
         // Offline, nothing is known to exist: a step with resources always has pending changes.
-        let pending = |n| !resources::for_instance(&graph.graph[n], t).is_empty();
+        let pending = |n| !desired::for_instance(&graph.graph[n], t).is_empty();
         let selected = selection
             .resolve(&catalog, &graph, t, pending)
             .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
         let mut p = plan::offline(t, &loaded.file, &graph, &selected, &selection.sites);
-        p.topology_digest = super::live::digest(&loaded.text);
+        p.topology_digest = crate::operation::workspace::digest(&loaded.text);
         p
     } else {
-        let rt = super::live::runtime()?;
-        let prep = super::live::prepare(g, selection.clone(), &rt)?;
+        let rt = crate::operation::workspace::runtime()?;
+        let prep = crate::operation::workspace::prepare(g, selection.clone(), &rt)?;
         prep.plan(&selection.sites)
     };
     p.selection = selection_record(&selection);

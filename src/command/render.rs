@@ -7,7 +7,7 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::cli::Global;
-use crate::render::{self, Status};
+use crate::operation::render::{self, Status};
 use crate::style::Style;
 
 /// Write the seed's artifacts (Cilium, VyOS, Karmada, Kueue, K3s, ArgoCD, TensorZero files)

@@ -6,11 +6,11 @@ use clap::Args;
 use miette::Report;
 
 use super::{Done, load, usage};
+use crate::apply::Pool;
+use crate::apply::journal::{self, Entry, Journal};
+use crate::apply::revert;
 use crate::cli::Global;
-use crate::engine::apply::Pool;
-use crate::engine::journal::{self, Entry, Journal};
-use crate::engine::observe::Targets;
-use crate::engine::revert;
+use crate::live::observe::Targets;
 
 /// Revert an apply's recorded rollback points, newest step first
 ///
@@ -48,8 +48,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         return Ok(Done::Ok);
     }
     let loaded = load(g)?;
-    let targets = Targets::from_topology(&loaded.topology, &super::live::ssh_config(g)?);
-    let rt = super::live::runtime()?;
+    let targets = Targets::from_topology(&loaded.topology, &crate::operation::workspace::ssh_config(g)?);
+    let rt = crate::operation::workspace::runtime()?;
     let mut j = Journal::create(&g.state_dir, &run)
         .map_err(|e| usage("rollback::journal", e.to_string(), "make .fabric writable"))?;
     let mut failed: BTreeMap<String, Vec<String>> = BTreeMap::new();

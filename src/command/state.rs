@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::{Done, usage};
 use crate::catalog::StepGraph;
 use crate::cli::Global;
-use crate::engine::observe::Live;
-use crate::resources::{Desired, ProviderKind, Resource};
+use crate::desired::{Desired, ProviderKind, Resource};
+use crate::live::observe::Live;
 
 /// Work with observed state
 #[derive(Debug, Args)]
@@ -108,8 +108,8 @@ pub fn read(path: &Path) -> Result<Snapshot, Report> {
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let StateCommand::Snapshot(o) = o.command;
-    let rt = super::live::runtime()?;
-    let prep = super::live::prepare(g, o.selection.into(), &rt)?;
+    let rt = crate::operation::workspace::runtime()?;
+    let prep = crate::operation::workspace::prepare(g, o.selection.into(), &rt)?;
     let orphans = prep
         .orphans
         .iter()
@@ -129,7 +129,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let snap = Snapshot {
         format_version: SNAPSHOT_VERSION.into(),
         fabric: prep.loaded.topology.name.clone(),
-        topology_digest: super::live::digest(&prep.loaded.text),
+        topology_digest: crate::operation::workspace::digest(&prep.loaded.text),
         live: prep.live,
         orphans,
     };

@@ -5,9 +5,9 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::cli::Global;
-use crate::engine::observe::Targets;
-use crate::engine::verify::{self, Verdict};
+use crate::live::observe::Targets;
 use crate::plan::select::Selection;
+use crate::steps::verify::{self, Verdict};
 use crate::style::Style;
 
 /// Run the seed's validation checks against live state (changes nothing)
@@ -47,8 +47,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let selected = selection
         .resolve(&catalog, &graph, t, |_| false)
         .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    let targets = Targets::from_topology(t, &super::live::ssh_config(g)?);
-    let rt = super::live::runtime()?;
+    let targets = Targets::from_topology(t, &crate::operation::workspace::ssh_config(g)?);
+    let rt = crate::operation::workspace::runtime()?;
     let mut results = Vec::new();
     for n in graph.order.iter().filter(|n| selected.contains(n)) {
         let inst = &graph.graph[*n];

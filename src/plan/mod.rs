@@ -1,5 +1,6 @@
 //! Plans: what would change, per step and resource, and how it is shown.
 
+pub mod diff;
 pub mod model;
 pub mod select;
 pub mod view;
@@ -9,12 +10,11 @@ use std::collections::BTreeSet;
 use petgraph::graph::NodeIndex;
 
 use crate::catalog::{StepGraph, refusal};
-use crate::resources;
+use crate::desired;
 use crate::topology::Topology;
 use model::{Change, Mode, Plan, SelectionRecord, StepPlan, Unreachable};
 
-use crate::engine::diff;
-use crate::engine::observe::Live;
+use crate::live::observe::Live;
 
 /// A plan that reads nothing: every resource of the selected steps is planned as absent.
 pub fn offline(t: &Topology, file: &str, g: &StepGraph, selected: &BTreeSet<NodeIndex>, sites: &[String]) -> Plan {
@@ -27,12 +27,12 @@ pub fn selected_resources(
     g: &StepGraph,
     selected: &BTreeSet<NodeIndex>,
     sites: &[String],
-) -> Vec<resources::Resource> {
+) -> Vec<desired::Resource> {
     let refused = refusal::refusals(g, t);
     g.order
         .iter()
         .filter(|n| selected.contains(n) && !refused.contains_key(n))
-        .flat_map(|n| resources::for_instance(&g.graph[*n], t))
+        .flat_map(|n| desired::for_instance(&g.graph[*n], t))
         .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
         .collect()
 }
@@ -45,7 +45,7 @@ pub fn build(
     selected: &BTreeSet<NodeIndex>,
     sites: &[String],
     live: Option<&Live>,
-    orphans: &std::collections::BTreeMap<NodeIndex, Vec<resources::Resource>>,
+    orphans: &std::collections::BTreeMap<NodeIndex, Vec<desired::Resource>>,
 ) -> Plan {
     let refused = refusal::refusals(g, t);
     let mut steps = Vec::new();
@@ -56,7 +56,7 @@ pub fn build(
         let changes = if refusal.is_some() {
             Vec::new()
         } else {
-            let rs: Vec<resources::Resource> = resources::for_instance(inst, t)
+            let rs: Vec<desired::Resource> = desired::for_instance(inst, t)
                 .into_iter()
                 .chain(orphans.get(&n).cloned().unwrap_or_default())
                 .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::resources::{ProviderKind, Resource};
+use crate::desired::{ProviderKind, Resource};
 
 /// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
 pub const FORMAT_VERSION: &str = "1.0";

@@ -2301,7 +2301,7 @@ fn random_suffix(n: u64) -> String {
 fn now_rfc3339() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs() as i64;
     let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = fabric::engine::journal::civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = fabric::apply::journal::civil_from_days(secs.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 

@@ -6,14 +6,14 @@ use miette::Report;
 use petgraph::graph::NodeIndex;
 use sha2::{Digest, Sha256};
 
-use super::{load, usage};
 use crate::catalog::{Catalog, StepGraph};
 use crate::cli::Global;
-use crate::engine::diff;
-use crate::engine::observe::{self, Live, Targets};
+use crate::command::{load, usage};
+use crate::desired;
+use crate::live::observe::{self, Live, Targets};
+use crate::plan::diff;
 use crate::plan::model::Action;
 use crate::plan::select::Selection;
-use crate::resources;
 use crate::topology::Loaded;
 use crate::transport::ssh_config::SshConfig;
 
@@ -26,7 +26,7 @@ pub struct Prepared {
     pub targets: Targets,
     pub live: Live,
     /// Objects fabric made that the topology no longer has, by the step that deletes them.
-    pub orphans: std::collections::BTreeMap<NodeIndex, Vec<crate::resources::Resource>>,
+    pub orphans: std::collections::BTreeMap<NodeIndex, Vec<crate::desired::Resource>>,
 }
 
 pub fn digest(text: &str) -> String {
@@ -75,7 +75,7 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
     }
     let loaded = load(g)?;
     let t = &loaded.topology;
-    let (catalog, graph) = super::graph::build(t)?;
+    let (catalog, graph) = crate::command::graph::build(t)?;
     // What the flags select (without deciding about pending dependencies yet), and the steps
     // those need: their live state decides whether they still have pending changes.
     let chosen = selection
@@ -86,14 +86,14 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         chosen.iter().flat_map(|n| graph.dependencies(*n)).filter(|d| !chosen.contains(d)).collect();
     let mut all = rs.clone();
     for d in &deps {
-        let drs = resources::for_instance(&graph.graph[*d], t);
+        let drs = desired::for_instance(&graph.graph[*d], t);
         all.extend(
             drs.into_iter()
                 .filter(|r| selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))),
         );
     }
     let targets = Targets::from_topology(t, &ssh_config(g)?);
-    let orphans = rt.block_on(crate::engine::prune::orphans(t, &graph, &chosen, &selection.sites, &targets));
+    let orphans = rt.block_on(crate::live::prune::orphans(t, &graph, &chosen, &selection.sites, &targets));
     all.extend(orphans.values().flatten().cloned());
     let keys = observe::key_targets(&all);
     let started = std::time::Instant::now();
@@ -119,8 +119,8 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
         if g.verbose > 1 {
             for (address, state) in &live.observed {
                 let what = match state {
-                    crate::engine::providers::Observed::Absent => "absent".to_string(),
-                    crate::engine::providers::Observed::Present(t) => format!("present, {} bytes", t.len()),
+                    crate::providers::Observed::Absent => "absent".to_string(),
+                    crate::providers::Observed::Present(t) => format!("present, {} bytes", t.len()),
                 };
                 eprintln!("fabric:     {address}: {what}");
             }
@@ -132,7 +132,7 @@ pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -
     // other from being planned and applied.
     let sites = &selection.sites;
     let pending = |n: NodeIndex| {
-        resources::for_instance(&graph.graph[n], t)
+        desired::for_instance(&graph.graph[n], t)
             .iter()
             .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
             .any(|r| diff::change(r, &live).is_some_and(|c| c.action != Action::NoOp))

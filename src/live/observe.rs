@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use super::providers::{self, Observed};
-use crate::resources::{ProviderKind, Resource};
+use crate::desired::{ProviderKind, Resource};
+use crate::providers::{self, Observed};
 use crate::topology::Topology;
 use crate::transport::ssh::{Endpoint, Session};
 use crate::transport::ssh_config::SshConfig;
@@ -16,7 +16,7 @@ use crate::transport::ssh_config::SshConfig;
 pub struct Targets {
     pub ssh: BTreeMap<String, Endpoint>,
     /// Kubernetes targets (`cluster.<site>`, `karmada`) and their kubeconfig.
-    pub kube: BTreeMap<String, super::kube::KubeAccess>,
+    pub kube: BTreeMap<String, crate::providers::kube::KubeAccess>,
     /// Provider and WireGuard interface of each router target (for reading its public key).
     pub router_kind: BTreeMap<String, (ProviderKind, String)>,
 }
@@ -27,10 +27,13 @@ impl Targets {
         let mut router_kind = BTreeMap::new();
         let mut kube = BTreeMap::new();
         let k = &t.federation.karmada.kubeconfig;
-        kube.insert("karmada".to_string(), super::kube::KubeAccess::new(&k.path, k.context.as_deref()));
+        kube.insert("karmada".to_string(), crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()));
         for s in &t.sites {
             let k = &s.cluster.kubeconfig;
-            kube.insert(format!("cluster.{}", s.name), super::kube::KubeAccess::new(&k.path, k.context.as_deref()));
+            kube.insert(
+                format!("cluster.{}", s.name),
+                crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
+            );
             let target = format!("router.{}", s.name);
             ssh.insert(target.clone(), Endpoint::resolve(&target, &s.router.ssh, config));
             let kind = match s.router.kind {
@@ -220,7 +223,7 @@ fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
     let created: BTreeSet<(String, String)> = resources
         .iter()
         .filter_map(|r| match &r.desired {
-            crate::resources::Desired::Kube(o) if o["kind"] == "Namespace" && o["apiVersion"] == "v1" => {
+            crate::desired::Desired::Kube(o) if o["kind"] == "Namespace" && o["apiVersion"] == "v1" => {
                 Some((r.target.clone(), o["metadata"]["name"].as_str()?.to_string()))
             }
             _ => None,
@@ -244,8 +247,8 @@ pub const STALE_COPY: &str = "(sensitive; differs from its source)";
 async fn copies_against_sources(resources: &[Resource], targets: &Targets, live: &mut Live) {
     let mut copies = Vec::new();
     for r in resources.iter().filter(|r| r.sensitive && r.provider == ProviderKind::Kube) {
-        let crate::resources::Desired::Kube(obj) = &r.desired else { continue };
-        let Some(from) = super::secrets::copy_source(obj) else { continue };
+        let crate::desired::Desired::Kube(obj) = &r.desired else { continue };
+        let Some(from) = crate::providers::secrets::copy_source(obj) else { continue };
         if matches!(live.observed.get(&r.address), Some(Observed::Present(_))) {
             copies.push((r, obj, from));
         }
@@ -254,7 +257,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     let mut clients = BTreeMap::new();
     for target in copies.iter().flat_map(|(r, _, from)| [&r.target, &from.target]) {
         if let (false, Some(access)) = (clients.contains_key(target), targets.kube.get(target))
-            && let Ok(c) = super::kube::client(target, access).await
+            && let Ok(c) = crate::providers::kube::client(target, access).await
         {
             clients.insert(target.clone(), c);
         }
@@ -262,7 +265,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     // All at once: each is two reads, possibly across a WAN.
     let checks = copies.iter().filter_map(|(r, obj, from)| {
         let (d, s) = (clients.get(&r.target)?, clients.get(&from.target)?);
-        Some(async move { (r.address.clone(), super::kube::copy_differs(d, obj, s, from).await) })
+        Some(async move { (r.address.clone(), crate::providers::kube::copy_differs(d, obj, s, from).await) })
     });
     for (address, differs) in futures::future::join_all(checks).await {
         // A source that cannot be read leaves the copy as it is: presence is all plan knows.
@@ -277,10 +280,10 @@ type KubeStates = Vec<(String, Observed, Option<String>)>;
 /// Reads every object of one Kubernetes target at once (and asks for their dry runs).
 async fn read_kube(
     target: String,
-    access: super::kube::KubeAccess,
+    access: crate::providers::kube::KubeAccess,
     rs: Vec<Resource>,
 ) -> (String, Result<KubeStates, String>) {
-    let client = match super::kube::client(&target, &access).await {
+    let client = match crate::providers::kube::client(&target, &access).await {
         Ok(c) => c,
         Err(e) => return (target, Err(e)),
     };
@@ -289,11 +292,11 @@ async fn read_kube(
         let c = client.clone();
         reads.spawn(async move {
             match &r.desired {
-                crate::resources::Desired::Kube(obj) => {
-                    super::kube::read(&c, obj, r.sensitive).await.map(|(o, refusal)| (r.address.clone(), o, refusal))
-                }
-                crate::resources::Desired::Prune(id) => {
-                    super::kube::read_pruned(&c, id).await.map(|o| (r.address.clone(), o, None))
+                crate::desired::Desired::Kube(obj) => crate::providers::kube::read(&c, obj, r.sensitive)
+                    .await
+                    .map(|(o, refusal)| (r.address.clone(), o, refusal)),
+                crate::desired::Desired::Prune(id) => {
+                    crate::providers::kube::read_pruned(&c, id).await.map(|o| (r.address.clone(), o, None))
                 }
                 _ => Err(format!("{} is not a Kubernetes object", r.address)),
             }
@@ -313,7 +316,7 @@ async fn read_kube(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::Desired;
+    use crate::desired::Desired;
     use serde_json::json;
 
     fn kube(target: &str, address: &str, obj: serde_json::Value) -> Resource {

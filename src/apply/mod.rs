@@ -6,18 +6,26 @@
 //! changes are applied by `host_apply` (SSH) or `kube_apply` (clusters), then checked (`check`),
 //! confirmed (`confirm`) or reverted (`revert`).
 
+pub mod check;
+pub mod confirm;
+pub mod host;
+pub mod journal;
+pub mod kube;
+pub mod revert;
+pub mod wait;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::check::check;
-use super::confirm::confirm;
-use super::journal::{Entry, Journal, Prior};
-use super::observe::{self, Live, Targets};
-use super::providers::{self, Observed};
-use super::revert::{kube_identity, revert_all};
+use crate::apply::check::check;
+use crate::apply::confirm::confirm;
+use crate::apply::journal::{Entry, Journal, Prior};
+use crate::apply::revert::{kube_identity, revert_all};
+use crate::desired::{ProviderKind, Resource};
+use crate::live::observe::{self, Live, Targets};
 use crate::plan::model::Action;
-use crate::resources::{ProviderKind, Resource};
+use crate::providers::{self, Observed};
 use crate::topology::Topology;
 use crate::transport::shell;
 use crate::transport::ssh::{Session, SshError};
@@ -352,7 +360,7 @@ async fn apply_step(
     live.keys.extend(now.keys.clone());
     let mut changes: Vec<(Resource, Observed, String)> = Vec::new();
     for r in &step.resources {
-        let Some(c) = super::diff::change(r, &now) else {
+        let Some(c) = crate::plan::diff::change(r, &now) else {
             return Err(ApplyError::Blocked {
                 step: step.key.clone(),
                 reason: format!("{} became unreachable", r.target),
@@ -360,7 +368,7 @@ async fn apply_step(
         };
         if c.action != Action::NoOp {
             let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
-            let text = super::diff::desired_with_keys(r, &now, &prior);
+            let text = crate::plan::diff::desired_with_keys(r, &now, &prior);
             if text.contains("<public-key:") {
                 return Err(ApplyError::Blocked {
                     step: step.key.clone(),
@@ -414,22 +422,25 @@ async fn apply_step(
                 for (r, _, _) in &items {
                     (sh.progress)(&format!("{}: applying {}", step.key, r.address));
                 }
-                let cx = super::kube_apply::Context {
+                let cx = crate::apply::kube::Context {
                     step: step.key.clone(),
                     force: opts.force_conflicts,
                     accesses: targets.kube.clone(),
-                    budget: super::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+                    budget: crate::apply::wait::Budget {
+                        timeout: opts.wait_timeout,
+                        interval: Duration::from_millis(500),
+                    },
                     progress: tx.clone(),
                 };
-                set.spawn(async move { super::kube_apply::apply_target(&cx, &target, &access, items).await });
+                set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
                 continue;
             }
-            let cx = super::host_apply::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
+            let cx = crate::apply::host::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
             let s = sh.pool.get(targets, &target).await?;
             // Secret files are copied from their source host (over the run's connection to it).
             let mut items = items;
             for (r, _, text) in items.iter_mut() {
-                if let crate::resources::Desired::Secret(source) = &r.desired {
+                if let crate::desired::Desired::Secret(source) = &r.desired {
                     *text = match copy_secret_file(sh, &r.address, source).await {
                         Ok(t) => t,
                         Err(e) => {
@@ -447,7 +458,7 @@ async fn apply_step(
             for l in &progress_lines {
                 (sh.progress)(l);
             }
-            set.spawn(async move { super::host_apply::apply_target(&cx, &s, items).await });
+            set.spawn(async move { crate::apply::host::apply_target(&cx, &s, items).await });
         }
         // Progress of the targets' waits arrives while they run.
         loop {
@@ -514,9 +525,9 @@ async fn apply_step(
 /// whose source this step changes in that second round (a ServiceAccount token filled once its
 /// Secret exists).
 fn rounds(changes: Vec<(Resource, Observed, String)>) -> [Vec<(Resource, Observed, String)>; 3] {
-    let generated = |r: &Resource| r.kube_object().is_some_and(|o| super::secrets::generated(o).is_some());
+    let generated = |r: &Resource| r.kube_object().is_some_and(|o| crate::providers::secrets::generated(o).is_some());
     let source_of = |r: &Resource| {
-        let from = super::secrets::copy_source(r.kube_object()?)?;
+        let from = crate::providers::secrets::copy_source(r.kube_object()?)?;
         Some(format!("{}/{}/Secret/{}", from.target, from.namespace, from.name))
     };
     let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.0));
@@ -540,14 +551,14 @@ async fn wait_for_objects(
     let mut set = tokio::task::JoinSet::new();
     for (target, objs) in by_target {
         let Some(access) = sh.targets.kube.get(&target).cloned() else { continue };
-        let cx = super::kube_apply::Context {
+        let cx = crate::apply::kube::Context {
             step: step.key.clone(),
             force: false,
             accesses: BTreeMap::new(),
-            budget: super::wait::Budget { timeout: sh.opts.wait_timeout, interval: Duration::from_millis(500) },
+            budget: crate::apply::wait::Budget { timeout: sh.opts.wait_timeout, interval: Duration::from_millis(500) },
             progress: tx.clone(),
         };
-        set.spawn(async move { super::kube_apply::wait_all(&cx, &target, &access, objs).await });
+        set.spawn(async move { crate::apply::kube::wait_all(&cx, &target, &access, objs).await });
     }
     drop(tx);
     let mut failure = None;
@@ -581,7 +592,7 @@ mod tests {
     use super::*;
 
     fn work(key: &str, needs: &[&str], targets: &[&str]) -> StepWork {
-        use crate::resources::Desired;
+        use crate::desired::Desired;
         StepWork {
             key: key.into(),
             id: key.split('@').next().unwrap().into(),
@@ -631,7 +642,7 @@ mod tests {
 
     #[test]
     fn generated_secrets_first_copies_of_step_sources_last() {
-        use crate::resources::Desired;
+        use crate::desired::Desired;
         let kube = |address: &str, obj: serde_json::Value| {
             let mut r = work("x", &[], &["cluster.a"]).resources.remove(0);
             r.address = address.into();

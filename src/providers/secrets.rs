@@ -9,7 +9,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
 
-use crate::render::objects::{CLUSTER_NAME, COPY_AS, COPY_FROM, COPY_KEYS, GENERATE, SERVER};
+use crate::desired::objects::{CLUSTER_NAME, COPY_AS, COPY_FROM, COPY_KEYS, GENERATE, SERVER};
 
 /// What a copied Secret is made of.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,7 +128,7 @@ pub fn kubeconfig(server: &str, ca: &str, token: &str) -> String {
         "contexts": [{ "name": "worker", "context": { "cluster": "worker", "user": "fabric" } }],
         "current-context": "worker",
     });
-    crate::render::yaml::to_string(&v)
+    crate::desired::yaml::to_string(&v)
 }
 
 /// Whether `dest` (a live Secret's `data`) already holds what copying from `source` gives.

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use super::confirm::arm_linux_revert;
-use super::kube_apply::Outcome;
-use super::providers::{self, Observed};
-use crate::resources::{ProviderKind, Resource};
+use crate::apply::confirm::arm_linux_revert;
+use crate::apply::kube::Outcome;
+use crate::desired::{ProviderKind, Resource};
+use crate::providers::{self, Observed};
 use crate::transport::shell;
 use crate::transport::ssh::Session;
 

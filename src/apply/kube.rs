@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::kube::{self as k, KubeAccess};
-use super::providers::Observed;
-use super::secrets;
-use super::wait::{self, Budget};
-use crate::resources::{Desired, Resource};
+use crate::apply::wait::{self, Budget};
+use crate::desired::{Desired, Resource};
+use crate::providers::Observed;
+use crate::providers::kube::{self as k, KubeAccess};
+use crate::providers::secrets;
 
 /// What a target's changes need besides the target itself.
 pub struct Context {

@@ -5,9 +5,12 @@
 //! the pure builders below, so they are tested as strings. Nothing secret is ever returned: a
 //! WireGuard private key stays on its host, a VyOS `private-key` line is dropped when read.
 
+pub mod kube;
+pub mod secrets;
+
 use std::time::Duration;
 
-use crate::resources::{Desired, ProviderKind, Resource};
+use crate::desired::{Desired, ProviderKind, Resource};
 use crate::transport::shell::{self, quote};
 use crate::transport::ssh::{Session, SshError};
 
@@ -331,7 +334,7 @@ pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> Stri
         }
         Desired::Command { .. } => "ok\n".into(),
         Desired::Secret(_) => SENSITIVE.into(),
-        Desired::Kube(v) => crate::render::yaml::to_string(v),
+        Desired::Kube(v) => crate::desired::yaml::to_string(v),
         // Should not exist: the desired text is empty (a deletion when it does).
         Desired::Prune(_) => String::new(),
     };

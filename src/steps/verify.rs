@@ -6,8 +6,8 @@
 
 use serde_json::{Value, json};
 
-use super::kube as k;
-use super::observe::Targets;
+use crate::live::observe::Targets;
+use crate::providers::kube as k;
 use crate::topology::Topology;
 
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -88,29 +88,29 @@ async fn conditions(
 pub async fn step(t: &Topology, targets: &Targets, id_: &str, key: &str, site: Option<&str>) -> Vec<CheckResult> {
     let sites: Vec<&crate::topology::model::Site> =
         t.sites.iter().filter(|s| site.is_none_or(|n| n == s.name)).collect();
-    let members = crate::resources::members(t);
+    let members = crate::desired::members(t);
     match id_ {
         "B.1" => {
-            let work = super::apply::StepWork {
+            let work = crate::apply::StepWork {
                 key: key.into(),
                 id: id_.into(),
                 needs: vec![],
                 resources: t
                     .sites
                     .iter()
-                    .map(|s| crate::resources::Resource {
+                    .map(|s| crate::desired::Resource {
                         address: format!("router.{}/verify", s.name),
                         target: format!("router.{}", s.name),
                         site: Some(s.name.clone()),
-                        provider: crate::resources::ProviderKind::Command,
+                        provider: crate::desired::ProviderKind::Command,
                         summary: String::new(),
                         sensitive: false,
-                        desired: crate::resources::Desired::Command { probe: "true".into(), apply: "true".into() },
+                        desired: crate::desired::Desired::Command { probe: "true".into(), apply: "true".into() },
                         file: None,
                     })
                     .collect(),
             };
-            let (verdict, evidence) = match super::check::check_step(&work, t, targets).await {
+            let (verdict, evidence) = match crate::apply::check::check_step(&work, t, targets).await {
                 Ok(Some(e)) => (Verdict::Pass, e),
                 Ok(None) => (Verdict::Skip, "no check".into()),
                 Err(e) => (Verdict::Fail, e),
@@ -266,9 +266,9 @@ async fn rolled_out(targets: &Targets, step: &str, target: &str, check: &str, oi
     let (verdict, evidence) = match get(targets, target, oid).await {
         Err(e) => (Verdict::Fail, format!("{target}: {e}")),
         Ok(None) => (Verdict::Fail, format!("{target}: {name} does not exist")),
-        Ok(Some(d)) => match super::wait::readiness(&d) {
-            super::wait::Readiness::Ready(e) => (Verdict::Pass, format!("{target}: {name} {e}")),
-            super::wait::Readiness::Pending(e) | super::wait::Readiness::Failed(e) => {
+        Ok(Some(d)) => match crate::apply::wait::readiness(&d) {
+            crate::apply::wait::Readiness::Ready(e) => (Verdict::Pass, format!("{target}: {name} {e}")),
+            crate::apply::wait::Readiness::Pending(e) | crate::apply::wait::Readiness::Failed(e) => {
                 (Verdict::Fail, format!("{target}: {name}: {e}"))
             }
         },
@@ -345,7 +345,7 @@ async fn secret(
 /// B.3: the test global service has ready backends in every cluster (its EndpointSlices), so
 /// Cilium can balance it across the mesh.
 async fn global_service(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
-    let (_, svc) = crate::render::objects::global_test_service(t);
+    let (_, svc) = crate::desired::objects::global_test_service(t);
     let (name, ns) = (
         svc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
         svc["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
@@ -406,8 +406,8 @@ async fn argocd(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> 
 /// their node selector (what the override policies add).
 async fn gpu_selectors(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckResult> {
     let mut out = Vec::new();
-    for m in crate::resources::members(t) {
-        let Some(model) = crate::resources::gpu_model(m) else { continue };
+    for m in crate::desired::members(t) {
+        let Some(model) = crate::desired::gpu_model(m) else { continue };
         let target = format!("cluster.{}", m.name);
         for svc in t.services.iter().filter(|s| s.gpus > 0) {
             let placed = t
@@ -419,7 +419,7 @@ async fn gpu_selectors(t: &Topology, targets: &Targets, key: &str) -> Vec<CheckR
                 continue;
             }
             let oid = id("apps/v1", "Deployment", &svc.name, Some(&svc.namespace));
-            let label = crate::render::objects::GPU_MODEL_LABEL;
+            let label = crate::desired::objects::GPU_MODEL_LABEL;
             let (verdict, evidence) = match get(targets, &target, oid).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),
                 Ok(None) => {
@@ -452,7 +452,7 @@ async fn joined(
     targets: &Targets,
     key: &str,
 ) -> Vec<CheckResult> {
-    let (taint_key, _) = crate::render::objects::EXTERNAL_TAINT.split_once('=').unwrap_or_default();
+    let (taint_key, _) = crate::desired::objects::EXTERNAL_TAINT.split_once('=').unwrap_or_default();
     let mut out = Vec::new();
     for s in sites {
         let target = format!("cluster.{}", s.name);

@@ -393,7 +393,7 @@ const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
 
 pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     let mut spec = json!({});
-    if let Some(model) = crate::resources::gpu_model(s) {
+    if let Some(model) = crate::desired::gpu_model(s) {
         spec["nodeLabels"] = json!({ GPU_MODEL_LABEL: model });
     }
     with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)

@@ -5,8 +5,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use super::apply::{Pool, StepWork};
-use super::observe::Targets;
+use crate::apply::{Pool, StepWork};
+use crate::live::observe::Targets;
 use crate::topology::Topology;
 
 /// The step's check on its own (for `fabric verify`), with connections of its own.

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use serde_json::{Value, json};
 
-use super::kube as k;
+use crate::providers::kube as k;
 
 /// What the controllers say about an object.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +29,7 @@ pub enum Readiness {
 
 /// The condition `type` of an object: (status, reason or message).
 fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
-    super::verify::condition(obj, kind)
+    crate::steps::verify::condition(obj, kind)
 }
 
 fn int(v: &Value) -> i64 {

@@ -15,8 +15,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::Value;
 
-use super::providers::{Observed, SENSITIVE};
-use super::secrets::CopySource;
+use crate::providers::secrets::CopySource;
+use crate::providers::{Observed, SENSITIVE};
 
 pub const FIELD_MANAGER: &str = "fabric";
 
@@ -106,7 +106,7 @@ pub fn project(live: &Value, desired: &Value) -> Value {
 }
 
 fn text(v: &Value) -> String {
-    crate::render::yaml::to_string(v)
+    crate::desired::yaml::to_string(v)
 }
 
 /// An API error as one line: status code, reason and the server's message.
@@ -187,7 +187,7 @@ pub const PRUNABLE: &[(&str, &str)] = &[
 /// serves, selected by fabric's labels. Returns identities (apiVersion, kind, name, namespace).
 pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Value>, String> {
     let selector =
-        format!("{}=fabric,{}={fabric_name}", crate::render::objects::MANAGED_BY, crate::render::objects::PART_OF);
+        format!("{}=fabric,{}={fabric_name}", crate::desired::objects::MANAGED_BY, crate::desired::objects::PART_OF);
     let mut out = Vec::new();
     for (api_version, kind) in PRUNABLE {
         let probe = serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "" } });
@@ -287,7 +287,7 @@ pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -
         .await?
         .ok_or_else(|| format!("the source Secret {} does not exist yet", from.address()))?;
     let mut obj = obj.clone();
-    obj["data"] = Value::Object(super::secrets::copied_data(&data, from)?);
+    obj["data"] = Value::Object(crate::providers::secrets::copied_data(&data, from)?);
     Ok(obj)
 }
 
@@ -298,7 +298,7 @@ pub async fn copy_differs(dest: &Client, obj: &Value, source: &Client, from: &Co
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let Some(have) = secret_data(dest, ns, name).await? else { return Ok(true) };
     let Some(src) = secret_data(source, &from.namespace, &from.name).await? else { return Ok(true) };
-    Ok(!super::secrets::copy_matches(&have, &src, from))
+    Ok(!crate::providers::secrets::copy_matches(&have, &src, from))
 }
 
 #[cfg(test)]

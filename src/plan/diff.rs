@@ -2,10 +2,10 @@
 
 use similar::TextDiff;
 
-use super::observe::Live;
-use super::providers::{self, Observed};
+use crate::desired::Resource;
+use crate::live::observe::Live;
 use crate::plan::model::{Action, Change};
-use crate::resources::Resource;
+use crate::providers::{self, Observed};
 
 /// What a placeholder shows until the key exists (terraform's "known after apply").
 pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
@@ -17,7 +17,7 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     }
     let observed = live.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
     let desired = desired_with_keys(r, live, &observed);
-    let pruned = matches!(r.desired, crate::resources::Desired::Prune(_));
+    let pruned = matches!(r.desired, crate::desired::Desired::Prune(_));
     let (action, before) = match &observed {
         Observed::Absent if pruned => (Action::NoOp, String::new()),
         Observed::Present(t) if pruned => (Action::Delete, t.clone()),
@@ -56,7 +56,7 @@ fn show_placeholders(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resources::{Desired, ProviderKind};
+    use crate::desired::{Desired, ProviderKind};
 
     fn file(text: &str) -> Resource {
         Resource {

@@ -11,9 +11,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::catalog::Instance;
-use crate::render::{objects as o, text, vyos, yaml};
+pub mod objects;
+pub mod text;
+pub mod vyos;
+pub mod yaml;
+
 use crate::topology::Topology;
 use crate::topology::model::*;
+use objects as o;
 
 /// Generator names the catalog may use.
 pub const GENERATORS: &[&str] = &[

@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::apply::LOCK_PATH;
-use super::observe::Targets;
-use super::providers::{self, Observed};
-use crate::resources::{ProviderKind, Resource};
+use crate::apply::LOCK_PATH;
+use crate::desired::{ProviderKind, Resource};
+use crate::live::observe::Targets;
+use crate::providers::{self, Observed};
 use crate::transport::shell::{self, quote};
 use crate::transport::ssh::Session;
 

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::graph::NodeIndex;
 
-use super::observe::Targets;
 use crate::catalog::StepGraph;
-use crate::resources::{self, Desired, ProviderKind, Resource};
+use crate::desired::{self, Desired, ProviderKind, Resource};
+use crate::live::observe::Targets;
 use crate::topology::Topology;
 
 fn address(target: &str, id: &serde_json::Value) -> String {
@@ -32,7 +32,7 @@ pub async fn orphans(
     let mut wanted = BTreeSet::new();
     let mut makers: BTreeMap<(String, String), Vec<NodeIndex>> = BTreeMap::new();
     for &n in &g.order {
-        for r in resources::for_instance(&g.graph[n], t) {
+        for r in desired::for_instance(&g.graph[n], t) {
             if let Desired::Kube(o) = &r.desired {
                 let kind = o["kind"].as_str().unwrap_or_default().to_string();
                 makers.entry((r.target.clone(), kind)).or_default().push(n);
@@ -42,7 +42,7 @@ pub async fn orphans(
     }
     let apis: BTreeSet<String> = selected
         .iter()
-        .flat_map(|n| resources::for_instance(&g.graph[*n], t))
+        .flat_map(|n| desired::for_instance(&g.graph[*n], t))
         .filter(|r| r.provider == ProviderKind::Kube)
         .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
         .map(|r| r.target)
@@ -51,8 +51,8 @@ pub async fn orphans(
     for target in apis {
         let Some(access) = targets.kube.get(&target) else { continue };
         // An API that cannot be reached or listed is reported by the observation itself.
-        let Ok(client) = super::kube::client(&target, access).await else { continue };
-        let Ok(ids) = super::kube::list_managed(&client, &t.name).await else { continue };
+        let Ok(client) = crate::providers::kube::client(&target, access).await else { continue };
+        let Ok(ids) = crate::providers::kube::list_managed(&client, &t.name).await else { continue };
         for id in ids {
             let addr = address(&target, &id);
             if wanted.contains(&addr) {

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::providers::Observed;
-use crate::resources::ProviderKind;
+use crate::desired::ProviderKind;
+use crate::providers::Observed;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prior {

@@ -4,16 +4,11 @@
 //! Output is deterministic (same topology, same bytes) and every file starts with a header
 //! naming fabric, which is also how stale files fabric wrote earlier are recognised.
 
-pub mod objects;
-pub mod text;
-pub mod vyos;
-pub mod yaml;
-
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::catalog::StepGraph;
-use crate::resources::{self, Desired};
+use crate::desired::{self, Desired, yaml};
 use crate::topology::Topology;
 
 /// First line of every rendered file.
@@ -42,7 +37,7 @@ pub fn render(graph: &StepGraph, t: &Topology) -> Vec<Artifact> {
     let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut whole: BTreeMap<String, String> = BTreeMap::new();
     for inst in graph.instances() {
-        let produced = resources::produce(inst, t);
+        let produced = desired::produce(inst, t);
         for r in &produced.resources {
             let Some(path) = &r.file else { continue };
             let doc = match &r.desired {

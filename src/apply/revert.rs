@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::apply::Pool;
-use super::confirm::disarm_linux_revert;
-use super::journal::Prior;
-use super::observe::Targets;
-use super::providers::{self, Observed};
-use crate::resources::{ProviderKind, Resource};
+use crate::apply::Pool;
+use crate::apply::confirm::disarm_linux_revert;
+use crate::apply::journal::Prior;
+use crate::desired::{ProviderKind, Resource};
+use crate::live::observe::Targets;
+use crate::providers::{self, Observed};
 use crate::transport::shell;
 
 /// Puts applied resources back, newest first; returns what could not be put back.
@@ -32,13 +32,13 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
         }
     }
     for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
-        let (Some(access), crate::resources::Desired::Kube(obj) | crate::resources::Desired::Prune(obj)) =
+        let (Some(access), crate::desired::Desired::Kube(obj) | crate::desired::Desired::Prune(obj)) =
             (targets.kube.get(&r.target), &r.desired)
         else {
             continue;
         };
-        let result = match super::kube::client(&r.target, access).await {
-            Ok(c) => super::kube::revert(&c, obj, prior).await,
+        let result = match crate::providers::kube::client(&r.target, access).await {
+            Ok(c) => crate::providers::kube::revert(&c, obj, prior).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -71,7 +71,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
 
 /// The identity of a Kubernetes object (enough to find it again), for the journal.
 pub(super) fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
-    let (crate::resources::Desired::Kube(o) | crate::resources::Desired::Prune(o)) = &r.desired else { return None };
+    let (crate::desired::Desired::Kube(o) | crate::desired::Desired::Prune(o)) = &r.desired else { return None };
     let mut meta = serde_json::Map::new();
     meta.insert("name".into(), o["metadata"]["name"].clone());
     if let Some(ns) = o["metadata"].get("namespace") {
@@ -82,7 +82,7 @@ pub(super) fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
 
 /// A resource as the journal knows it, enough for its provider to put it back.
 pub fn resource_from_prior(p: &Prior) -> Resource {
-    use crate::resources::Desired;
+    use crate::desired::Desired;
     let desired = match p.provider {
         ProviderKind::File if p.sensitive => Desired::Secret(String::new()),
         ProviderKind::File => Desired::File(String::new()),

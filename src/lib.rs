@@ -2,7 +2,6 @@
 
 pub mod apply;
 pub mod catalog;
-pub mod cli;
 pub mod command;
 pub mod desired;
 pub mod live;

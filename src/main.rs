@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = fabric::cli::Cli::parse();
+    let cli = fabric::command::cli::Cli::parse();
     let color = fabric::style::Style::stderr(cli.global.no_color).color;
     let result = fabric::command::run(cli);
     if let Err(report) = &result {

@@ -10,7 +10,7 @@ use miette::Report;
 use super::{Done, usage};
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::{self, Options, StepWork};
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::plan::select::Selection;
 use crate::plan::view;
 use crate::style::Style;
@@ -32,7 +32,7 @@ pub struct Opts {
     #[arg(value_name = "PLANFILE")]
     pub planfile: Option<PathBuf>,
     #[command(flatten)]
-    pub selection: crate::cli::SelectionArgs,
+    pub selection: crate::command::cli::SelectionArgs,
     /// Do not ask for confirmation
     #[arg(long)]
     pub auto_approve: bool,

@@ -5,7 +5,7 @@ use clap_complete::Shell;
 use miette::Report;
 
 use super::{Done, usage};
-use crate::cli::Cli;
+use crate::command::cli::Cli;
 
 /// Print a shell completion script
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use miette::Report;
 
 use super::{Done, load, usage};
 use crate::catalog::{Catalog, StepGraph, view};
-use crate::cli::Global;
+use crate::command::cli::Global;
 
 /// Print the step graph (A.1–D.4 instantiated per site) of the topology
 ///

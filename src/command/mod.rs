@@ -1,6 +1,7 @@
 //! One module per subcommand: its options and its `run`.
 
 pub mod apply;
+pub mod cli;
 pub mod completions;
 pub mod graph;
 pub mod plan;
@@ -16,7 +17,7 @@ use std::process::ExitCode;
 
 use miette::{Diagnostic, Report};
 
-use crate::cli::{Cli, Command, Global};
+use crate::command::cli::{Cli, Command, Global};
 use crate::style::Style;
 use crate::topology::{self, LoadError, Loaded};
 

@@ -6,7 +6,7 @@ use clap::Args;
 use miette::Report;
 
 use super::{Done, load, usage};
-use crate::cli::{Format, Global};
+use crate::command::cli::{Format, Global};
 use crate::desired;
 use crate::plan::model::{Plan, SelectionRecord};
 use crate::plan::{self, select::Selection, view};
@@ -26,7 +26,7 @@ use crate::style::Style;
                         fabric plan --observed state.json --format markdown --detailed-exitcode")]
 pub struct Opts {
     #[command(flatten)]
-    pub selection: crate::cli::SelectionArgs,
+    pub selection: crate::command::cli::SelectionArgs,
     /// Read nothing live: plan every resource as absent (for CI without credentials)
     #[arg(long, conflicts_with = "observed")]
     pub offline: bool,

@@ -6,7 +6,7 @@ use clap::Args;
 use miette::Report;
 
 use super::{Done, load, usage};
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::operation::render::{self, Status};
 use crate::style::Style;
 

@@ -9,7 +9,7 @@ use super::{Done, load, usage};
 use crate::apply::Pool;
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::revert;
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::live::observe::Targets;
 
 /// Revert an apply's recorded rollback points, newest step first

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Done, usage};
 use crate::catalog::StepGraph;
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::desired::{Desired, ProviderKind, Resource};
 use crate::live::observe::Live;
 
@@ -35,7 +35,7 @@ pub enum StateCommand {
 )]
 pub struct SnapshotOpts {
     #[command(flatten)]
-    pub selection: crate::cli::SelectionArgs,
+    pub selection: crate::command::cli::SelectionArgs,
     /// Where to write the snapshot
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,

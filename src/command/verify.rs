@@ -4,7 +4,7 @@ use clap::{Args, ValueEnum};
 use miette::Report;
 
 use super::{Done, load, usage};
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::live::observe::Targets;
 use crate::plan::select::Selection;
 use crate::steps::verify::{self, Verdict};
@@ -20,7 +20,7 @@ use crate::style::Style;
 #[command(after_help = "Examples:\n  fabric verify --step B.1\n  fabric verify --phase C --format json")]
 pub struct Opts {
     #[command(flatten)]
-    pub selection: crate::cli::SelectionArgs,
+    pub selection: crate::command::cli::SelectionArgs,
     /// Output format
     #[arg(long, value_enum, default_value_t = VerifyFormat::Human)]
     pub format: VerifyFormat,

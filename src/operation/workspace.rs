@@ -7,7 +7,7 @@ use petgraph::graph::NodeIndex;
 use sha2::{Digest, Sha256};
 
 use crate::catalog::{Catalog, StepGraph};
-use crate::cli::Global;
+use crate::command::cli::Global;
 use crate::command::{load, usage};
 use crate::desired;
 use crate::live::observe::{self, Live, Targets};

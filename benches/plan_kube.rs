@@ -38,7 +38,7 @@ fn main() {
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let all: Vec<Resource> = g
         .instances()
-        .flat_map(|i| fabric::desired::for_instance(i, t))
+        .flat_map(|i| fabric::steps::for_instance(i, t))
         .filter(|r| matches!(r.desired, Desired::Kube(_)))
         .collect();
     let one: Vec<Resource> = all.iter().take(1).cloned().collect();

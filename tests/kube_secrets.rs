@@ -45,7 +45,7 @@ async fn member_credentials_are_copied_from_the_token() {
         key: "C.2".into(),
         id: "C.2".into(),
         needs: vec![],
-        resources: fabric::desired::for_instance(&g.graph[c2], t),
+        resources: fabric::steps::for_instance(&g.graph[c2], t),
     };
     let targets = Targets::from_topology(t, &SshConfig::default());
     // Karmada has its own namespace for member credentials; in the members it exists with the

@@ -52,7 +52,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
         key: "D.1@sp".into(),
         id: "D.1".into(),
         needs: vec![],
-        resources: fabric::desired::for_instance(&g.graph[d1], t),
+        resources: fabric::steps::for_instance(&g.graph[d1], t),
     };
     let targets = Targets::from_topology(t, &SshConfig::default());
     let opts = |run: &str, wait: u64| Options {

@@ -1,7 +1,8 @@
 //! Nothing panics on any input: arbitrary bytes, and the example mutated at random. Every input
 //! that loads is also taken through the graph and an offline plan.
 
-use fabric::catalog::{Catalog, StepGraph};
+use fabric::operation::Workspace;
+use fabric::operation::plan::Source;
 use fabric::plan::select::Selection;
 use fabric::topology::load_str;
 use proptest::prelude::*;
@@ -10,14 +11,12 @@ const EXAMPLE: &str = include_str!("../topology.example.yaml");
 
 /// Loads and, when valid, builds the graph and plans everything offline.
 fn whole_pipeline(text: String) {
-    if let Ok(l) = load_str("fuzz.yaml", text) {
-        let catalog = Catalog::embedded().unwrap();
-        if let Ok(g) = StepGraph::build(&catalog, &l.topology) {
-            let sel = Selection { with_deps: true, ..Default::default() };
-            if let Ok(selected) = sel.resolve(&catalog, &g, &l.topology, |_| true) {
-                let plan = fabric::plan::offline(&l.topology, "fuzz.yaml", &g, &selected, &[]);
-                let _ = fabric::plan::view::json(&plan);
-            }
+    if let Ok(l) = load_str("fuzz.yaml", text)
+        && let Ok(ws) = Workspace::new(l)
+    {
+        let sel = Selection { with_deps: true, ..Default::default() };
+        if let Ok(planned) = fabric::operation::plan::make(&ws, sel, Source::Offline) {
+            let _ = fabric::plan::view::json(&planned.plan);
         }
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::desired::{self, Desired};
+use fabric::desired::Desired;
 use fabric::operation::render::{self, Artifact};
 use serde_json::Value;
 
@@ -61,7 +61,7 @@ fn rendered(topology: &str) -> Rendered {
     let mut objects = vec![];
     let mut vyos = vec![];
     for inst in g.instances() {
-        for r in desired::for_instance(inst, &l.topology) {
+        for r in fabric::steps::for_instance(inst, &l.topology) {
             match r.desired {
                 Desired::Kube(v) => objects.push((r.address, v)),
                 Desired::Vyos(cmds) => vyos.extend(cmds.into_iter().map(|c| (r.address.clone(), c))),

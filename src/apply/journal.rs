@@ -42,6 +42,15 @@ pub enum Entry {
     End { run: String, ok: bool },
 }
 
+/// A journal entry that could not be written: nothing may change without its rollback point.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the journal {}: {source}", path.display())]
+pub struct JournalError {
+    pub path: PathBuf,
+    #[source]
+    pub source: std::io::Error,
+}
+
 pub struct Journal {
     pub path: PathBuf,
     file: std::fs::File,
@@ -67,6 +76,11 @@ impl Journal {
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
         self.file.sync_data()
+    }
+
+    /// [`Journal::write`], with the journal's path in the error.
+    pub fn record(&mut self, e: &Entry) -> Result<(), JournalError> {
+        self.write(e).map_err(|source| JournalError { path: self.path.clone(), source })
     }
 
     pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {

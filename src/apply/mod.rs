@@ -3,10 +3,9 @@
 //! connections. A failed change or check reverts the step and stops the run.
 //!
 //! This module is the run itself (locks, journal, waves of steps, rounds of changes); a target's
-//! changes are applied by `host_apply` (SSH) or `kube_apply` (clusters), then checked (`check`),
-//! confirmed (`confirm`) or reverted (`revert`).
+//! changes are applied by `host` (SSH) or `kube` (clusters), then checked (the step's own
+//! `steps::Step::check`), confirmed (`confirm`) or reverted (`revert`).
 
-pub mod check;
 pub mod confirm;
 pub mod host;
 pub mod journal;
@@ -15,15 +14,14 @@ pub mod revert;
 pub mod wait;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::apply::check::check;
 use crate::apply::confirm::confirm;
 use crate::apply::journal::{Entry, Journal, Prior};
 use crate::apply::revert::{kube_identity, revert_all};
 use crate::desired::{ProviderKind, Resource};
 use crate::live::observe::{self, Live, Targets};
+pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
 use crate::providers::{self, Observed};
 use crate::topology::Topology;
@@ -93,36 +91,6 @@ impl ApplyError {
 
 /// Progress, as plain lines (the command decides how to show them).
 pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
-
-/// Connections of this run: one per host, opened on first use, shared by concurrent steps.
-#[derive(Default)]
-pub struct Pool {
-    sessions: tokio::sync::Mutex<BTreeMap<String, Arc<Session>>>,
-}
-
-impl Pool {
-    pub async fn get(&self, targets: &Targets, target: &str) -> Result<Arc<Session>, SshError> {
-        if let Some(s) = self.sessions.lock().await.get(target) {
-            return Ok(s.clone());
-        }
-        let ep = targets.ssh.get(target).ok_or_else(|| SshError::Connect {
-            target: target.into(),
-            addr: "-".into(),
-            reason: "no SSH access is configured for it".into(),
-        })?;
-        // Connect without holding the map: other steps reach other hosts meanwhile.
-        let s = Arc::new(Session::connect(ep).await?);
-        Ok(self.sessions.lock().await.entry(target.to_string()).or_insert(s).clone())
-    }
-
-    pub async fn close(self) {
-        for (_, s) in self.sessions.into_inner() {
-            if let Ok(s) = Arc::try_unwrap(s) {
-                s.close().await;
-            }
-        }
-    }
-}
 
 /// The identity written into host locks.
 pub fn holder(run: &str) -> String {
@@ -487,10 +455,14 @@ async fn apply_step(
         failure = wait_for_objects(sh, step, pending_waits).await;
     }
     if failure.is_none() {
-        match check(step, t, &sh.pool, targets).await {
-            Ok(Some(evidence)) => (sh.progress)(&format!("{}: check passed: {evidence}", step.key)),
-            Ok(None) => {}
-            Err(e) => failure = Some(format!("check failed: {e}")),
+        let cx = crate::steps::CheckCx { t, pool: &sh.pool, targets, resources: &step.resources };
+        let check = crate::steps::get(&step.id).and_then(|s| s.check(&cx));
+        match check {
+            None => {}
+            Some(c) => match c.await {
+                Ok(evidence) => (sh.progress)(&format!("{}: check passed: {evidence}", step.key)),
+                Err(e) => failure = Some(format!("check failed: {e}")),
+            },
         }
     }
     if let Some(reason) = failure {

@@ -27,9 +27,12 @@ pub enum Readiness {
     Failed(String),
 }
 
-/// The condition `type` of an object: (status, reason or message).
-fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
-    crate::steps::verify::condition(obj, kind)
+/// The status condition `type` of an object, as (status, reason or message).
+pub fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
+    obj["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == kind).map(|c| {
+        let detail = c["message"].as_str().or(c["reason"].as_str()).unwrap_or_default().to_string();
+        (c["status"].as_str().unwrap_or_default().to_string(), detail)
+    })
 }
 
 fn int(v: &Value) -> i64 {

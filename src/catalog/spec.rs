@@ -1,8 +1,8 @@
 //! The step catalog as data: the phase files under `phases/`, embedded at build time.
 //!
 //! A catalog names steps, their dependencies on other steps, the topology condition under which a
-//! step exists at a site (`when`), the seed's open decisions it needs, and the resource generators
-//! that say what it produces. Checking a catalog (every reference resolves, no cycle) happens
+//! step exists at a site (`when`) and the seed's open decisions it needs. What a step makes, its
+//! check and its verify are code, one module per step (`steps/`). Checking a catalog (every reference resolves, no cycle) happens
 //! here, before any topology is involved, so a broken catalog is reported by step name.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,9 +68,6 @@ pub struct StepSpec {
     /// Open decisions (keys of `decisions:` in the topology) the step cannot run without.
     #[serde(default)]
     pub decisions: Vec<String>,
-    /// Resource generators (see `resources.rs`) that say what the step creates.
-    #[serde(default)]
-    pub produces: Vec<String>,
     /// The seed's validation for this step, run by `fabric verify`.
     #[serde(default)]
     pub check: Option<String>,
@@ -133,14 +130,13 @@ impl Catalog {
         self.phases.iter().find(|p| p.steps.iter().any(|s| s.id == id))
     }
 
-    fn check(&self) -> Result<(), CatalogError> {
+    pub fn check(&self) -> Result<(), CatalogError> {
         let mut ids = BTreeSet::new();
         for s in self.steps() {
             if !ids.insert(s.id.as_str()) {
                 return Err(CatalogError::DuplicateStep { step: s.id.clone() });
             }
         }
-        let generators = crate::desired::GENERATORS;
         for s in self.steps() {
             for d in s.needs.iter().chain(&s.needs_any) {
                 if !ids.contains(d.as_str()) {
@@ -161,11 +157,6 @@ impl Catalog {
             for d in &s.decisions {
                 if !DECISIONS.contains(&d.as_str()) {
                     return Err(unknown("decision", d, DECISIONS));
-                }
-            }
-            for g in &s.produces {
-                if !generators.contains(&g.as_str()) {
-                    return Err(unknown("resource generator", g, generators));
                 }
             }
         }
@@ -251,10 +242,5 @@ mod tests {
         let text = format!("{MINI}  - {{id: X.1, title: t, seed_title: t, risk: low, scope: site, when: has-gpus}}\n");
         let err = Catalog::from_sources(&[("x.yaml", &text)]).unwrap_err();
         assert!(err.to_string().contains("unknown condition `has-gpus`"), "{err}");
-        let text =
-            format!("{MINI}  - {{id: X.1, title: t, seed_title: t, risk: low, scope: site, produces: [nope]}}\n");
-        assert!(
-            Catalog::from_sources(&[("x.yaml", &text)]).unwrap_err().to_string().contains("resource generator `nope`")
-        );
     }
 }

@@ -8,10 +8,8 @@ use clap::Args;
 use miette::Report;
 
 use super::{Done, usage};
-use crate::apply::journal::{self, Entry, Journal};
-use crate::apply::{self, Options, StepWork};
-use crate::command::cli::Global;
-use crate::plan::select::Selection;
+use crate::command::args::Global;
+use crate::operation::apply::{self as apply_op, Request};
 use crate::plan::view;
 use crate::style::Style;
 
@@ -32,7 +30,7 @@ pub struct Opts {
     #[arg(value_name = "PLANFILE")]
     pub planfile: Option<PathBuf>,
     #[command(flatten)]
-    pub selection: crate::command::cli::SelectionArgs,
+    pub selection: crate::command::args::SelectionArgs,
     /// Do not ask for confirmation
     #[arg(long)]
     pub auto_approve: bool,
@@ -50,145 +48,32 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let mut selection: Selection = o.selection.into();
-    let mut expected: Option<(String, String)> = None;
-    if let Some(path) = &o.planfile {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            usage(
-                "apply::planfile",
-                format!("cannot read {}: {e}", path.display()),
-                "give a file written by `fabric plan --out`",
-            )
-        })?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            usage(
-                "apply::planfile",
-                format!("{} is not a plan: {e}", path.display()),
-                "give a file written by `fabric plan --out`",
-            )
-        })?;
-        let rec: crate::plan::model::SelectionRecord = serde_json::from_value(v["selection"].clone()).map_err(|e| {
-            usage("apply::planfile", format!("{}: {e}", path.display()), "re-create it with `fabric plan --out`")
-        })?;
-        let mode: crate::plan::model::Mode = serde_json::from_value(v["mode"].clone()).map_err(|e| {
-            usage("apply::planfile", format!("{}: {e}", path.display()), "re-create it with `fabric plan --out`")
-        })?;
-        // A plan made from live state or from a snapshot names what it observed; apply re-reads
-        // and goes on only if that is still what is live.
-        let fingerprint = match mode {
-            crate::plan::model::Mode::Live { fingerprint } | crate::plan::model::Mode::Observed { fingerprint, .. } => {
-                fingerprint
-            }
-            crate::plan::model::Mode::Offline => {
-                return Err(usage(
-                    "apply::planfile",
-                    "an offline plan cannot be applied",
-                    "make the plan without --offline",
-                ));
-            }
-        };
-        selection = Selection { phases: rec.phases, steps: rec.steps, sites: rec.sites, with_deps: rec.with_deps };
-        expected = Some((v["topology_digest"].as_str().unwrap_or_default().to_string(), fingerprint));
+    let ws = super::workspace(g)?;
+    let targets = super::targets(g, &ws)?;
+    let rt = crate::operation::runtime()?;
+    let req = match &o.planfile {
+        Some(path) => Request::Planfile(path),
+        None => Request::Selection(o.selection.into()),
+    };
+    let ready = apply_op::prepare(&ws, req, &targets, &rt)?;
+    let st = Style::stdout(g.no_color);
+    if let Some(blocked) = ready.blocked() {
+        print!("{}", view::human(&ready.plan, &st));
+        return Err(blocked.into());
     }
-    let rt = crate::operation::workspace::runtime()?;
-    let prep = crate::operation::workspace::prepare(g, selection.clone(), &rt)?;
-    let t = &prep.loaded.topology;
-    let p = prep.plan(&selection.sites);
-    if p.summary.refused_steps > 0 {
-        print!("{}", view::human(&p, &Style::stdout(g.no_color)));
-        return Err(usage(
-            "plan::refused",
-            "selected steps are refused: a decision they need is undecided",
-            "decide it under `decisions:`, or narrow the selection",
-        ));
-    }
-    if let Some((digest, fingerprint)) = &expected {
-        if *digest != crate::operation::workspace::digest(&prep.loaded.text) {
-            return Err(usage("apply::stale", "the topology changed since the plan was made", "make a new plan"));
-        }
-        if *fingerprint != prep.live.fingerprint() {
-            return Err(usage(
-                "apply::stale",
-                "the plan is stale: the live state changed since it was made",
-                "run `fabric plan` again and review the new changes",
-            ));
-        }
-    }
-    if !p.unreachable.is_empty() {
-        print!("{}", view::human(&p, &Style::stdout(g.no_color)));
-        let names: Vec<&str> = p.unreachable.iter().map(|u| u.target.as_str()).collect();
-        return Err(usage(
-            "apply::unreachable",
-            format!("cannot apply: {} could not be read", names.join(", ")),
-            "apply the reachable sites with --site, or restore the link first",
-        ));
-    }
-    if !p.has_changes() {
+    if !ready.plan.has_changes() {
         if !g.quiet {
             println!("No changes. The live state matches the topology.");
         }
         return Ok(Done::Ok);
     }
     if !g.quiet || !o.auto_approve {
-        print!("{}", view::human(&p, &Style::stdout(g.no_color)));
+        print!("{}", view::human(&ready.plan, &st));
     }
     if !o.auto_approve {
-        if !std::io::stdin().is_terminal() {
-            return Err(usage(
-                "apply::approve",
-                "apply needs approval and stdin is not a terminal",
-                "add --auto-approve (CI), or run it at a terminal",
-            ));
-        }
-        print!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
-        let _ = std::io::stdout().flush();
-        let mut answer = String::new();
-        let _ = std::io::stdin().lock().read_line(&mut answer);
-        if answer.trim() != "yes" {
-            println!("Apply cancelled.");
-            return Err(usage("apply::cancelled", "apply cancelled", "nothing was changed"));
-        }
+        approve()?;
     }
-    let run_id = journal::new_run_id();
-    let mut j = Journal::create(&g.state_dir, &run_id).map_err(|e| {
-        usage(
-            "apply::journal",
-            format!("cannot create the journal in {}: {e}", g.state_dir.display()),
-            "make the directory writable",
-        )
-    })?;
-    let user = std::env::var("USER").unwrap_or_default();
-    j.write(&Entry::Start {
-        run: run_id.clone(),
-        fabric: t.name.clone(),
-        topology_digest: crate::operation::workspace::digest(&prep.loaded.text),
-        user,
-    })
-    .map_err(|e| usage("apply::journal", e.to_string(), "make the directory writable"))?;
-    let steps: Vec<StepWork> = prep
-        .graph
-        .order
-        .iter()
-        .filter(|n| prep.selected.contains(n))
-        .map(|n| {
-            let inst = &prep.graph.graph[*n];
-            StepWork {
-                key: inst.key(),
-                id: inst.spec.id.clone(),
-                needs: prep.graph.dependencies(*n).iter().map(|d| prep.graph.graph[*d].key()).collect(),
-                resources: crate::desired::for_instance(inst, t)
-                    .into_iter()
-                    .chain(prep.orphans.get(n).cloned().unwrap_or_default())
-                    .filter(|r| {
-                        selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))
-                    })
-                    .collect(),
-            }
-        })
-        .filter(|s| !s.resources.is_empty())
-        .collect();
-    let opts = Options {
-        run: run_id.clone(),
+    let opts = apply_op::Options {
         state_dir: g.state_dir.clone(),
         confirm_timeout: Duration::from_secs(o.confirm_timeout),
         force_conflicts: o.force_conflicts,
@@ -209,17 +94,38 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         None if !quiet => eprintln!("fabric: {line}"),
         None => {}
     };
-    let result = rt.block_on(apply::run(t, &steps, &prep.targets, prep.live.clone(), &opts, &mut j, &progress));
+    let result = apply_op::run(&ws, ready, &opts, &targets, &progress, &rt);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    match result {
-        Ok(done) => {
-            if !g.quiet {
-                println!("Apply complete: {} step(s) changed. Run {run_id}; journal {}", done.len(), j.path.display());
-            }
-            Ok(Done::Ok)
-        }
-        Err(e) => Err(usage("apply::failed", format!("{e} (run {run_id})"), e.help())),
+    let done = result?;
+    if !g.quiet {
+        println!(
+            "Apply complete: {} step(s) changed. Run {}; journal {}",
+            done.changed.len(),
+            done.run,
+            done.journal.display()
+        );
     }
+    Ok(Done::Ok)
+}
+
+/// Asks for `yes` at the terminal, as terraform does.
+fn approve() -> Result<(), Report> {
+    if !std::io::stdin().is_terminal() {
+        return Err(usage(
+            "apply::approve",
+            "apply needs approval and stdin is not a terminal",
+            "add --auto-approve (CI), or run it at a terminal",
+        ));
+    }
+    print!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
+    let _ = std::io::stdout().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if answer.trim() != "yes" {
+        println!("Apply cancelled.");
+        return Err(usage("apply::cancelled", "apply cancelled", "nothing was changed"));
+    }
+    Ok(())
 }

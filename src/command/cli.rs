@@ -1,8 +1,9 @@
 //! The command line: global flags and one subcommand per file in `command/`.
 
-use std::path::PathBuf;
+use clap::{CommandFactory, Parser, Subcommand};
+use clap_complete::Shell;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+pub use super::args::{Format, Global, SelectionArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -22,31 +23,6 @@ pub struct Cli {
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
-pub struct Global {
-    /// Topology file [default: ./topology.yaml]
-    #[arg(short = 'f', long = "topology", global = true, env = "FABRIC_TOPOLOGY", value_name = "FILE")]
-    pub topology: Option<PathBuf>,
-    /// Use the embedded example topology (the whole seed); only offline work is allowed with it
-    #[arg(long, global = true, conflicts_with = "topology")]
-    pub example: bool,
-    /// ssh_config file for hosts' addresses, users, keys, known_hosts [default: ~/.ssh/config]
-    #[arg(long, global = true, env = "FABRIC_SSH_CONFIG", value_name = "FILE")]
-    pub ssh_config: Option<PathBuf>,
-    /// Directory for run journals [default: ./.fabric]
-    #[arg(long, global = true, env = "FABRIC_STATE_DIR", value_name = "DIR", default_value = ".fabric")]
-    pub state_dir: PathBuf,
-    /// Never color output (NO_COLOR is honoured too)
-    #[arg(long, global = true)]
-    pub no_color: bool,
-    /// More output: -v what was read and how long it took, -vv every resource's state
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    pub verbose: u8,
-    /// Less output: errors and the result only
-    #[arg(short, long, global = true, conflicts_with = "verbose")]
-    pub quiet: bool,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Validate(crate::command::validate::Opts),
@@ -62,33 +38,46 @@ pub enum Command {
     Schema(crate::command::schema::Opts),
 }
 
-/// Output formats shared by commands that machines read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Format {
-    Human,
-    Json,
-    Markdown,
+/// A shell's completion script, generated from the CLI definition (so it never drifts).
+pub fn completions(shell: Shell) -> String {
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "fabric", &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-/// The step selection shared by plan and apply.
-#[derive(Debug, Clone, Args)]
-pub struct SelectionArgs {
-    /// Only steps of this phase (A, B, C, D, G); repeatable
-    #[arg(long = "phase", value_name = "P")]
-    pub phases: Vec<String>,
-    /// Only this step (A.3) or step instance (A.3@sp); repeatable
-    #[arg(long = "step", value_name = "S")]
-    pub steps: Vec<String>,
-    /// Only this site's steps and resources; repeatable
-    #[arg(long = "site", value_name = "NAME")]
-    pub sites: Vec<String>,
-    /// Also select every step the selected ones need
-    #[arg(long)]
-    pub with_deps: bool,
+/// The manual page (roff), generated from the CLI definition.
+pub fn man_page() -> Result<String, std::io::Error> {
+    let mut out = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut out)?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
-impl From<SelectionArgs> for crate::plan::select::Selection {
-    fn from(a: SelectionArgs) -> Self {
-        crate::plan::select::Selection { phases: a.phases, steps: a.steps, sites: a.sites, with_deps: a.with_deps }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_know_every_subcommand() {
+        for shell in [Shell::Bash, Shell::Zsh, Shell::Fish] {
+            let script = completions(shell);
+            for cmd in ["validate", "graph", "plan", "render", "apply", "rollback", "schema"] {
+                assert!(script.contains(cmd), "{shell:?} completion lacks {cmd}");
+            }
+        }
+        assert!(completions(Shell::Bash).contains("--detailed-exitcode"));
+    }
+
+    #[test]
+    fn man_page_has_the_commands() {
+        let page = man_page().unwrap();
+        assert!(page.starts_with(".ie") || page.contains(".TH fabric"), "{}", &page[..200.min(page.len())]);
+        for cmd in ["validate", "plan", "apply", "rollback"] {
+            assert!(page.contains(cmd), "man page lacks {cmd}");
+        }
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
     }
 }

@@ -3,9 +3,9 @@
 use clap::{Args, ValueEnum};
 use miette::Report;
 
-use super::{Done, load, usage};
-use crate::catalog::{Catalog, StepGraph, view};
-use crate::command::cli::Global;
+use super::Done;
+use crate::catalog::view;
+use crate::command::args::Global;
 
 /// Print the step graph (A.1–D.4 instantiated per site) of the topology
 ///
@@ -28,24 +28,14 @@ pub enum GraphFormat {
     Json,
 }
 
-pub fn build(t: &crate::topology::Topology) -> Result<(Catalog, StepGraph), Report> {
-    let catalog = Catalog::embedded().map_err(|e| {
-        usage("catalog::invalid", e.to_string(), "the embedded catalog in phases/ is broken: fix it and rebuild")
-    })?;
-    let graph = StepGraph::build(&catalog, t).map_err(|e| {
-        usage("graph::invalid", e.to_string(), "check the sites' clusters (`existing`) and external workloads")
-    })?;
-    Ok((catalog, graph))
-}
-
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let loaded = load(g)?;
-    let (_, graph) = build(&loaded.topology)?;
+    let ws = super::workspace(g)?;
+    let graph = &ws.graph;
     let out = match o.format {
-        GraphFormat::Text => view::text(&graph),
-        GraphFormat::Dot => view::dot(&graph),
-        GraphFormat::Mermaid => view::mermaid(&graph),
-        GraphFormat::Json => view::json(&graph),
+        GraphFormat::Text => view::text(graph),
+        GraphFormat::Dot => view::dot(graph),
+        GraphFormat::Mermaid => view::mermaid(graph),
+        GraphFormat::Json => view::json(graph),
     };
     print!("{out}");
     Ok(Done::Ok)

@@ -1,6 +1,7 @@
 //! One module per subcommand: its options and its `run`.
 
 pub mod apply;
+pub mod args;
 pub mod cli;
 pub mod completions;
 pub mod graph;
@@ -18,8 +19,11 @@ use std::process::ExitCode;
 use miette::{Diagnostic, Report};
 
 use crate::command::cli::{Cli, Command, Global};
+use crate::live::observe::Targets;
+use crate::operation::Workspace;
 use crate::style::Style;
 use crate::topology::{self, LoadError, Loaded};
+use crate::transport::ssh_config::SshConfig;
 
 /// The example topology, embedded so the README's first command works from any directory.
 pub const EXAMPLE: &str = include_str!("../../topology.example.yaml");
@@ -42,8 +46,8 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Rollback(o) => rollback::run(&global, o),
         Command::State(o) => state::run(&global, o),
         Command::Verify(o) => verify::run(&global, o),
-        Command::Completions(o) => completions::run(o),
-        Command::Man(o) => completions::man(o),
+        Command::Completions(o) => completions::run(&cli::completions(o.shell)),
+        Command::Man(_) => completions::man(cli::man_page()),
         Command::Schema(o) => schema::run(&global, o),
     }
 }
@@ -105,6 +109,44 @@ pub fn load(g: &Global) -> Result<Loaded, Report> {
         }
         Err(e @ LoadError::Io { .. }) => Err(usage("topology::io", e.to_string(), "check the path given with -f")),
     }
+}
+
+/// The workspace of the topology the flags name: loaded, its graph built and its desired state
+/// computed once. The embedded example is marked offline-only.
+pub fn workspace(g: &Global) -> Result<Workspace, Report> {
+    let mut ws = Workspace::new(load(g)?)?;
+    ws.offline_only = g.example;
+    Ok(ws)
+}
+
+/// The targets of a workspace: SSH endpoints from the ssh config the flags name, and the
+/// topology's kubeconfigs.
+pub fn targets(g: &Global, ws: &Workspace) -> Result<Targets, Report> {
+    Ok(Targets::from_topology(ws.topology(), &ssh_config(g)?))
+}
+
+/// The ssh config fabric reads: --ssh-config / $FABRIC_SSH_CONFIG, else ~/.ssh/config.
+pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
+    let path = match &g.ssh_config {
+        Some(p) => p.clone(),
+        None => match std::env::var_os("HOME") {
+            Some(h) => std::path::Path::new(&h).join(".ssh/config"),
+            None => return Ok(SshConfig::default()),
+        },
+    };
+    if !path.exists() {
+        if g.ssh_config.is_some() {
+            return Err(usage(
+                "fabric::ssh-config",
+                format!("cannot read {}", path.display()),
+                "check the path given with --ssh-config",
+            ));
+        }
+        return Ok(SshConfig::default());
+    }
+    SshConfig::load(&path).map_err(|e| {
+        usage("fabric::ssh-config", format!("cannot read {}: {e}", path.display()), "check the file's permissions")
+    })
 }
 
 pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {

@@ -5,11 +5,10 @@ use std::path::PathBuf;
 use clap::Args;
 use miette::Report;
 
-use super::{Done, load, usage};
-use crate::command::cli::{Format, Global};
-use crate::desired;
-use crate::plan::model::{Plan, SelectionRecord};
-use crate::plan::{self, select::Selection, view};
+use super::{Done, usage};
+use crate::command::args::{Format, Global};
+use crate::operation::plan::{self as plan_op, Source};
+use crate::plan::{planfile, view};
 use crate::style::Style;
 
 /// Show what `apply` would change, step by step
@@ -26,7 +25,7 @@ use crate::style::Style;
                         fabric plan --observed state.json --format markdown --detailed-exitcode")]
 pub struct Opts {
     #[command(flatten)]
-    pub selection: crate::command::cli::SelectionArgs,
+    pub selection: crate::command::args::SelectionArgs,
     /// Read nothing live: plan every resource as absent (for CI without credentials)
     #[arg(long, conflicts_with = "observed")]
     pub offline: bool,
@@ -44,68 +43,22 @@ pub struct Opts {
     pub out: Option<PathBuf>,
 }
 
-pub fn selection_record(s: &Selection) -> SelectionRecord {
-    SelectionRecord { phases: s.phases.clone(), steps: s.steps.clone(), sites: s.sites.clone(), with_deps: s.with_deps }
-}
-
-/// Makes the plan the flags ask for (live, offline, or against a snapshot).
-pub fn make(
-    g: &Global,
-    selection: Selection,
-    offline: bool,
-    observed: Option<&std::path::Path>,
-) -> Result<Plan, Report> {
-    let mut p = if let Some(file) = observed {
-        let snap = super::state::read(file)?;
-        let loaded = load(g)?;
-        let t = &loaded.topology;
-        if snap.topology_digest != crate::operation::workspace::digest(&loaded.text) && !g.quiet {
-            eprintln!(
-                "note: {} was taken with another version of the topology; the plan compares the current topology with that state",
-                file.display()
-            );
-        }
-        let (catalog, graph) = super::graph::build(t)?;
-        let live = snap.live.clone();
-        let pending = |n| {
-            desired::for_instance(&graph.graph[n], t).iter().any(|r| match crate::plan::diff::change(r, &live) {
-                Some(c) => c.action != crate::plan::model::Action::NoOp,
-                None => true,
-            })
-        };
-        let selected = selection
-            .resolve(&catalog, &graph, t, pending)
-            .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-        let mut p =
-            plan::build(t, &loaded.file, &graph, &selected, &selection.sites, Some(&live), &snap.orphans(&graph));
-        p.mode =
-            crate::plan::model::Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
-        p.topology_digest = crate::operation::workspace::digest(&loaded.text);
-        p
-    } else if offline {
-        let loaded = load(g)?;
-        let t = &loaded.topology;
-        let (catalog, graph) = super::graph::build(t)?;
-        // Offline, nothing is known to exist: a step with resources always has pending changes.
-        let pending = |n| !desired::for_instance(&graph.graph[n], t).is_empty();
-        let selected = selection
-            .resolve(&catalog, &graph, t, pending)
-            .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-        let mut p = plan::offline(t, &loaded.file, &graph, &selected, &selection.sites);
-        p.topology_digest = crate::operation::workspace::digest(&loaded.text);
-        p
-    } else {
-        let rt = crate::operation::workspace::runtime()?;
-        let prep = crate::operation::workspace::prepare(g, selection.clone(), &rt)?;
-        prep.plan(&selection.sites)
-    };
-    p.selection = selection_record(&selection);
-    Ok(p)
-}
-
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let Opts { selection, offline, observed, format, detailed_exitcode, out } = o;
-    let p = make(g, selection.into(), offline, observed.as_deref())?;
+    let ws = super::workspace(g)?;
+    let planned = match (offline, observed.as_deref()) {
+        (true, _) => plan_op::make(&ws, selection.into(), Source::Offline)?,
+        (false, Some(file)) => plan_op::make(&ws, selection.into(), Source::Snapshot(file))?,
+        (false, None) => {
+            let targets = super::targets(g, &ws)?;
+            let rt = crate::operation::runtime()?;
+            plan_op::make(&ws, selection.into(), Source::Live { targets: &targets, rt: &rt })?
+        }
+    };
+    if let Some(note) = planned.note.filter(|_| !g.quiet) {
+        eprintln!("note: {note}");
+    }
+    let p = planned.plan;
     let text = match format {
         Format::Human => view::human(&p, &Style::stdout(g.no_color)),
         Format::Json => view::json(&p),
@@ -115,13 +68,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         print!("{text}");
     }
     if let Some(path) = out {
-        std::fs::write(&path, view::json(&p)).map_err(|e| {
-            usage(
-                "plan::out",
-                format!("cannot write {}: {e}", path.display()),
-                "check the directory exists and is writable",
-            )
-        })?;
+        planfile::write(&path, &p)
+            .map_err(|e| usage("plan::out", e.to_string(), "check the directory exists and is writable"))?;
     }
     if !p.unreachable.is_empty() {
         let names: Vec<String> = p.unreachable.iter().map(|u| format!("{}: {}", u.target, u.reason)).collect();

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 use miette::Report;
 
-use super::{Done, load, usage};
-use crate::command::cli::Global;
+use super::{Done, usage};
+use crate::command::args::Global;
 use crate::operation::render::{self, Status};
 use crate::style::Style;
 
@@ -30,9 +30,8 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let loaded = load(g)?;
-    let (_, graph) = super::graph::build(&loaded.topology)?;
-    let artifacts = render::render(&graph, &loaded.topology);
+    let ws = super::workspace(g)?;
+    let artifacts = ws.render();
     let io = |e: std::io::Error, what: &str| {
         usage("render::io", format!("{what}: {e}"), "check that the directory exists and is writable")
     };

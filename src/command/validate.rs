@@ -5,7 +5,7 @@ use miette::Report;
 
 use super::{Done, load};
 use crate::catalog::{Catalog, StepGraph, refusal};
-use crate::command::cli::Global;
+use crate::command::args::Global;
 use crate::topology::problem::{Diag, DiagJson, Problem, Severity};
 use crate::topology::{self, LoadError};
 

@@ -3,11 +3,9 @@
 use clap::{Args, ValueEnum};
 use miette::Report;
 
-use super::{Done, load, usage};
-use crate::command::cli::Global;
-use crate::live::observe::Targets;
-use crate::plan::select::Selection;
-use crate::steps::verify::{self, Verdict};
+use super::{Done, usage};
+use crate::command::args::Global;
+use crate::steps::Verdict;
 use crate::style::Style;
 
 /// Run the seed's validation checks against live state (changes nothing)
@@ -20,7 +18,7 @@ use crate::style::Style;
 #[command(after_help = "Examples:\n  fabric verify --step B.1\n  fabric verify --phase C --format json")]
 pub struct Opts {
     #[command(flatten)]
-    pub selection: crate::command::cli::SelectionArgs,
+    pub selection: crate::command::args::SelectionArgs,
     /// Output format
     #[arg(long, value_enum, default_value_t = VerifyFormat::Human)]
     pub format: VerifyFormat,
@@ -33,27 +31,10 @@ pub enum VerifyFormat {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    if g.example {
-        return Err(usage(
-            "plan::needs-offline",
-            "the example topology is never read live",
-            "it holds production addresses: verify a topology of your own",
-        ));
-    }
-    let loaded = load(g)?;
-    let t = &loaded.topology;
-    let (catalog, graph) = super::graph::build(t)?;
-    let selection: Selection = o.selection.into();
-    let selected = selection
-        .resolve(&catalog, &graph, t, |_| false)
-        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    let targets = Targets::from_topology(t, &crate::operation::workspace::ssh_config(g)?);
-    let rt = crate::operation::workspace::runtime()?;
-    let mut results = Vec::new();
-    for n in graph.order.iter().filter(|n| selected.contains(n)) {
-        let inst = &graph.graph[*n];
-        results.extend(rt.block_on(verify::step(t, &targets, &inst.spec.id, &inst.key(), inst.site.as_deref())));
-    }
+    let ws = super::workspace(g)?;
+    let targets = super::targets(g, &ws)?;
+    let rt = crate::operation::runtime()?;
+    let results = crate::operation::verify::run(&ws, &o.selection.into(), &targets, &rt)?;
     let failed = results.iter().filter(|r| r.verdict == Verdict::Fail).count();
     match o.format {
         VerifyFormat::Json => println!("{}", serde_json::to_string_pretty(&results).expect("results serialize")),

@@ -2,4 +2,6 @@
 //! topology no longer has.
 
 pub mod observe;
+pub mod pool;
 pub mod prune;
+pub mod snapshot;

@@ -7,9 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 
 use crate::catalog::StepGraph;
-use crate::desired::{self, Desired, ProviderKind, Resource};
+use crate::desired::{Desired, Produced, ProviderKind, Resource};
 use crate::live::observe::Targets;
-use crate::topology::Topology;
 
 fn address(target: &str, id: &serde_json::Value) -> String {
     let kind = id["kind"].as_str().unwrap_or_default();
@@ -20,19 +19,22 @@ fn address(target: &str, id: &serde_json::Value) -> String {
     }
 }
 
-/// The orphans of the `selected` steps, by step.
+/// The orphans of the `selected` steps, by step: objects labelled as made by fabric `fabric`
+/// in the APIs the selected steps write to (`keep` says which resources are at the selected
+/// sites) that no instance of `desired` makes any more.
 pub async fn orphans(
-    t: &Topology,
+    fabric: &str,
     g: &StepGraph,
+    desired: &BTreeMap<NodeIndex, Produced>,
     selected: &BTreeSet<NodeIndex>,
-    sites: &[String],
+    keep: impl Fn(&Resource) -> bool,
     targets: &Targets,
 ) -> BTreeMap<NodeIndex, Vec<Resource>> {
     // Everything the topology produces, and which steps make which kind in which API.
     let mut wanted = BTreeSet::new();
     let mut makers: BTreeMap<(String, String), Vec<NodeIndex>> = BTreeMap::new();
     for &n in &g.order {
-        for r in desired::for_instance(&g.graph[n], t) {
+        for r in desired.get(&n).map(|p| p.resources.clone()).unwrap_or_default() {
             if let Desired::Kube(o) = &r.desired {
                 let kind = o["kind"].as_str().unwrap_or_default().to_string();
                 makers.entry((r.target.clone(), kind)).or_default().push(n);
@@ -42,17 +44,17 @@ pub async fn orphans(
     }
     let apis: BTreeSet<String> = selected
         .iter()
-        .flat_map(|n| desired::for_instance(&g.graph[*n], t))
-        .filter(|r| r.provider == ProviderKind::Kube)
-        .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
-        .map(|r| r.target)
+        .filter_map(|n| desired.get(n))
+        .flat_map(|p| &p.resources)
+        .filter(|r| r.provider == ProviderKind::Kube && keep(r))
+        .map(|r| r.target.clone())
         .collect();
     let mut out: BTreeMap<NodeIndex, Vec<Resource>> = BTreeMap::new();
     for target in apis {
         let Some(access) = targets.kube.get(&target) else { continue };
         // An API that cannot be reached or listed is reported by the observation itself.
         let Ok(client) = crate::providers::kube::client(&target, access).await else { continue };
-        let Ok(ids) = crate::providers::kube::list_managed(&client, &t.name).await else { continue };
+        let Ok(ids) = crate::providers::kube::list_managed(&client, fabric).await else { continue };
         for id in ids {
             let addr = address(&target, &id);
             if wanted.contains(&addr) {

@@ -1,5 +1,128 @@
-//! Operations: plan, apply, rollback, verify and render as whole units of work over a
-//! workspace (the topology, catalog, graph and targets resolved once from the arguments).
+//! Operations: plan, apply, rollback, verify, snapshot and render as whole units of work over a
+//! [`Workspace`] (the topology, catalog, graph and desired state, resolved once from the
+//! arguments). Commands parse flags, call one operation and pick a view; an operation owns the
+//! flow and reports failures as [`OpError`], each with a code and what to do.
 
+pub mod apply;
+pub mod plan;
+pub mod read;
 pub mod render;
+pub mod rollback;
+pub mod snapshot;
+pub mod verify;
 pub mod workspace;
+
+use miette::Diagnostic;
+
+pub use read::Observation;
+pub use workspace::Workspace;
+
+use crate::apply::ApplyError;
+use crate::apply::journal::JournalError;
+use crate::catalog::graph::GraphError;
+use crate::catalog::spec::CatalogError;
+use crate::live::snapshot::SnapshotError;
+use crate::plan::planfile::PlanfileError;
+use crate::plan::select::SelectError;
+
+/// Why an operation stopped. Messages and codes are those users and scripts see.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error("{0}")]
+    Catalog(#[from] CatalogError),
+    #[error("{0}")]
+    Graph(#[from] GraphError),
+    #[error("{0}")]
+    Selection(#[from] SelectError),
+    /// The example holds production addresses: it is never read live.
+    #[error("the example topology is never read live")]
+    ExampleIsOffline { help: &'static str },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("{0}")]
+    Snapshot(#[from] SnapshotError),
+    #[error("{0}")]
+    Planfile(#[from] PlanfileError),
+    #[error("an offline plan cannot be applied")]
+    OfflinePlanfile,
+    #[error("the topology changed since the plan was made")]
+    StaleTopology,
+    #[error("the plan is stale: the live state changed since it was made")]
+    StaleLive,
+    #[error("selected steps are refused: a decision they need is undecided or unsupported")]
+    Refused,
+    #[error("cannot apply: {} could not be read", .0.join(", "))]
+    Unreachable(Vec<String>),
+    #[error("cannot create the journal in {dir}: {source}")]
+    JournalCreate { dir: String, source: std::io::Error },
+    #[error("{0}")]
+    Journal(#[from] JournalError),
+    #[error("{error} (run {run})")]
+    Apply { run: String, error: Box<ApplyError> },
+    #[error("no run journal in {0}")]
+    NoRun(String),
+    #[error("cannot read {path}: {source}")]
+    ReadJournal { path: String, source: std::io::Error },
+    #[error("rollback of run {run} is incomplete: {}", .failed.join(" | "))]
+    RollbackIncomplete { run: String, failed: Vec<String> },
+}
+
+impl Diagnostic for OpError {
+    fn code<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        let code = match self {
+            OpError::Catalog(_) => "catalog::invalid",
+            OpError::Graph(_) => "graph::invalid",
+            OpError::Selection(_) => "plan::selection",
+            OpError::ExampleIsOffline { .. } => "plan::needs-offline",
+            OpError::Runtime(_) => "fabric::runtime",
+            OpError::Snapshot(SnapshotError::Write { .. }) => "state::write",
+            OpError::Snapshot(_) => "state::read",
+            OpError::Planfile(_) | OpError::OfflinePlanfile => "apply::planfile",
+            OpError::StaleTopology | OpError::StaleLive => "apply::stale",
+            OpError::Refused => "plan::refused",
+            OpError::Unreachable(_) => "apply::unreachable",
+            OpError::JournalCreate { .. } | OpError::Journal(_) => "apply::journal",
+            OpError::Apply { .. } => "apply::failed",
+            OpError::NoRun(_) => "rollback::none",
+            OpError::ReadJournal { .. } => "rollback::journal",
+            OpError::RollbackIncomplete { .. } => "rollback::failed",
+        };
+        Some(Box::new(code))
+    }
+
+    fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
+        let help: String = match self {
+            OpError::Catalog(_) => "the embedded catalog in phases/ is broken: fix it and rebuild".into(),
+            OpError::Graph(_) => "check the sites' clusters (`existing`) and external workloads".into(),
+            OpError::Selection(e) => e.help(),
+            OpError::ExampleIsOffline { help } => (*help).into(),
+            OpError::Runtime(_) => "check the process limits".into(),
+            OpError::Snapshot(e) => e.help().into(),
+            OpError::Planfile(PlanfileError::Read { .. }) => "give a file written by `fabric plan --out`".into(),
+            OpError::Planfile(PlanfileError::Write { .. }) => "check the directory exists and is writable".into(),
+            OpError::Planfile(_) => "re-create it with `fabric plan --out`".into(),
+            OpError::OfflinePlanfile => "make the plan without --offline".into(),
+            OpError::StaleTopology => "make a new plan".into(),
+            OpError::StaleLive => "run `fabric plan` again and review the new changes".into(),
+            OpError::Refused => "decide it under `decisions:`, or narrow the selection".into(),
+            OpError::Unreachable(_) => "apply the reachable sites with --site, or restore the link first".into(),
+            OpError::JournalCreate { .. } | OpError::Journal(_) => "make the directory writable".into(),
+            OpError::Apply { error, .. } => error.help(),
+            OpError::NoRun(_) => "apply first, or give --state-dir".into(),
+            OpError::ReadJournal { .. } => "give a run id listed in .fabric/runs".into(),
+            OpError::RollbackIncomplete { .. } => "fix the named targets and run rollback again".into(),
+        };
+        Some(Box::new(help))
+    }
+}
+
+/// The async runtime operations that read or change targets run on.
+pub fn runtime() -> Result<tokio::runtime::Runtime, OpError> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().map_err(OpError::Runtime)
+}
+
+/// SHA-256 of a text, in hex (the topology's digest in plans, snapshots and journals).
+pub fn digest(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use crate::catalog::StepGraph;
-use crate::desired::{self, Desired, yaml};
+use petgraph::graph::NodeIndex;
+
+use crate::desired::{Desired, Produced, yaml};
 use crate::topology::Topology;
 
 /// First line of every rendered file.
@@ -33,11 +35,21 @@ fn header(path: &str, t: &Topology) -> String {
 
 /// Every file, sorted by path.
 pub fn render(graph: &StepGraph, t: &Topology) -> Vec<Artifact> {
+    artifacts(graph, &crate::steps::desired_state(graph, t), t)
+}
+
+impl super::Workspace {
+    /// Every file of this workspace's desired state, sorted by path.
+    pub fn render(&self) -> Vec<Artifact> {
+        artifacts(&self.graph, &self.desired, self.topology())
+    }
+}
+
+fn artifacts(graph: &StepGraph, desired: &BTreeMap<NodeIndex, Produced>, t: &Topology) -> Vec<Artifact> {
     // path -> documents (YAML) or whole text, in resource order, without repeats.
     let mut files: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut whole: BTreeMap<String, String> = BTreeMap::new();
-    for inst in graph.instances() {
-        let produced = desired::produce(inst, t);
+    for produced in graph.order.iter().filter_map(|n| desired.get(n)) {
         for r in &produced.resources {
             let Some(path) = &r.file else { continue };
             let doc = match &r.desired {
@@ -51,8 +63,8 @@ pub fn render(graph: &StepGraph, t: &Topology) -> Vec<Artifact> {
                 docs.push(doc);
             }
         }
-        for f in produced.files {
-            whole.insert(f.path, f.content);
+        for f in &produced.files {
+            whole.insert(f.path.clone(), f.content.clone());
         }
     }
     let mut out: Vec<Artifact> = Vec::new();

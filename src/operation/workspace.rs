@@ -1,161 +1,109 @@
-//! What plan and apply share: loading, selecting, reading live state.
+//! The workspace: everything resolved once from the arguments (the loaded topology, the catalog
+//! with the steps' own dependencies, the step graph, and what every instance makes), so that no
+//! operation recomputes desired state or re-parses a selection.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use miette::Report;
 use petgraph::graph::NodeIndex;
-use sha2::{Digest, Sha256};
 
-use crate::catalog::{Catalog, StepGraph};
-use crate::command::cli::Global;
-use crate::command::{load, usage};
-use crate::desired;
-use crate::live::observe::{self, Live, Targets};
-use crate::plan::diff;
-use crate::plan::model::Action;
+use super::{OpError, digest};
+use crate::catalog::{Catalog, Instance, StepGraph, refusal};
+use crate::desired::{Produced, Resource};
 use crate::plan::select::Selection;
-use crate::topology::Loaded;
-use crate::transport::ssh_config::SshConfig;
+use crate::plan::{Header, StepInput, model::Mode};
+use crate::steps;
+use crate::topology::{Loaded, Topology};
 
-pub struct Prepared {
+pub struct Workspace {
     pub loaded: Loaded,
     pub catalog: Catalog,
     pub graph: StepGraph,
-    pub selected: BTreeSet<NodeIndex>,
-    pub selection: Selection,
-    pub targets: Targets,
-    pub live: Live,
-    /// Objects fabric made that the topology no longer has, by the step that deletes them.
-    pub orphans: std::collections::BTreeMap<NodeIndex, Vec<crate::desired::Resource>>,
+    /// What each instance makes, by graph node.
+    pub desired: BTreeMap<NodeIndex, Produced>,
+    /// SHA-256 of the topology file's text.
+    pub digest: String,
+    /// The embedded example: it holds production addresses, so nothing of it is ever read or
+    /// changed live (every live operation checks this before it connects anywhere).
+    pub offline_only: bool,
 }
 
-pub fn digest(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// The ssh config fabric reads: --ssh-config / $FABRIC_SSH_CONFIG, else ~/.ssh/config.
-pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
-    let path = match &g.ssh_config {
-        Some(p) => p.clone(),
-        None => match std::env::var_os("HOME") {
-            Some(h) => std::path::Path::new(&h).join(".ssh/config"),
-            None => return Ok(SshConfig::default()),
-        },
-    };
-    if !path.exists() {
-        if g.ssh_config.is_some() {
-            return Err(usage(
-                "fabric::ssh-config",
-                format!("cannot read {}", path.display()),
-                "check the path given with --ssh-config",
-            ));
-        }
-        return Ok(SshConfig::default());
+impl Workspace {
+    /// Resolves the catalog (the table plus the steps' own dependencies), the graph of this
+    /// topology and the desired state of every instance.
+    pub fn new(loaded: Loaded) -> Result<Workspace, OpError> {
+        let catalog = steps::with_code_needs(Catalog::embedded()?);
+        let graph = StepGraph::build(&catalog, &loaded.topology)?;
+        let desired = steps::desired_state(&graph, &loaded.topology);
+        let digest = digest(&loaded.text);
+        Ok(Workspace { loaded, catalog, graph, desired, digest, offline_only: false })
     }
-    SshConfig::load(&path).map_err(|e| {
-        usage("fabric::ssh-config", format!("cannot read {}: {e}", path.display()), "check the file's permissions")
-    })
-}
 
-pub fn runtime() -> Result<tokio::runtime::Runtime, Report> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().map_err(|e| {
-        usage("fabric::runtime", format!("cannot start the async runtime: {e}"), "check the process limits")
-    })
-}
+    /// Refuses live work on the embedded example (`help` says what to do instead).
+    pub fn live_allowed(&self, help: &'static str) -> Result<(), OpError> {
+        if self.offline_only { Err(OpError::ExampleIsOffline { help }) } else { Ok(()) }
+    }
 
-/// Loads, selects and reads the live state of the selected steps (and of the dependencies the
-/// selection leaves out, to know whether they still have pending changes).
-pub fn prepare(g: &Global, selection: Selection, rt: &tokio::runtime::Runtime) -> Result<Prepared, Report> {
-    if g.example {
-        return Err(usage(
-            "plan::needs-offline",
-            "the example topology is never read live",
-            "it holds production addresses: plan it with --offline, or write a topology of your own",
-        ));
+    pub fn topology(&self) -> &Topology {
+        &self.loaded.topology
     }
-    let loaded = load(g)?;
-    let t = &loaded.topology;
-    let (catalog, graph) = crate::command::graph::build(t)?;
-    // What the flags select (without deciding about pending dependencies yet), and the steps
-    // those need: their live state decides whether they still have pending changes.
-    let chosen = selection
-        .resolve(&catalog, &graph, t, |_| false)
-        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    let rs = crate::plan::selected_resources(t, &graph, &chosen, &selection.sites);
-    let deps: BTreeSet<NodeIndex> =
-        chosen.iter().flat_map(|n| graph.dependencies(*n)).filter(|d| !chosen.contains(d)).collect();
-    let mut all = rs.clone();
-    for d in &deps {
-        let drs = desired::for_instance(&graph.graph[*d], t);
-        all.extend(
-            drs.into_iter()
-                .filter(|r| selection.sites.is_empty() || r.site.as_ref().is_none_or(|s| selection.sites.contains(s))),
-        );
+
+    pub fn instance(&self, n: NodeIndex) -> &Instance {
+        &self.graph.graph[n]
     }
-    let targets = Targets::from_topology(t, &ssh_config(g)?);
-    let orphans = rt.block_on(crate::live::prune::orphans(t, &graph, &chosen, &selection.sites, &targets));
-    all.extend(orphans.values().flatten().cloned());
-    let keys = observe::key_targets(&all);
-    let started = std::time::Instant::now();
-    let live = rt.block_on(observe::observe(&all, &keys, &targets));
-    if g.verbose > 0 {
-        let mut per_target: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-        for r in &all {
-            *per_target.entry(r.target.as_str()).or_default() += 1;
-        }
-        for k in &keys {
-            per_target.entry(k.as_str()).or_default();
-        }
-        eprintln!("fabric: read {} target(s) in {} ms", per_target.len(), started.elapsed().as_millis());
-        for (t, n) in &per_target {
-            match live.unreachable.get(*t) {
-                Some(reason) => eprintln!("fabric:   {t}: unreachable: {reason}"),
-                None => eprintln!(
-                    "fabric:   {t}: {n} resource(s){}",
-                    if live.keys.contains_key(*t) { ", public key" } else { "" }
-                ),
-            }
-        }
-        if g.verbose > 1 {
-            for (address, state) in &live.observed {
-                let what = match state {
-                    crate::providers::Observed::Absent => "absent".to_string(),
-                    crate::providers::Observed::Present(t) => format!("present, {} bytes", t.len()),
+
+    /// The resources instance `n` makes at the selected sites.
+    pub fn resources(&self, n: NodeIndex, sel: &Selection) -> Vec<Resource> {
+        self.desired.get(&n).map(|p| p.resources.iter().filter(|r| sel.keeps(r)).cloned().collect()).unwrap_or_default()
+    }
+
+    /// The selected instances; `pending` says whether an unselected dependency still has changes.
+    pub fn select(&self, sel: &Selection, pending: impl Fn(NodeIndex) -> bool) -> Result<BTreeSet<NodeIndex>, OpError> {
+        Ok(sel.resolve(&self.catalog, &self.graph, self.topology(), pending)?)
+    }
+
+    /// The selected instances in graph order.
+    pub fn in_order<'a>(&'a self, selected: &'a BTreeSet<NodeIndex>) -> impl Iterator<Item = NodeIndex> + 'a {
+        self.graph.order.iter().copied().filter(|n| selected.contains(n))
+    }
+
+    /// Keys of the steps instance `n` needs.
+    pub fn needs(&self, n: NodeIndex) -> Vec<String> {
+        self.graph.dependencies(n).iter().map(|d| self.graph.graph[*d].key()).collect()
+    }
+
+    /// What the plan builder takes: each selected step with its resources (and the orphans it
+    /// deletes) at the selected sites, refused steps with their reason.
+    pub fn plan_inputs(
+        &self,
+        selected: &BTreeSet<NodeIndex>,
+        sel: &Selection,
+        orphans: &BTreeMap<NodeIndex, Vec<Resource>>,
+    ) -> Vec<StepInput<'_>> {
+        let refused = refusal::refusals(&self.graph, self.topology());
+        self.in_order(selected)
+            .map(|n| {
+                let refusal = refused.get(&n).map(|p| p.message.clone());
+                let resources = match refusal {
+                    Some(_) => Vec::new(),
+                    None => self
+                        .resources(n, sel)
+                        .into_iter()
+                        .chain(orphans.get(&n).into_iter().flatten().filter(|r| sel.keeps(r)).cloned())
+                        .collect(),
                 };
-                eprintln!("fabric:     {address}: {what}");
-            }
-        }
+                StepInput { inst: self.instance(n), needs: self.needs(n), refused: refusal, resources }
+            })
+            .collect()
     }
-    // A dependency has pending changes when one of its resources (at the selected sites) would
-    // change. One that cannot be read is not counted: its target is reported unreachable, and a
-    // step with resources there is refused at apply, so a site that is down does not stop the
-    // other from being planned and applied.
-    let sites = &selection.sites;
-    let pending = |n: NodeIndex| {
-        desired::for_instance(&graph.graph[n], t)
-            .iter()
-            .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
-            .any(|r| diff::change(r, &live).is_some_and(|c| c.action != Action::NoOp))
-    };
-    let selected = selection
-        .resolve(&catalog, &graph, t, pending)
-        .map_err(|e| usage("plan::selection", e.to_string(), e.help()))?;
-    Ok(Prepared { loaded, catalog, graph, selected, selection, targets, live, orphans })
-}
 
-impl Prepared {
-    /// The plan of the prepared selection against the live state read.
-    pub fn plan(&self, sites: &[String]) -> crate::plan::model::Plan {
-        let mut p = crate::plan::build(
-            &self.loaded.topology,
-            &self.loaded.file,
-            &self.graph,
-            &self.selected,
-            sites,
-            Some(&self.live),
-            &self.orphans,
-        );
-        p.topology_digest = digest(&self.loaded.text);
-        p
+    /// The header of a plan of this workspace.
+    pub fn header(&self, sel: &Selection, mode: Mode) -> Header {
+        Header {
+            fabric: self.topology().name.clone(),
+            topology_file: self.loaded.file.clone(),
+            topology_digest: self.digest.clone(),
+            selection: sel.clone(),
+            mode,
+        }
     }
 }

@@ -1,107 +1,59 @@
 //! Plans: what would change, per step and resource, and how it is shown.
+//!
+//! A plan is built from the steps an operation selected, each with its resources already
+//! limited to the selected sites, against live state (or against nothing, offline). It is data:
+//! views only read it, and `planfile` writes and reads it back whole.
 
 pub mod diff;
 pub mod model;
+pub mod planfile;
 pub mod select;
 pub mod view;
 
 use std::collections::BTreeSet;
 
-use petgraph::graph::NodeIndex;
-
-use crate::catalog::{StepGraph, refusal};
-use crate::desired;
-use crate::topology::Topology;
-use model::{Change, Mode, Plan, SelectionRecord, StepPlan, Unreachable};
-
+use crate::catalog::Instance;
+use crate::desired::Resource;
 use crate::live::observe::Live;
+use model::{Change, Mode, Plan, StepPlan, Unreachable};
+use select::Selection;
 
-/// A plan that reads nothing: every resource of the selected steps is planned as absent.
-pub fn offline(t: &Topology, file: &str, g: &StepGraph, selected: &BTreeSet<NodeIndex>, sites: &[String]) -> Plan {
-    build(t, file, g, selected, sites, None, &Default::default())
+/// One selected step as the plan sees it.
+pub struct StepInput<'a> {
+    pub inst: &'a Instance,
+    /// Keys of the steps it needs.
+    pub needs: Vec<String>,
+    /// Why it cannot run (an open decision); a refused step plans no change.
+    pub refused: Option<String>,
+    /// Its resources at the selected sites, objects to prune included.
+    pub resources: Vec<Resource>,
 }
 
-/// The resources of the selected, non-refused steps (limited to `sites` when given).
-pub fn selected_resources(
-    t: &Topology,
-    g: &StepGraph,
-    selected: &BTreeSet<NodeIndex>,
-    sites: &[String],
-) -> Vec<desired::Resource> {
-    let refused = refusal::refusals(g, t);
-    g.order
-        .iter()
-        .filter(|n| selected.contains(n) && !refused.contains_key(n))
-        .flat_map(|n| desired::for_instance(&g.graph[*n], t))
-        .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
-        .collect()
+/// What a plan says about where it comes from.
+pub struct Header {
+    pub fabric: String,
+    pub topology_file: String,
+    pub topology_digest: String,
+    pub selection: Selection,
+    pub mode: Mode,
 }
 
-/// A plan against live state (`live` from `engine::observe`), or offline when `live` is None.
-pub fn build(
-    t: &Topology,
-    file: &str,
-    g: &StepGraph,
-    selected: &BTreeSet<NodeIndex>,
-    sites: &[String],
-    live: Option<&Live>,
-    orphans: &std::collections::BTreeMap<NodeIndex, Vec<desired::Resource>>,
-) -> Plan {
-    let refused = refusal::refusals(g, t);
-    let mut steps = Vec::new();
-    for &n in g.order.iter().filter(|n| selected.contains(n)) {
-        let inst = &g.graph[n];
-        let refusal = refused.get(&n).map(|p| p.message.clone());
-        let mut unreachable = Vec::new();
-        let changes = if refusal.is_some() {
-            Vec::new()
-        } else {
-            let rs: Vec<desired::Resource> = desired::for_instance(inst, t)
-                .into_iter()
-                .chain(orphans.get(&n).cloned().unwrap_or_default())
-                .filter(|r| sites.is_empty() || r.site.as_ref().is_none_or(|s| sites.contains(s)))
-                .collect();
-            match live {
-                None => rs.iter().map(Change::create).collect(),
-                Some(live) => {
-                    for r in &rs {
-                        if live.unreachable.contains_key(&r.target) && !unreachable.contains(&r.target) {
-                            unreachable.push(r.target.clone());
-                        }
-                    }
-                    rs.iter().filter_map(|r| diff::change(r, live)).collect()
-                }
-            }
-        };
-        steps.push(StepPlan {
-            key: inst.key(),
-            id: inst.spec.id.clone(),
-            site: inst.site.clone(),
-            phase: inst.phase.clone(),
-            title: inst.spec.title.clone(),
-            risk: inst.spec.risk,
-            needs: g.dependencies(n).iter().map(|d| g.graph[*d].key()).collect(),
-            changes,
-            refused: refusal,
-            unreachable,
-        });
-    }
+/// The plan of `steps` against `live`, or offline (every resource absent) when `live` is None.
+pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan {
+    let steps: Vec<StepPlan> = steps.into_iter().map(|s| step_plan(s, live)).collect();
     let mut plan = Plan {
-        format_version: model::FORMAT_VERSION,
-        fabric: t.name.clone(),
-        topology_file: file.to_string(),
-        topology_digest: String::new(),
-        selection: SelectionRecord::default(),
-        mode: match live {
-            None => Mode::Offline,
-            Some(l) => Mode::Live { fingerprint: l.fingerprint() },
-        },
+        format_version: model::FORMAT_VERSION.to_string(),
+        fabric: h.fabric,
+        topology_file: h.topology_file,
+        topology_digest: h.topology_digest,
+        selection: h.selection,
+        mode: h.mode,
         steps,
         unreachable: Vec::new(),
         summary: Default::default(),
     };
     // Only targets that hold selected resources count; a peer read only for its public key keeps
-    // its last known key (see `engine::diff::desired_with_keys`).
+    // its last known key (see `diff::desired_with_keys`).
     if let Some(l) = live {
         let mut seen = BTreeSet::new();
         for step in &plan.steps {
@@ -114,4 +66,33 @@ pub fn build(
     }
     plan.summarize();
     plan
+}
+
+fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {
+    let inst = s.inst;
+    let mut unreachable = Vec::new();
+    let changes = match (&s.refused, live) {
+        (Some(_), _) => Vec::new(),
+        (None, None) => s.resources.iter().map(Change::create).collect(),
+        (None, Some(live)) => {
+            for r in &s.resources {
+                if live.unreachable.contains_key(&r.target) && !unreachable.contains(&r.target) {
+                    unreachable.push(r.target.clone());
+                }
+            }
+            s.resources.iter().filter_map(|r| diff::change(r, live)).collect()
+        }
+    };
+    StepPlan {
+        key: inst.key(),
+        id: inst.spec.id.clone(),
+        site: inst.site.clone(),
+        phase: inst.phase.clone(),
+        title: inst.spec.title.clone(),
+        risk: inst.spec.risk,
+        needs: s.needs,
+        changes,
+        refused: s.refused,
+        unreachable,
+    }
 }

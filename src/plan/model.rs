@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::select::Selection;
 use crate::desired::{ProviderKind, Resource};
 
 /// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
@@ -51,7 +52,7 @@ pub enum Mode {
     Observed { file: String, fingerprint: String },
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Change {
     pub address: String,
     pub action: Action,
@@ -82,7 +83,7 @@ impl Change {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StepPlan {
     /// `A.3@sp`, or `B.1` for a fabric-wide step.
     pub key: String,
@@ -100,7 +101,7 @@ pub struct StepPlan {
     pub unreachable: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Summary {
     pub create: usize,
     pub update: usize,
@@ -109,29 +110,21 @@ pub struct Summary {
     pub refused_steps: usize,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct SelectionRecord {
-    pub phases: Vec<String>,
-    pub steps: Vec<String>,
-    pub sites: Vec<String>,
-    pub with_deps: bool,
-}
-
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Unreachable {
     pub target: String,
     pub reason: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Plan {
-    pub format_version: &'static str,
+    pub format_version: String,
     pub fabric: String,
     pub topology_file: String,
     /// SHA-256 of the topology file: a plan applies only to the topology it was made from.
     pub topology_digest: String,
     /// The selection the plan was made for, so `apply PLANFILE` works on the same steps.
-    pub selection: SelectionRecord,
+    pub selection: Selection,
     pub mode: Mode,
     pub steps: Vec<StepPlan>,
     pub unreachable: Vec<Unreachable>,

@@ -8,7 +8,8 @@ use crate::catalog::{Catalog, StepGraph};
 use crate::topology::Topology;
 use crate::topology::schema_check::did_you_mean;
 
-#[derive(Debug, Clone, Default)]
+/// What the flags select; also recorded in a plan, so `apply PLANFILE` works on the same steps.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Selection {
     pub phases: Vec<String>,
     pub steps: Vec<String>,
@@ -47,6 +48,12 @@ fn unknown(what: &'static str, name: &str, known: &[String]) -> SelectError {
 }
 
 impl Selection {
+    /// Whether a resource is at a selected site (resources of no site, the Karmada API's, always
+    /// are): the one site filter of plan, apply and snapshot.
+    pub fn keeps(&self, r: &crate::desired::Resource) -> bool {
+        self.sites.is_empty() || r.site.as_ref().is_none_or(|s| self.sites.contains(s))
+    }
+
     /// Phases are matched case-insensitively (`b` or `B`).
     fn check_names(&self, catalog: &Catalog, g: &StepGraph, t: &Topology) -> Result<(), SelectError> {
         let phases: Vec<String> = catalog.phases.iter().map(|p| p.phase.clone()).collect();

@@ -1,3 +1,221 @@
-//! The seed's steps, one module each: what a step makes, its check after apply and its `verify`.
+//! The seed's steps, one module each. A module says, in one place, what its step makes (the
+//! desired resources), which steps it needs, its check after apply (before the change is
+//! confirmed) and its `fabric verify` checks.
+//!
+//! The catalog in `phases/` stays the seed's table (titles, risks, conditions, decisions); the
+//! tests below tie the two together: every step of the table has exactly one module here, and
+//! the dependencies a module declares include the table's. Adding a step is one module plus its
+//! line in `phases/` (and its entry in [`ALL`]).
 
 pub mod verify;
+
+mod a1_new_cluster;
+mod a2_existing_cluster;
+mod a3_vms;
+mod a4_bare_metal;
+mod b1_tunnel;
+mod b2_cluster_mesh;
+mod b3_global_services;
+mod c1_karmada;
+mod c2_members;
+mod c3_argocd;
+mod c4_estimators;
+mod c5_propagation;
+mod c6_overrides;
+mod c7_failover;
+mod d1_kueue;
+mod d2_multikueue;
+mod d3_dispatch_queue;
+mod d4_test_job;
+mod g1_gateway;
+mod join;
+
+use std::collections::BTreeMap;
+
+use futures::future::BoxFuture;
+use petgraph::graph::NodeIndex;
+
+use crate::catalog::{Catalog, Instance, StepGraph};
+use crate::desired::{Out, Produced, Resource};
+use crate::live::observe::Targets;
+use crate::live::pool::Pool;
+use crate::topology::Topology;
+use crate::topology::model::Site;
+use crate::transport::ssh::SshError;
+pub use verify::{CheckResult, Verdict};
+
+/// One step of the seed. Implemented by a unit struct in the step's module.
+pub trait Step: Sync {
+    /// The catalog id (`B.1`) this module implements.
+    fn id(&self) -> &'static str;
+
+    /// Steps whose every instance must be applied first (the same site's when both are per site).
+    fn needs(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// At least one of these, at the same site (the seed's "A.1 ou A.2").
+    fn needs_any(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// What the step makes at this instance, in a stable order.
+    fn desired(&self, inst: &Instance, out: &mut Out<'_>);
+
+    /// The check run after the step is applied and before it is confirmed; a failure reverts the
+    /// step. None when the step has no such check.
+    fn check<'a>(&'a self, _cx: &'a CheckCx<'a>) -> Option<BoxFuture<'a, Result<String, CheckError>>> {
+        None
+    }
+
+    /// `fabric verify`: the seed's validation against live state (changes nothing).
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>>;
+}
+
+/// Every step, in catalog order.
+pub const ALL: &[&dyn Step] = &[
+    &a1_new_cluster::A1,
+    &a2_existing_cluster::A2,
+    &a3_vms::A3,
+    &a4_bare_metal::A4,
+    &b1_tunnel::B1,
+    &b2_cluster_mesh::B2,
+    &b3_global_services::B3,
+    &c1_karmada::C1,
+    &c2_members::C2,
+    &c3_argocd::C3,
+    &c4_estimators::C4,
+    &c5_propagation::C5,
+    &c6_overrides::C6,
+    &c7_failover::C7,
+    &d1_kueue::D1,
+    &d2_multikueue::D2,
+    &d3_dispatch_queue::D3,
+    &d4_test_job::D4,
+    &g1_gateway::G1,
+];
+
+/// The module of a catalog step.
+pub fn get(id: &str) -> Option<&'static dyn Step> {
+    ALL.iter().copied().find(|s| s.id() == id)
+}
+
+/// What a step's post-apply check needs.
+pub struct CheckCx<'a> {
+    pub t: &'a Topology,
+    pub pool: &'a Pool,
+    pub targets: &'a Targets,
+    /// The step's resources in this run (the targets it touched).
+    pub resources: &'a [Resource],
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    #[error("{0}")]
+    Ssh(#[from] SshError),
+    #[error("{from} cannot reach {site} ({addr}) through the tunnel")]
+    NoPath { from: String, site: String, addr: String },
+}
+
+/// What a step's verify needs.
+pub struct VerifyCx<'a> {
+    pub t: &'a Topology,
+    pub targets: &'a Targets,
+    /// The instance's key (`A.3@sp`), which results carry.
+    pub key: &'a str,
+    /// The instance's site, for per-site steps.
+    pub site: Option<&'a str>,
+}
+
+impl VerifyCx<'_> {
+    /// The sites of the instance: its own, or every site for a fabric-wide step.
+    pub fn sites(&self) -> Vec<&Site> {
+        self.t.sites.iter().filter(|s| self.site.is_none_or(|n| n == s.name)).collect()
+    }
+}
+
+/// The sites of an instance: its own, or every site for a fabric-wide step.
+pub fn sites_of<'a>(t: &'a Topology, inst: &Instance) -> Vec<&'a Site> {
+    t.sites.iter().filter(|s| inst.site.as_ref().is_none_or(|n| *n == s.name)).collect()
+}
+
+/// Resources and extra files of `inst`. A step missing from [`ALL`] makes nothing (the tests
+/// below make sure none is).
+pub fn produce(inst: &Instance, t: &Topology) -> Produced {
+    let mut out = Out::new(t);
+    if let Some(step) = get(&inst.spec.id) {
+        step.desired(inst, &mut out);
+    }
+    out.done()
+}
+
+/// The resources `inst` produces, in a stable order.
+pub fn for_instance(inst: &Instance, t: &Topology) -> Vec<Resource> {
+    produce(inst, t).resources
+}
+
+/// What every instance of the graph makes, computed once per run.
+pub fn desired_state(g: &StepGraph, t: &Topology) -> BTreeMap<NodeIndex, Produced> {
+    g.order.iter().map(|&n| (n, produce(&g.graph[n], t))).collect()
+}
+
+/// The catalog with the dependencies the modules declare added to the table's: the graph's
+/// edges come from the code.
+pub fn with_code_needs(mut c: Catalog) -> Catalog {
+    for p in &mut c.phases {
+        for spec in &mut p.steps {
+            let Some(step) = get(&spec.id) else { continue };
+            for n in step.needs() {
+                if !spec.needs.iter().any(|x| x == n) {
+                    spec.needs.push((*n).to_string());
+                }
+            }
+            for n in step.needs_any() {
+                if !spec.needs_any.iter().any(|x| x == n) {
+                    spec.needs_any.push((*n).to_string());
+                }
+            }
+        }
+    }
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    #[test]
+    fn every_catalog_step_has_one_module_and_every_module_a_catalog_step() {
+        let c = Catalog::embedded().unwrap();
+        let table: Vec<String> = c.phases.iter().flat_map(|p| p.steps.iter().map(|s| s.id.clone())).collect();
+        let code: Vec<&str> = ALL.iter().map(|s| s.id()).collect();
+        let unique: BTreeSet<&str> = code.iter().copied().collect();
+        assert_eq!(unique.len(), code.len(), "a step has two modules: {code:?}");
+        for id in &table {
+            assert!(get(id).is_some(), "step {id} of phases/ has no module in src/steps/");
+        }
+        for id in &code {
+            assert!(table.iter().any(|t| t == id), "module for {id} has no line in phases/");
+        }
+        assert_eq!(table, code, "ALL lists the steps in catalog order");
+    }
+
+    #[test]
+    fn the_dependencies_the_code_declares_include_the_tables() {
+        let c = Catalog::embedded().unwrap();
+        for spec in c.phases.iter().flat_map(|p| &p.steps) {
+            let step = get(&spec.id).unwrap();
+            for n in &spec.needs {
+                assert!(step.needs().contains(&n.as_str()), "{}: phases/ needs {n}, the module does not", spec.id);
+            }
+            for n in &spec.needs_any {
+                assert!(step.needs_any().contains(&n.as_str()), "{}: phases/ needs any of {n}", spec.id);
+            }
+        }
+        // And the merged catalog is still a valid one (no cycle, nothing dangling).
+        let merged = with_code_needs(c);
+        merged.check().unwrap();
+    }
+}

@@ -35,11 +35,23 @@ fn mask(len: u8) -> u32 {
     if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len)) }
 }
 
-fn split_prefix(s: &str) -> Result<(Ipv4Addr, u8), String> {
-    let (a, l) = s.split_once('/').ok_or_else(|| format!("`{s}` has no prefix length (write it as a.b.c.d/len)"))?;
-    let addr = Ipv4Addr::from_str(a).map_err(|_| format!("`{a}` is not an IPv4 address"))?;
-    let len: u8 =
-        l.parse().ok().filter(|n| *n <= 32).ok_or_else(|| format!("`/{l}` is not a prefix length between 0 and 32"))?;
+/// Why a string is not an address or prefix; the text is what the topology's diagnostics say.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AddrError {
+    #[error("`{0}` has no prefix length (write it as a.b.c.d/len)")]
+    NoPrefix(String),
+    #[error("`{0}` is not an IPv4 address")]
+    NotIpv4(String),
+    #[error("`/{0}` is not a prefix length between 0 and 32")]
+    BadLength(String),
+    #[error("`{text}` has host bits set; the network is {network}/{len}")]
+    HostBits { text: String, network: Ipv4Addr, len: u8 },
+}
+
+fn split_prefix(s: &str) -> Result<(Ipv4Addr, u8), AddrError> {
+    let (a, l) = s.split_once('/').ok_or_else(|| AddrError::NoPrefix(s.into()))?;
+    let addr = Ipv4Addr::from_str(a).map_err(|_| AddrError::NotIpv4(a.into()))?;
+    let len: u8 = l.parse().ok().filter(|n| *n <= 32).ok_or_else(|| AddrError::BadLength(l.into()))?;
     Ok((addr, len))
 }
 
@@ -69,31 +81,31 @@ impl IfaceAddr {
 }
 
 impl FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = AddrError;
+    fn from_str(s: &str) -> Result<Self, AddrError> {
         let (addr, len) = split_prefix(s)?;
         let network = Ipv4Addr::from(u32::from(addr) & mask(len));
         if network != addr {
-            return Err(format!("`{s}` has host bits set; the network is {network}/{len}"));
+            return Err(AddrError::HostBits { text: s.into(), network, len });
         }
         Ok(Cidr { network, len })
     }
 }
 
 impl FromStr for IfaceAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = AddrError;
+    fn from_str(s: &str) -> Result<Self, AddrError> {
         let (addr, len) = split_prefix(s)?;
         Ok(IfaceAddr { addr, len })
     }
 }
 
 /// Checks a string against one of the formats above; used by the schema pass.
-pub fn check_format(format: &str, s: &str) -> Option<Result<(), String>> {
+pub fn check_format(format: &str, s: &str) -> Option<Result<(), AddrError>> {
     match format {
         FORMAT_CIDR => Some(Cidr::from_str(s).map(|_| ())),
         FORMAT_IFACE => Some(IfaceAddr::from_str(s).map(|_| ())),
-        FORMAT_ADDR => Some(Ipv4Addr::from_str(s).map(|_| ()).map_err(|_| format!("`{s}` is not an IPv4 address"))),
+        FORMAT_ADDR => Some(Ipv4Addr::from_str(s).map(|_| ()).map_err(|_| AddrError::NotIpv4(s.into()))),
         _ => None,
     }
 }
@@ -146,7 +158,7 @@ mod tests {
         assert!(c.contains("192.168.1.255".parse().unwrap()));
         assert!(!c.contains("192.168.2.0".parse().unwrap()));
         let err = "192.168.1.0/23".parse::<Cidr>().unwrap_err();
-        assert!(err.contains("192.168.0.0/23"), "{err}");
+        assert!(err.to_string().contains("192.168.0.0/23"), "{err}");
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("10.0.0.0".parse::<Cidr>().is_err());
     }

@@ -1,0 +1,79 @@
+//! Reading the live state a selection needs: the selected steps' resources, those of the
+//! dependencies the selection leaves out (to know whether they still have pending changes), the
+//! objects to prune, and the routers' public keys. One SSH connection per host, all at once.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use petgraph::graph::NodeIndex;
+
+use super::{OpError, Workspace};
+use crate::desired::Resource;
+use crate::live::observe::{self, Live, Targets};
+use crate::live::prune;
+use crate::plan::model::{Action, Mode, Plan};
+use crate::plan::select::Selection;
+use crate::plan::{self, diff};
+
+/// What was read for a selection.
+pub struct Observation {
+    pub selection: Selection,
+    pub selected: BTreeSet<NodeIndex>,
+    pub live: Live,
+    /// Objects fabric made that the topology no longer has, by the step that deletes them.
+    pub orphans: BTreeMap<NodeIndex, Vec<Resource>>,
+    /// How long the read took, and what it read per target (for `-v`).
+    pub report: ReadReport,
+}
+
+#[derive(Default)]
+pub struct ReadReport {
+    pub took: Duration,
+    /// Target → number of resources read (0 for a router read only for its public key).
+    pub per_target: BTreeMap<String, usize>,
+}
+
+impl Workspace {
+    /// Reads the live state of `sel` and resolves it: a selected step whose unselected
+    /// dependency still has changes is refused unless `--with-deps`.
+    pub async fn observe(&self, sel: Selection, targets: &Targets) -> Result<Observation, OpError> {
+        self.live_allowed("it holds production addresses: plan it with --offline, or write a topology of your own")?;
+        // What the flags select (without deciding about pending dependencies yet), and the steps
+        // those need: their live state decides whether they still have pending changes.
+        let chosen = self.select(&sel, |_| false)?;
+        let deps: BTreeSet<NodeIndex> =
+            chosen.iter().flat_map(|n| self.graph.dependencies(*n)).filter(|d| !chosen.contains(d)).collect();
+        let refused = crate::catalog::refusal::refusals(&self.graph, self.topology());
+        let mut all: Vec<Resource> =
+            self.in_order(&chosen).filter(|n| !refused.contains_key(n)).flat_map(|n| self.resources(n, &sel)).collect();
+        all.extend(deps.iter().flat_map(|d| self.resources(*d, &sel)));
+        let keep = |r: &Resource| sel.keeps(r);
+        let orphans = prune::orphans(&self.topology().name, &self.graph, &self.desired, &chosen, keep, targets).await;
+        all.extend(orphans.values().flatten().cloned());
+        let keys = observe::key_targets(&all);
+        let started = std::time::Instant::now();
+        let live = observe::observe(&all, &keys, targets).await;
+        let mut report = ReadReport { took: started.elapsed(), ..Default::default() };
+        for r in &all {
+            *report.per_target.entry(r.target.clone()).or_default() += 1;
+        }
+        for k in &keys {
+            report.per_target.entry(k.clone()).or_default();
+        }
+        // A dependency has pending changes when one of its resources (at the selected sites)
+        // would change. One that cannot be read is not counted: its target is reported
+        // unreachable, and a step with resources there is refused at apply, so a site that is
+        // down does not stop the other from being planned and applied.
+        let pending = |n: NodeIndex| {
+            self.resources(n, &sel).iter().any(|r| diff::change(r, &live).is_some_and(|c| c.action != Action::NoOp))
+        };
+        let selected = self.select(&sel, pending)?;
+        Ok(Observation { selection: sel, selected, live, orphans, report })
+    }
+
+    /// The plan of an observation.
+    pub fn plan_of(&self, o: &Observation) -> Plan {
+        let header = self.header(&o.selection, Mode::Live { fingerprint: o.live.fingerprint() });
+        plan::build(header, self.plan_inputs(&o.selected, &o.selection, &o.orphans), Some(&o.live))
+    }
+}

@@ -1,0 +1,71 @@
+//! The rollback operation: put back what an apply changed, from its journal, newest step first.
+//! Secrets are never restored from a journal (it never holds them).
+
+use std::path::Path;
+
+use super::OpError;
+use crate::apply::journal::{self, Entry, Journal};
+use crate::apply::revert;
+use crate::live::observe::Targets;
+use crate::live::pool::Pool;
+
+/// What a rollback did.
+pub struct RolledBack {
+    pub run: String,
+    /// Steps put back, in the order they were (newest first); empty when there was nothing to do.
+    pub steps: Vec<String>,
+}
+
+/// The run to roll back: the one named, or the newest in `state_dir`.
+pub fn choose_run(state_dir: &Path, run: Option<String>) -> Result<String, OpError> {
+    run.or_else(|| Journal::latest(state_dir))
+        .ok_or_else(|| OpError::NoRun(journal::runs_dir(state_dir).display().to_string()))
+}
+
+/// Reverts every step of `run` that is still applied. Each step put back is journaled before
+/// the next is touched; a journal that cannot be written stops the rollback (and says so), since
+/// the journal is what a later rollback or apply trusts.
+pub fn run(
+    state_dir: &Path,
+    run: &str,
+    targets: &Targets,
+    progress: &(dyn Fn(&str) + Sync),
+    rt: &tokio::runtime::Runtime,
+) -> Result<RolledBack, OpError> {
+    let path = journal::runs_dir(state_dir).join(format!("{run}.jsonl"));
+    let entries =
+        Journal::read(&path).map_err(|source| OpError::ReadJournal { path: path.display().to_string(), source })?;
+    let steps = journal::steps_to_roll_back(&entries);
+    if steps.is_empty() {
+        return Ok(RolledBack { run: run.into(), steps: vec![] });
+    }
+    let mut j = Journal::create(state_dir, run)
+        .map_err(|source| OpError::JournalCreate { dir: state_dir.display().to_string(), source })?;
+    let mut failed = Vec::new();
+    let mut done = Vec::new();
+    let result: Result<(), OpError> = rt.block_on(async {
+        let pool = Pool::default();
+        let mut result = Ok(());
+        for (step, priors) in &steps {
+            let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
+            let left = revert::revert_all(&applied, &pool, targets).await;
+            if !left.is_empty() {
+                failed.push(format!("{step}: {}", left.join("; ")));
+                continue;
+            }
+            if let Err(e) = j.record(&Entry::RolledBack { run: run.into(), step: step.clone() }) {
+                result = Err(e.into());
+                break;
+            }
+            progress(&format!("{step}: rolled back"));
+            done.push(step.clone());
+        }
+        pool.close().await;
+        result
+    });
+    result?;
+    if !failed.is_empty() {
+        return Err(OpError::RollbackIncomplete { run: run.into(), failed });
+    }
+    Ok(RolledBack { run: run.into(), steps: done })
+}

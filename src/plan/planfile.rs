@@ -1,0 +1,110 @@
+//! The planfile: a plan written by `fabric plan --out` and read back whole by `fabric apply
+//! PLANFILE` (terraform's `internal/plans/planfile`): the same type both ways, so apply works
+//! on exactly the selection, topology digest and observation fingerprint the plan recorded.
+
+use std::path::{Path, PathBuf};
+
+use super::model::{FORMAT_VERSION, Plan};
+use super::view;
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanfileError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{} is not a plan: {source}", path.display())]
+    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("{} is a plan of format {found}; this fabric reads {FORMAT_VERSION}", path.display())]
+    Version { path: PathBuf, found: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Writes `plan` as JSON (the same document `plan --format json` prints).
+pub fn write(path: &Path, plan: &Plan) -> Result<(), PlanfileError> {
+    std::fs::write(path, view::json(plan)).map_err(|source| PlanfileError::Write { path: path.into(), source })
+}
+
+/// Reads a planfile back into a [`Plan`].
+pub fn read(path: &Path) -> Result<Plan, PlanfileError> {
+    let text = std::fs::read_to_string(path).map_err(|source| PlanfileError::Read { path: path.into(), source })?;
+    // The version first, so a future format is named as such rather than as a parse error.
+    let version = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["format_version"].as_str().map(String::from));
+    if let Some(found) = version.filter(|v| v != FORMAT_VERSION) {
+        return Err(PlanfileError::Version { path: path.into(), found });
+    }
+    serde_json::from_str(&text).map_err(|source| PlanfileError::Parse { path: path.into(), source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::model::{Action, Change, Mode, StepPlan, Unreachable};
+    use crate::plan::select::Selection;
+
+    fn plan() -> Plan {
+        let mut p = Plan {
+            format_version: FORMAT_VERSION.into(),
+            fabric: "f".into(),
+            topology_file: "t.yaml".into(),
+            topology_digest: "abc".into(),
+            selection: Selection { phases: vec!["B".into()], steps: vec![], sites: vec!["sp".into()], with_deps: true },
+            mode: Mode::Live { fingerprint: "fp".into() },
+            steps: vec![StepPlan {
+                key: "B.1".into(),
+                id: "B.1".into(),
+                site: None,
+                phase: "B".into(),
+                title: "tunnel".into(),
+                risk: crate::catalog::spec::Risk::Low,
+                needs: vec![],
+                changes: vec![Change {
+                    address: "router.sp/wireguard:wg0".into(),
+                    action: Action::Update,
+                    provider: crate::desired::ProviderKind::Wireguard,
+                    target: "router.sp".into(),
+                    summary: "wg0".into(),
+                    sensitive: false,
+                    diff: Some("-a\n+b\n".into()),
+                    refused: None,
+                }],
+                refused: None,
+                unreachable: vec![],
+            }],
+            unreachable: vec![Unreachable { target: "router.franca".into(), reason: "down".into() }],
+            summary: Default::default(),
+        };
+        p.summarize();
+        p
+    }
+
+    #[test]
+    fn a_plan_reads_back_as_the_plan_written() {
+        let dir = std::env::temp_dir().join(format!("fabric-planfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.plan");
+        let p = plan();
+        write(&path, &p).unwrap();
+        let back = read(&path).unwrap();
+        assert_eq!(view::json(&back), view::json(&p));
+        assert_eq!(back.selection, p.selection);
+        assert_eq!(back.mode, p.mode);
+        assert_eq!(back.summary, p.summary);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn another_format_or_no_plan_is_refused_by_name() {
+        let dir = std::env::temp_dir().join(format!("fabric-planfile-v-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("p.plan");
+        let text = view::json(&plan()).replace("\"format_version\": \"1.0\"", "\"format_version\": \"9.0\"");
+        std::fs::write(&path, text).unwrap();
+        let e = read(&path).unwrap_err();
+        assert!(e.to_string().contains("format 9.0"), "{e}");
+        std::fs::write(&path, "{\"x\": 1}").unwrap();
+        assert!(read(&path).unwrap_err().to_string().contains("is not a plan"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,85 @@
+//! A.1 — K3s with Cilium on a new cluster (seed: "K3s SP com Cilium").
+//!
+//! The K3s server config turns Flannel, network policy, kube-proxy and servicelb off; Cilium
+//! comes as a K3s HelmChart with the site's values (Cluster Mesh included, so B.2 only adds
+//! the peers). A.2 makes the same on a running cluster.
+
+use futures::future::BoxFuture;
+
+use super::verify::{Verdict, get, id, rolled_out};
+use super::{CheckResult, Step, VerifyCx, sites_of};
+use crate::catalog::Instance;
+use crate::desired::objects as o;
+use crate::desired::{Desired, Out, text, yaml};
+use crate::topology::model::NodeRole;
+
+pub struct A1;
+
+impl Step for A1 {
+    fn id(&self) -> &'static str {
+        "A.1"
+    }
+
+    fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
+        k3s_with_cilium(inst, out);
+    }
+
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        Box::pin(cilium_healthy(cx))
+    }
+}
+
+/// The K3s server config of every control-plane node of the instance's sites, and Cilium's
+/// HelmChart with its values file.
+pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
+    let t = out.t;
+    for s in sites_of(t, inst) {
+        let text = yaml::to_string(&text::k3s_server_config(s));
+        for n in s.cluster.nodes.iter().filter(|n| n.role == NodeRole::ControlPlane) {
+            out.file(
+                &n.name,
+                &s.name,
+                "/etc/rancher/k3s/config.yaml",
+                Desired::File(text.clone()),
+                "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb (K3s restarts when it changes)",
+                Some(format!("config/k3s/{}/server.yaml", s.name)),
+            );
+        }
+    }
+    for s in sites_of(t, inst) {
+        let summary = format!("Cilium {} (cluster {} id {})", t.versions.cilium, s.cluster.name, s.cluster.id);
+        out.kube(
+            Some(&s.name),
+            o::cilium_helm_chart(t, s),
+            summary,
+            Some(format!("apps/cilium/helmchart-{}.yaml", s.name)),
+        );
+        // The seed's values file: the whole configuration of the site, mesh included.
+        let mut values = o::cilium_values(t, s);
+        o::merge(&mut values, &o::clustermesh_values(t, s));
+        out.extra(format!("apps/cilium/values-{}.yaml", s.name), yaml::to_string(&values));
+    }
+}
+
+/// Cilium's agents (every one ready) and operator (rolled out) in each site of the instance.
+pub(super) async fn cilium_healthy(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
+    let mut out = Vec::new();
+    for s in cx.sites() {
+        let target = format!("cluster.{}", s.name);
+        let (verdict, evidence) =
+            match get(cx.targets, &target, id("apps/v1", "DaemonSet", "cilium", Some("kube-system"))).await {
+                Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+                Ok(None) => (Verdict::Fail, format!("{target}: DaemonSet kube-system/cilium does not exist")),
+                Ok(Some(ds)) => {
+                    let want = ds["status"]["desiredNumberScheduled"].as_i64().unwrap_or(0);
+                    let ready = ds["status"]["numberReady"].as_i64().unwrap_or(0);
+                    let v = if want > 0 && ready == want { Verdict::Pass } else { Verdict::Fail };
+                    (v, format!("{target}: cilium agents ready {ready}/{want}"))
+                }
+            };
+        out.push(CheckResult { step: cx.key.into(), check: "Cilium agents healthy".into(), verdict, evidence });
+        let op = id("apps/v1", "Deployment", "cilium-operator", Some("kube-system"));
+        out.push(rolled_out(cx.targets, cx.key, &target, "Cilium operator healthy", op).await);
+    }
+    out
+}

@@ -1,0 +1,181 @@
+//! B.1 — the WireGuard tunnel between the sites' routers (seed: "VyOS WireGuard site-to-site").
+//!
+//! VyOS routers get `set` commands (interface, routes to the other LANs, commit-confirm);
+//! Linux routers a wg-quick file and routes. Private keys are generated on the routers and never
+//! leave them. The check after apply is the seed's: each LAN reaches the others through the
+//! tunnel; a failure reverts the step before it is confirmed.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::verify::Verdict;
+use super::{CheckCx, CheckError, CheckResult, Step, VerifyCx};
+use crate::catalog::Instance;
+use crate::desired::{Desired, Out, ProviderKind, Resource, text, vyos};
+use crate::live::pool::Pool;
+use crate::topology::model::*;
+
+pub struct B1;
+
+impl Step for B1 {
+    fn id(&self) -> &'static str {
+        "B.1"
+    }
+
+    fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
+        for s in &out.t.sites {
+            tunnel(out, s);
+        }
+    }
+
+    fn check<'a>(&'a self, cx: &'a CheckCx<'a>) -> Option<BoxFuture<'a, Result<String, CheckError>>> {
+        Some(Box::pin(lan_to_lan(cx)))
+    }
+
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        Box::pin(async move {
+            // The same check, over connections of its own, from every site.
+            let pool = Pool::default();
+            let routers: Vec<Resource> = cx.t.sites.iter().map(router_marker).collect();
+            let check = CheckCx { t: cx.t, pool: &pool, targets: cx.targets, resources: &routers };
+            let r = lan_to_lan(&check).await;
+            pool.close().await;
+            let (verdict, evidence) = match r {
+                Ok(e) => (Verdict::Pass, e),
+                Err(e) => (Verdict::Fail, e.to_string()),
+            };
+            vec![CheckResult { step: cx.key.into(), check: "LAN to LAN through the tunnel".into(), verdict, evidence }]
+        })
+    }
+}
+
+/// A stand-in resource naming a site's router, so that verify checks from every site.
+fn router_marker(s: &Site) -> Resource {
+    Resource {
+        address: format!("router.{}/verify", s.name),
+        target: format!("router.{}", s.name),
+        site: Some(s.name.clone()),
+        provider: ProviderKind::Command,
+        summary: String::new(),
+        sensitive: false,
+        desired: Desired::Command { probe: "true".into(), apply: "true".into() },
+        file: None,
+    }
+}
+
+/// The seed's validation: each site's LAN reaches every other site's LAN through the tunnel.
+/// From a host with SSH at the site (a node), ping a node of each other site; a site without
+/// such a host is checked from its router. A fresh handshake can take a few seconds, so each
+/// pair is retried for up to 20 s.
+async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
+    let touched: BTreeSet<&str> = cx.resources.iter().map(|r| r.target.as_str()).collect();
+    let mut evidence = Vec::new();
+    for s in cx.t.sites.iter().filter(|s| touched.contains(format!("router.{}", s.name).as_str())) {
+        let (from, vyos) = match s.cluster.nodes.iter().find(|n| n.ssh.is_some()) {
+            Some(n) => (format!("host.{}", n.name), false),
+            None => (format!("router.{}", s.name), s.router.kind == RouterKind::Vyos),
+        };
+        if vyos {
+            evidence.push(format!("{from}: no LAN host with SSH to check from"));
+            continue;
+        }
+        let session = cx.pool.get(cx.targets, &from).await?;
+        for p in cx.t.sites.iter().filter(|p| p.name != s.name) {
+            let addr = match (from.starts_with("host."), p.cluster.nodes.first()) {
+                (true, Some(n)) => n.address,
+                _ => p.router.wireguard.address.addr,
+            };
+            let cmd = format!(
+                "for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {addr} >/dev/null 2>&1 && exit 0; done; exit 1"
+            );
+            let o = session.run(&cmd, None, Duration::from_secs(40)).await?;
+            if o.status != 0 {
+                return Err(CheckError::NoPath { from, site: p.name.clone(), addr: addr.to_string() });
+            }
+            evidence.push(format!("{from} → {addr} ok"));
+        }
+    }
+    Ok(evidence.join(", "))
+}
+
+/// B.1 at one router.
+fn tunnel(o: &mut Out<'_>, s: &Site) {
+    let t = o.t;
+    let target = format!("router.{}", s.name);
+    let wg = &s.router.wireguard;
+    match s.router.kind {
+        RouterKind::Vyos => {
+            let all = vyos::commands(t, s);
+            let file = Some(format!("config/vyos/wireguard/{}.conf", s.name));
+            let iface = format!("interfaces wireguard {}", wg.interface);
+            let pick = |prefix: &str| -> Vec<String> {
+                all.iter().filter(|c| c.starts_with(&format!("set {prefix}"))).cloned().collect()
+            };
+            o.push(Resource {
+                address: format!("{target}/vyos:{iface}"),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Vyos,
+                summary: format!(
+                    "{} {} port {}, private key generated on the router",
+                    wg.interface, wg.address, wg.listen_port.0
+                ),
+                sensitive: false,
+                desired: Desired::Vyos(pick(&iface)),
+                file: file.clone(),
+            });
+            for p in t.sites.iter().filter(|p| p.name != s.name) {
+                let route = format!("protocols static route {}", p.lan);
+                o.push(Resource {
+                    address: format!("{target}/vyos:{route}"),
+                    target: target.clone(),
+                    site: Some(s.name.clone()),
+                    provider: ProviderKind::Vyos,
+                    summary: format!("route to {} via {}", p.name, wg.interface),
+                    sensitive: false,
+                    desired: Desired::Vyos(pick(&route)),
+                    file: file.clone(),
+                });
+            }
+            o.push(Resource {
+                address: format!("{target}/vyos:system config-management commit-confirm"),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Vyos,
+                summary: "commit-confirm reverts by reload".into(),
+                sensitive: false,
+                desired: Desired::Vyos(pick("system config-management commit-confirm")),
+                file,
+            });
+            // The whole file, comments included, is what render writes.
+            o.extra(format!("config/vyos/wireguard/{}.conf", s.name), vyos::conf_file(t, s));
+        }
+        RouterKind::Linux => {
+            o.push(Resource {
+                address: format!("{target}/wireguard:{}", wg.interface),
+                target: target.clone(),
+                site: Some(s.name.clone()),
+                provider: ProviderKind::Wireguard,
+                summary: format!(
+                    "{} {} port {}, key generated on the host",
+                    wg.interface, wg.address, wg.listen_port.0
+                ),
+                sensitive: false,
+                desired: Desired::Wireguard(text::wireguard_conf(t, s)),
+                file: Some(format!("config/wireguard/{}.conf", s.name)),
+            });
+            for p in t.sites.iter().filter(|p| p.name != s.name) {
+                o.command(
+                    target.clone(),
+                    &s.name,
+                    &format!("route {}", p.lan),
+                    format!("ip route show {} dev {}", p.lan, wg.interface),
+                    format!("ip route replace {} dev {}", p.lan, wg.interface),
+                    &format!("route to {} via {}", p.name, wg.interface),
+                );
+            }
+        }
+    }
+}

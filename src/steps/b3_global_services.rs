@@ -1,0 +1,80 @@
+//! B.3 — test global services (seed: "Testar Global Services"): a backend and a Service
+//! annotated `service.cilium.io/global: "true"` in every cluster.
+
+use futures::future::BoxFuture;
+
+use super::verify::{ReadError, Verdict, client, get, id};
+use super::{CheckResult, Step, VerifyCx};
+use crate::catalog::Instance;
+use crate::desired::Out;
+use crate::desired::objects as o;
+use crate::providers::kube as k;
+
+pub struct B3;
+
+impl Step for B3 {
+    fn id(&self) -> &'static str {
+        "B.3"
+    }
+
+    fn needs(&self) -> &'static [&'static str] {
+        &["B.2"]
+    }
+
+    fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
+        let t = out.t;
+        for s in &t.sites {
+            let (deploy, svc) = o::global_test_service(t);
+            let file = Some("apps/tests/global-service.yaml".to_string());
+            out.kube(Some(&s.name), deploy, "test backend", file.clone());
+            out.kube(Some(&s.name), svc, "service.cilium.io/global: \"true\"", file);
+        }
+    }
+
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        Box::pin(global_service(cx))
+    }
+}
+
+/// The test global service has ready backends in every cluster (its EndpointSlices), so Cilium
+/// can balance it across the mesh.
+async fn global_service(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
+    let (_, svc) = o::global_test_service(cx.t);
+    let (name, ns) = (
+        svc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        svc["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
+    );
+    let mut out = Vec::new();
+    for s in &cx.t.sites {
+        let target = format!("cluster.{}", s.name);
+        let (verdict, evidence) = match ready_backends(cx, &target, &ns, &name).await {
+            Ok(0) => (Verdict::Fail, format!("{target}: {ns}/{name} has no ready backend here")),
+            Ok(n) => (Verdict::Pass, format!("{target}: {ns}/{name} has {n} ready backend(s)")),
+            Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+        };
+        out.push(CheckResult { step: cx.key.into(), check: "global service has backends".into(), verdict, evidence });
+    }
+    out
+}
+
+/// The ready endpoints of the global Service `ns/name` in one cluster.
+async fn ready_backends(cx: &VerifyCx<'_>, target: &str, ns: &str, name: &str) -> Result<usize, ReadError> {
+    let live = get(cx.targets, target, id("v1", "Service", name, Some(ns)))
+        .await?
+        .ok_or_else(|| ReadError(format!("Service {ns}/{name} does not exist")))?;
+    if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
+        return Err(ReadError(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\"")));
+    }
+    let client = client(cx.targets, target).await?;
+    let probe = id("discovery.k8s.io/v1", "EndpointSlice", "", Some(ns));
+    let (api, _) = k::api_for(&client, &probe);
+    let lp = kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
+    let slices = api.list(&lp).await.map_err(|e| ReadError(k::describe(&e)))?;
+    Ok(slices
+        .items
+        .iter()
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .filter(|e| e["conditions"]["ready"] != false)
+        .count())
+}

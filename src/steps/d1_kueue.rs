@@ -1,0 +1,61 @@
+//! D.1 — Kueue in each cluster (seed: "Kueue local"): the chart, the site's GPU flavor, and its
+//! ClusterQueues and LocalQueues (the MultiKueue queue comes with its admission check in D.3).
+
+use std::collections::BTreeSet;
+
+use futures::future::BoxFuture;
+
+use super::verify::{conditions, id};
+use super::{CheckResult, Step, VerifyCx, sites_of};
+use crate::catalog::Instance;
+use crate::desired::objects as o;
+use crate::desired::{Out, flavor, is_dispatch_queue, yaml};
+
+pub struct D1;
+
+impl Step for D1 {
+    fn id(&self) -> &'static str {
+        "D.1"
+    }
+
+    fn needs(&self) -> &'static [&'static str] {
+        &["C.2"]
+    }
+
+    fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
+        let t = out.t;
+        for s in sites_of(t, inst) {
+            let site = Some(s.name.as_str());
+            let queues_file = Some(format!("apps/kueue/cluster-queues/gpu-{}.yaml", s.name));
+            let chart_file = Some(format!("apps/kueue/helmchart-{}.yaml", s.name));
+            out.kube(site, o::kueue_helm_chart(t, s), format!("Kueue {}", t.versions.kueue), chart_file);
+            out.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(t, s)));
+            // Kueue's namespace (the chart creates it too) and those of the LocalQueues.
+            let mut nss: Vec<&str> = vec!["kueue-system"];
+            nss.extend(s.queues.iter().flat_map(|q| q.local_queues.iter().map(|l| l.namespace.as_str())));
+            let mut seen = BTreeSet::new();
+            for ns in nss.into_iter().filter(|n| seen.insert(*n)) {
+                out.kube(site, o::namespace(t, ns), "namespace", None);
+            }
+            let fl = flavor(s);
+            out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
+            for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
+                let cq = o::cluster_queue(t, s, q, &fl, None);
+                out.kube(site, cq, format!("{} GPUs", q.gpu_quota), queues_file.clone());
+                for l in &q.local_queues {
+                    out.kube(site, o::local_queue(t, l, &q.name), format!("→ {}", q.name), queues_file.clone());
+                }
+            }
+        }
+    }
+
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        let mut objs = Vec::new();
+        for s in cx.sites() {
+            for q in &s.queues {
+                objs.push((format!("cluster.{}", s.name), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &q.name, None)));
+            }
+        }
+        Box::pin(conditions(cx.targets, cx.key, "ClusterQueue Active", objs, "Active"))
+    }
+}

@@ -1,0 +1,87 @@
+//! G.1 — the TensorZero gateway (no step in the seed, which describes it in its own section):
+//! its config, its Deployment, and per-site global services for the vLLM backends it routes to.
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+
+use super::verify::{id, rolled_out};
+use super::{CheckResult, Step, VerifyCx};
+use crate::catalog::Instance;
+use crate::desired::objects as o;
+use crate::desired::{Out, text};
+use crate::topology::model::Gateway;
+
+pub struct G1;
+
+impl Step for G1 {
+    fn id(&self) -> &'static str {
+        "G.1"
+    }
+
+    fn needs(&self) -> &'static [&'static str] {
+        &["B.3", "C.5"]
+    }
+
+    fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
+        let t = out.t;
+        let Some(g) = &t.gateway else { return };
+        let toml = text::tensorzero_toml(t, g);
+        out.extra("apps/tensorzero/tensorzero.toml".into(), toml.clone());
+        let site = Some(g.site.as_str());
+        let file = Some("apps/tensorzero/gateway.yaml".to_string());
+        out.kube(site, o::namespace(t, "tensorzero"), "gateway namespace", file.clone());
+        let models: Vec<&str> = g.models.iter().map(|m| m.name.as_str()).collect();
+        let cm = o::config_map(t, "tensorzero-config", "tensorzero", "tensorzero.toml", &toml);
+        out.kube(site, cm, format!("{} model(s): {}", models.len(), models.join(", ")), file.clone());
+        let summary = format!("TensorZero {}", t.versions.tensorzero.as_deref().unwrap_or("(unpinned)"));
+        out.kube(site, o::gateway_deployment(t, g), summary, file);
+        gateway_site_services(out, g);
+    }
+
+    fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        Box::pin(async move {
+            let Some(g) = &cx.t.gateway else { return vec![] };
+            let target = format!("cluster.{}", g.site);
+            let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero"));
+            vec![rolled_out(cx.targets, cx.key, &target, "gateway running", oid).await]
+        })
+    }
+}
+
+/// Per-site global services the gateway addresses (`<service>-<site>`), in every cluster that
+/// runs a backend and in the gateway's.
+fn gateway_site_services(o: &mut Out<'_>, g: &Gateway) {
+    let t = o.t;
+    let mut done: Vec<(String, String)> = vec![];
+    for m in &g.models {
+        let Some(svc) = t.services.iter().find(|s| s.name == m.service) else { continue };
+        let sites: Vec<&str> =
+            m.routes.iter().map(|r| r.site.as_str()).chain(m.fallback.iter().map(String::as_str)).collect();
+        for site in sites {
+            let name = text::site_service(&svc.name, site);
+            for cluster_site in [site, g.site.as_str()] {
+                if done.contains(&(cluster_site.to_string(), name.clone())) {
+                    continue;
+                }
+                done.push((cluster_site.to_string(), name.clone()));
+                let mut obj = o::object(t, "v1", "Service", &name, Some(&svc.namespace));
+                obj["metadata"] = serde_json::json!({
+                    "name": name, "namespace": svc.namespace,
+                    "labels": obj["metadata"]["labels"].clone(),
+                    "annotations": { "service.cilium.io/global": "true", "service.cilium.io/shared": (cluster_site == site).to_string() },
+                });
+                obj.insert(
+                    "spec".into(),
+                    serde_json::json!({ "selector": { "app": svc.name, "fabric.io/site": site }, "ports": [{ "port": svc.port.0 }] }),
+                );
+                let summary = format!("{} backends at {site}, for the gateway", svc.name);
+                o.kube(
+                    Some(cluster_site),
+                    Value::Object(obj),
+                    summary,
+                    Some("apps/tensorzero/site-services.yaml".into()),
+                );
+            }
+        }
+    }
+}

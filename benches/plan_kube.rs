@@ -7,8 +7,7 @@
 //! round trips. fabric reads a target's objects all at once, so the whole read should stay within
 //! a few round trips of one object's. Prints the figures; asserts nothing (timing is not a test).
 
-#[path = "../tests/support/kube_api.rs"]
-mod kube_api;
+use fabric_testkit::kube_api;
 
 use std::time::{Duration, Instant};
 

@@ -7,8 +7,7 @@
 //! per host, so its time should stay close to a single connect + command (ratio < 1.5), and flat
 //! when 20 more hosts join. Prints the figures; asserts nothing (timing is not a test).
 
-#[path = "../tests/support/lab.rs"]
-mod lab;
+use fabric_testkit::lab;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

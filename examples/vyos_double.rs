@@ -5,15 +5,14 @@
 //! `generate pki wireguard key-pair install interface wgN`) and realizes the WireGuard and static
 //! route parts of the committed config for real, with wireguard-go, `wg` and `ip`, in the network
 //! namespace it runs in. Behaviour and every known deviation from real VyOS:
-//! `tests/support/vyos_double.md`.
+//! `crates/testkit/src/vyos_double.md`.
 //!
 //! It runs as the sshd `ForceCommand` of a lab router: the client's command arrives in
 //! `SSH_ORIGINAL_COMMAND` (a script on stdin for `vbash -s`). State lives in the directory named
 //! by `VYOS_DOUBLE_STATE` (see the doc for its files). `VYOS_DOUBLE_CONFIRM_UNIT=seconds` makes
 //! `commit-confirm N` count seconds instead of minutes (tests).
 
-#[path = "../tests/support/vyos_spec.rs"]
-mod vyos_spec;
+use fabric_testkit::vyos_spec;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -1285,7 +1284,7 @@ impl<'a> Session<'a> {
                     .to_string(),
             )),
             _ => Err(Failed(format!(
-                "vyos_double: unsupported command `{}` (see tests/support/vyos_double.md)",
+                "vyos_double: unsupported command `{}` (see crates/testkit/src/vyos_double.md)",
                 w.join(" ")
             ))),
         }

@@ -3,14 +3,9 @@
 //! a conflict with another field manager; a 422 in the middle of a step reverting the step's
 //! earlier changes. Needs root (network namespaces).
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{kube_api, lab, run};
 
 use run::out;
-#[path = "support/lab.rs"]
-mod lab;
 
 use kube_api::TestApiServer;
 use std::process::Output;

@@ -3,10 +3,7 @@
 //! VyOS routers (the VyOS test double behind the routers' sshd, which checks every command it
 //! receives against VyOS's interface definitions). Needs root (network namespaces).
 
-#[path = "support/lab.rs"]
-mod lab;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{lab, run};
 
 use run::out;
 

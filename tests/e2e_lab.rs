@@ -5,12 +5,7 @@
 //! ends fails and reverts; one cluster down leaves the other site plannable and appliable;
 //! verify reports the seed's checks. Needs root (network namespaces).
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/lab.rs"]
-mod lab;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{kube_api, lab, run};
 
 use std::process::Output;
 use std::time::Duration;

@@ -1,15 +1,15 @@
-//! Self-test of the kube-apiserver test double `tests/support/kube_api.rs`: discovery, auth,
+//! Self-test of the kube-apiserver test double `crates/testkit/src/kube_api.rs`: discovery, auth,
 //! CRUD with Status bodies, server-side apply (no-op, change, removal, conflicts, force), dry run,
 //! schema validation, namespaces, connection failures and injected failures; CRD objects,
 //! `set_served`, EndpointSlices and the opt-in simulated controllers.
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
+use fabric_testkit::kube_api;
+use fabric_testkit::kube_schema::Schemas;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kube_api::{HttpResponse, TEST_TOKEN, TestApiServer, http_request, kube_schema::Schemas, shared_schemas};
+use kube_api::{HttpResponse, TEST_TOKEN, TestApiServer, http_request, shared_schemas};
 use serde_json::{Value, json};
 
 const CQ: &str = "/apis/kueue.x-k8s.io/v1beta2/clusterqueues";

@@ -3,10 +3,7 @@
 //! another field manager shown by the server-side dry run, and an unreachable cluster named while
 //! the others are still planned.
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{kube_api, run};
 
 use run::out;
 

@@ -1,9 +1,8 @@
-//! Self-test of the `tests/support/kube_schema.rs` validator against the upstream schemas in
+//! Self-test of the `crates/testkit/src/kube_schema.rs` validator against the upstream schemas in
 //! `shared/specs/crds/`: known kinds, valid objects that must pass, and typos, renamed fields,
 //! wrong types, bad enums, bad scopes and bad quantities that must fail with a precise message.
 
-#[path = "support/kube_schema.rs"]
-mod kube_schema;
+use fabric_testkit::kube_schema;
 
 use std::sync::OnceLock;
 

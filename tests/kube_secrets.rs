@@ -2,8 +2,7 @@
 //! are copied from the member's ServiceAccount token at apply time, never shown or journaled;
 //! without a token yet, the step fails and is reverted.
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
+use fabric_testkit::kube_api;
 
 use fabric::apply::journal::Journal;
 use fabric::apply::{self, Options, StepWork};

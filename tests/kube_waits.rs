@@ -3,10 +3,7 @@
 //! before that is not refused); a chart whose install Job fails fails the step, which is
 //! reverted; a kind that never comes times out with the reason.
 
-#[path = "support/kube_api.rs"]
-mod kube_api;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{kube_api, run};
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

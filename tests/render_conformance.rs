@@ -3,10 +3,7 @@
 //! every VyOS command against VyOS's interface definitions. The negative tests show that a
 //! misspelled field or command does fail.
 
-#[path = "support/kube_schema.rs"]
-mod kube_schema;
-#[path = "support/vyos_spec.rs"]
-mod vyos_spec;
+use fabric_testkit::{kube_schema, vyos_spec};
 
 use std::path::Path;
 use std::sync::OnceLock;

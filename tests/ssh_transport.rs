@@ -1,10 +1,7 @@
 //! The SSH transport against real OpenSSH servers in the lab: strict host keys, auth, timeouts,
 //! ProxyJump, concurrent channels on one connection. Needs root (network namespaces).
 
-#[path = "support/lab.rs"]
-mod lab;
-#[path = "support/run.rs"]
-mod run;
+use fabric_testkit::{lab, run};
 
 use std::time::{Duration, Instant};
 

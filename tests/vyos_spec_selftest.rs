@@ -1,7 +1,6 @@
-//! Self-test of `tests/support/vyos_spec.rs`: the VyOS interface-definition checker.
+//! Self-test of `crates/testkit/src/vyos_spec.rs`: the VyOS interface-definition checker.
 
-#[path = "support/vyos_spec.rs"]
-mod vyos_spec;
+use fabric_testkit::vyos_spec;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

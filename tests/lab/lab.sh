@@ -324,7 +324,7 @@ Subsystem sftp internal-sftp
 EOF
 	# --- VyOS test double (up --vyos-routers / LAB_VYOS_DOUBLE) -------------
 	# Owned by the vyos_double work (examples/vyos_double.rs,
-	# tests/support/vyos_double.md): every SSH session to a router runs the
+	# crates/testkit/src/vyos_double.md): every SSH session to a router runs the
 	# double, which plays a VyOS 1.4 router with its state in $d/vyos.
 	# commit-confirm N counts seconds there (tests), not minutes; LAB_VYOS_MINUTE=S
 	# makes one "minute" last S seconds instead.

@@ -1,9 +1,8 @@
 //! Test support: validate Kubernetes objects against the upstream schemas in `shared/specs/crds/`
 //! with kube-apiserver *strict field validation* semantics.
 //!
-//! Include it from an integration test with
-//! `#[path = "support/kube_schema.rs"] mod kube_schema;`. It is self-contained (only `serde_json`,
-//! `serde-saphyr` and `regex`).
+//! Use it from an integration test with `use fabric_testkit::kube_schema;`. It is self-contained
+//! (only `serde_json`, `serde-saphyr` and `regex`).
 //!
 //! # Sources
 //!
@@ -70,8 +69,6 @@
 //!   admission webhooks, and the semantics of `x-kubernetes-list-type: map` merges.
 //! * Formats other than those listed above (e.g. `idn-hostname`) are accepted unchecked.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -88,7 +85,6 @@ pub struct Schemas {
     kinds: BTreeMap<(String, String), KindInfo>,
     load_warnings: Vec<String>,
     cel_rules: Vec<String>,
-    root: PathBuf,
 }
 
 /// The serving status of one (group, version, kind).
@@ -122,8 +118,7 @@ impl Schemas {
         let mut files = Vec::new();
         collect_files(crds_dir, &mut files)?;
         files.sort();
-        let mut s =
-            Schemas { kinds: BTreeMap::new(), load_warnings: Vec::new(), cel_rules: Vec::new(), root: crds_dir.into() };
+        let mut s = Schemas { kinds: BTreeMap::new(), load_warnings: Vec::new(), cel_rules: Vec::new() };
         let mut swaggers = Vec::new();
         for f in &files {
             let name = f.file_name().and_then(|n| n.to_str()).unwrap_or("");
@@ -142,12 +137,12 @@ impl Schemas {
         Ok(s)
     }
 
-    /// Loads `../shared/specs/crds` relative to `CARGO_MANIFEST_DIR`.
+    /// Loads `../shared/specs/crds` relative to the repository root ([`crate::repo_root`]).
     pub fn from_shared() -> Result<Schemas, String> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/crds");
+        let dir = crate::repo_root().join("../shared/specs/crds");
         if !dir.is_dir() {
             return Err(format!(
-                "kube_schema: upstream schemas not found at {} (expected shared/specs/crds next to the crate)",
+                "kube_schema: upstream schemas not found at {} (expected shared/specs/crds next to the repository)",
                 dir.display()
             ));
         }
@@ -238,7 +233,6 @@ struct KindInfo {
     namespaced: bool,
     source: PathBuf,
     removed: bool,
-    from_swagger: bool,
     versions: BTreeMap<String, VersionInfo>,
 }
 
@@ -478,10 +472,7 @@ impl Schemas {
                 self.load_warnings.push(format!("{}: {group} {kind} defined twice; keeping the first", file.display()));
                 continue;
             }
-            self.kinds.insert(
-                key,
-                KindInfo { group, kind, namespaced, source: file.into(), removed, from_swagger: false, versions: vmap },
-            );
+            self.kinds.insert(key, KindInfo { group, kind, namespaced, source: file.into(), removed, versions: vmap });
         }
         Ok(())
     }
@@ -622,7 +613,6 @@ impl Schemas {
                     namespaced,
                     source: file.into(),
                     removed: false,
-                    from_swagger: true,
                     versions: BTreeMap::new(),
                 });
                 let status =

@@ -1,9 +1,8 @@
 //! Test harness for the network-namespace lab (tests/lab/lab.sh): brings a lab up with its own
 //! prefix and management range, and always tears it down (Drop). Needs root; a test that needs
 //! the lab fails with a clear message when not root, it is never skipped silently.
-#![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 pub struct Lab {
@@ -13,7 +12,7 @@ pub struct Lab {
 }
 
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/lab/lab.sh")
+    crate::repo_root().join("tests/lab/lab.sh")
 }
 
 pub fn require_root() {

@@ -1,12 +1,20 @@
 //! Running the `fabric` binary from integration tests.
-#![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+/// The `fabric` binary: Cargo sets `CARGO_BIN_EXE_fabric` when it runs a test or bench (`env!`
+/// cannot see it: this crate is not built as one); a test run by hand looks beside its `deps/`.
+fn fabric_bin() -> PathBuf {
+    std::env::var_os("CARGO_BIN_EXE_fabric").map(PathBuf::from).unwrap_or_else(|| {
+        let exe = std::env::current_exe().expect("the running test's path");
+        exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").join("fabric")
+    })
+}
 
 /// `fabric -f TOPOLOGY --ssh-config SSH_CONFIG ARGS…` in `dir`, without colors.
 pub fn fabric_in(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fabric"))
+    Command::new(fabric_bin())
         .arg("-f")
         .arg(topology)
         .arg("--ssh-config")

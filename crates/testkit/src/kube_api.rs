@@ -2,21 +2,14 @@
 //! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
 //! schemas (through `kube_schema.rs`), read-only CRD objects, and opt-in simulated controllers
 //! (`simulate_controllers`: HelmChart install Jobs, rollouts, ServiceAccount tokens, EndpointSlices,
-//! Karmada Cluster readiness, Kueue activity). See `tests/support/kube_api.md` for what it does,
+//! Karmada Cluster readiness, Kueue activity). See `kube_api.md` beside this file for what it does,
 //! what it simplifies and how to use it.
 //!
-//! Include it from an integration test with
-//! `#[path = "support/kube_api.rs"] mod kube_api;`. It includes `kube_schema.rs` itself (as
-//! `kube_api::kube_schema`); a test that needs the validator too must use that module rather than
-//! including `kube_schema.rs` a second time (that would be a distinct `Schemas` type).
+//! Use it from an integration test with `use fabric_testkit::kube_api;` (the validator is
+//! [`crate::kube_schema`], whose `Schemas` is re-exported here).
 //!
 //! The server runs on **its own thread with its own single-threaded tokio runtime**, so it works
 //! from `#[tokio::test]` (any flavour), from plain `#[test]`s and while the code under test blocks.
-
-#![allow(dead_code)]
-
-#[path = "kube_schema.rs"]
-pub mod kube_schema;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
@@ -39,7 +32,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::watch;
 
-pub use kube_schema::Schemas;
+pub use crate::kube_schema::Schemas;
 
 /// The bearer token every request must carry (`Authorization: Bearer <TEST_TOKEN>`).
 pub const TEST_TOKEN: &str = "fabric-test-token";
@@ -2301,8 +2294,25 @@ fn random_suffix(n: u64) -> String {
 fn now_rfc3339() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_secs() as i64;
     let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = fabric::apply::journal::civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Year, month (1 to 12) and day (1 to 31) of the day `days` after 1970-01-01, in the proleptic
+/// Gregorian calendar: Howard Hinnant's `civil_from_days`, the inverse of his `days_from_civil`
+/// ("chrono-Compatible Low-Level Date Algorithms", https://howardhinnant.github.io/date_algorithms.html).
+/// The same algorithm as fabric's journal uses, kept here so that the testkit does not depend on
+/// fabric.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -3414,5 +3424,5 @@ pub fn with_test_kubeconfigs(text: &str, dir: &Path) -> String {
 
 /// The example topology (`topology.example.yaml`) reaching the test API servers of `dir`.
 pub fn example_topology(dir: &Path) -> String {
-    with_test_kubeconfigs(include_str!("../../topology.example.yaml"), dir)
+    with_test_kubeconfigs(include_str!("../../../topology.example.yaml"), dir)
 }

@@ -2,9 +2,8 @@
 //! definitions: the upstream `interface-definitions/*.xml.in` files copied to
 //! `shared/specs/vyos/interface-definitions/` (see `shared/specs/SOURCES.md`).
 //!
-//! Self-contained test-support module: include it with
-//! `#[path = "support/vyos_spec.rs"] mod vyos_spec;`. It needs the `regex` and `roxmltree`
-//! dev-dependencies and nothing from the crate.
+//! Self-contained test-support module: use it with `use fabric_testkit::vyos_spec;`. It needs the
+//! `regex` and `roxmltree` crates and nothing from fabric.
 //!
 //! Loading: every `*.xml.in` file is preprocessed like VyOS's build does with cpp: each
 //! `#include <include/...>` line is replaced, recursively, by the text of that file (paths are
@@ -27,7 +26,6 @@
 //!
 //! `set` may stop after a plain node or after a tag value (VyOS creates the empty node), but not
 //! at a tagNode without its tag or at a leaf without its value. `delete` may stop anywhere.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
@@ -175,23 +173,23 @@ impl VyosSpec {
         Ok(spec)
     }
 
-    /// The definitions from ../shared/specs, located from CARGO_MANIFEST_DIR; Err (with a clear
+    /// The definitions from ../shared/specs, located from the repository root; Err (with a clear
     /// message naming the path) when absent.
     pub fn from_shared() -> Result<VyosSpec, String> {
         let dir = Self::shared_dir();
         if !dir.is_dir() {
             return Err(format!(
                 "VyOS interface definitions not found at {} (expected shared/specs/vyos/interface-definitions \
-                 next to the crate, see shared/specs/SOURCES.md)",
+                 next to the repository, see shared/specs/SOURCES.md)",
                 dir.display()
             ));
         }
         Self::load(&dir)
     }
 
-    /// `<CARGO_MANIFEST_DIR>/../shared/specs/vyos/interface-definitions`.
+    /// `<repository root>/../shared/specs/vyos/interface-definitions` (see [`crate::repo_root`]).
     pub fn shared_dir() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/vyos/interface-definitions")
+        crate::repo_root().join("../shared/specs/vyos/interface-definitions")
     }
 
     pub fn dir(&self) -> &Path {

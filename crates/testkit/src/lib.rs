@@ -1,0 +1,25 @@
+//! `fabric-testkit`: the test doubles and harnesses of fabric's integration tests, benches and the
+//! example `vyos_double`, compiled once as a dev-only crate of the workspace (it does not depend on
+//! `fabric`).
+//!
+//! * [`kube_api`]: an in-process kube-apiserver test double (`kube_api.md` beside it);
+//! * [`kube_schema`]: Kubernetes objects validated against the upstream CRD schemas;
+//! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
+//!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
+//! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
+//! * [`run`]: running the `fabric` binary.
+
+use std::path::Path;
+
+pub mod kube_api;
+pub mod kube_schema;
+pub mod lab;
+pub mod run;
+pub mod vyos_spec;
+
+/// The repository root (the root package `fabric`, two levels above this crate): where
+/// `tests/lab/` is, and what `../shared/specs` is relative to.
+pub fn repo_root() -> &'static Path {
+    let testkit = Path::new(env!("CARGO_MANIFEST_DIR"));
+    testkit.parent().and_then(Path::parent).expect("crates/testkit lies two levels below the repository root")
+}

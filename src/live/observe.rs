@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::desired::{ProviderKind, Resource};
+use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed};
 use crate::topology::Topology;
 use crate::transport::ssh::{Endpoint, Session};
@@ -193,7 +194,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
                 }
             }
             Err(reason) => {
-                live.unreachable.insert(target, reason);
+                live.unreachable.insert(target, reason.to_string());
             }
         }
     }
@@ -277,15 +278,29 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
 
 type KubeStates = Vec<(String, Observed, Option<String>)>;
 
+/// Why a Kubernetes target could not be read (it is then recorded as unreachable).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadKubeError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    /// A resource of a Kubernetes target that is no Kubernetes object (a bug in the desired
+    /// state, never a live condition).
+    #[error("{address} is not a Kubernetes object")]
+    NotKube { address: String },
+    /// A read task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Reads every object of one Kubernetes target at once (and asks for their dry runs).
 async fn read_kube(
     target: String,
     access: crate::providers::kube::KubeAccess,
     rs: Vec<Resource>,
-) -> (String, Result<KubeStates, String>) {
+) -> (String, Result<KubeStates, ReadKubeError>) {
     let client = match crate::providers::kube::client(&target, &access).await {
         Ok(c) => c,
-        Err(e) => return (target, Err(e)),
+        Err(e) => return (target, Err(e.into())),
     };
     let mut reads = tokio::task::JoinSet::new();
     for r in rs {
@@ -294,11 +309,13 @@ async fn read_kube(
             match &r.desired {
                 crate::desired::Desired::Kube(obj) => crate::providers::kube::read(&c, obj, r.sensitive)
                     .await
-                    .map(|(o, refusal)| (r.address.clone(), o, refusal)),
-                crate::desired::Desired::Prune(id) => {
-                    crate::providers::kube::read_pruned(&c, id).await.map(|o| (r.address.clone(), o, None))
-                }
-                _ => Err(format!("{} is not a Kubernetes object", r.address)),
+                    .map(|(o, refusal)| (r.address.clone(), o, refusal))
+                    .map_err(ReadKubeError::from),
+                crate::desired::Desired::Prune(id) => crate::providers::kube::read_pruned(&c, id)
+                    .await
+                    .map(|o| (r.address.clone(), o, None))
+                    .map_err(ReadKubeError::from),
+                _ => Err(ReadKubeError::NotKube { address: r.address.clone() }),
             }
         });
     }
@@ -307,7 +324,7 @@ async fn read_kube(
         match j {
             Ok(Ok(state)) => out.push(state),
             Ok(Err(e)) => return (target, Err(e)),
-            Err(e) => return (target, Err(e.to_string())),
+            Err(e) => return (target, Err(e.into())),
         }
     }
     (target, Ok(out))

@@ -37,11 +37,11 @@ pub fn condition(obj: &Value, kind: &str) -> Option<(String, String)> {
 /// A client for a Kubernetes target of the topology.
 async fn client(t: &Targets, target: &str) -> Result<kube::Client, String> {
     let access = t.kube.get(target).ok_or_else(|| format!("no kubeconfig for {target}"))?;
-    k::client(target, access).await
+    k::client(target, access).await.map_err(|e| e.to_string())
 }
 
 async fn get(t: &Targets, target: &str, id: Value) -> Result<Option<Value>, String> {
-    k::get(&client(t, target).await?, &id).await
+    k::get(&client(t, target).await?, &id).await.map_err(|e| e.to_string())
 }
 
 fn id(api_version: &str, kind: &str, name: &str, ns: Option<&str>) -> Value {
@@ -339,7 +339,7 @@ async fn secret(
     ns: &str,
     name: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, String> {
-    k::secret_data(&client(targets, target).await?, ns, name).await
+    k::secret_data(&client(targets, target).await?, ns, name).await.map_err(|e| e.to_string())
 }
 
 /// B.3: the test global service has ready backends in every cluster (its EndpointSlices), so

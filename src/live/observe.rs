@@ -182,6 +182,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         });
     }
     let mut live = Live::default();
+    let mut refusals = BTreeMap::new();
     while let Some(joined) = kube_reads.join_next().await {
         let Ok((target, result)) = joined else { continue };
         match result {
@@ -189,7 +190,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
                 for (address, observed, refusal) in states {
                     live.observed.insert(address.clone(), observed);
                     if let Some(r) = refusal {
-                        live.refusals.insert(address, r);
+                        refusals.insert(address, r);
                     }
                 }
             }
@@ -198,7 +199,8 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
             }
         }
     }
-    forgive_missing_namespaces(resources, &mut live);
+    forgive_missing_namespaces(resources, &mut refusals);
+    live.refusals = refusals.into_iter().map(|(address, e)| (address, e.to_string())).collect();
     copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
         let Ok((target, result, states, key)) = joined else { continue };
@@ -220,7 +222,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan
 /// creates that namespace (earlier, in order), the refusal is only a matter of order and is
 /// dropped. A namespace nothing creates stays a refusal.
-fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
+fn forgive_missing_namespaces(resources: &[Resource], refusals: &mut BTreeMap<String, KubeError>) {
     let created: BTreeSet<(String, String)> = resources
         .iter()
         .filter_map(|r| match &r.desired {
@@ -231,11 +233,9 @@ fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
         })
         .collect();
     for r in resources {
-        let Some(why) = live.refusals.get(&r.address) else { continue };
-        let missing =
-            why.strip_prefix("404 NotFound: namespaces \"").and_then(|rest| rest.strip_suffix("\" not found"));
-        if missing.is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
-            live.refusals.remove(&r.address);
+        let Some(why) = refusals.get(&r.address) else { continue };
+        if why.missing_namespace().is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
+            refusals.remove(&r.address);
         }
     }
 }
@@ -276,7 +276,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
 }
 
-type KubeStates = Vec<(String, Observed, Option<String>)>;
+type KubeStates = Vec<(String, Observed, Option<KubeError>)>;
 
 /// Why a Kubernetes target could not be read (it is then recorded as unreachable).
 #[derive(Debug, thiserror::Error)]
@@ -360,18 +360,26 @@ mod tests {
             kube("karmada", "karmada/ai/PropagationPolicy/p", json!({})),
             kube("karmada", "karmada/data/PropagationPolicy/q", json!({})),
             kube("cluster.sp", "cluster.sp/ai/LocalQueue/l", json!({})),
+            kube("karmada", "karmada/ai/PropagationPolicy/o", json!({})),
         ];
-        let mut live = Live::default();
+        let mut refusals = BTreeMap::new();
         for (a, ns) in [
             ("karmada/ai/PropagationPolicy/p", "ai"),
             ("karmada/data/PropagationPolicy/q", "data"),
             ("cluster.sp/ai/LocalQueue/l", "ai"),
         ] {
-            live.refusals.insert(a.into(), format!("404 NotFound: namespaces \"{ns}\" not found"));
+            let message = format!("namespaces \"{ns}\" not found");
+            refusals.insert(a.to_string(), KubeError::Api { status: 404, reason: "NotFound".into(), message });
         }
-        forgive_missing_namespaces(&rs, &mut live);
-        let left: Vec<&String> = live.refusals.keys().collect();
+        // Another 404 is no missing namespace.
+        let other = KubeError::Api { status: 404, reason: "NotFound".into(), message: "x \"ai\" not found".into() };
+        refusals.insert("karmada/ai/PropagationPolicy/o".into(), other);
+        forgive_missing_namespaces(&rs, &mut refusals);
+        let left: Vec<&String> = refusals.keys().collect();
         // Only the one whose namespace this plan creates, on the same target, is dropped.
-        assert_eq!(left, ["cluster.sp/ai/LocalQueue/l", "karmada/data/PropagationPolicy/q"]);
+        assert_eq!(
+            left,
+            ["cluster.sp/ai/LocalQueue/l", "karmada/ai/PropagationPolicy/o", "karmada/data/PropagationPolicy/q"]
+        );
     }
 }

@@ -71,6 +71,16 @@ impl KubeError {
         self.status() == Some(409)
     }
 
+    /// The namespace a 404 says does not exist (`namespaces "<ns>" not found`), if that is it.
+    pub fn missing_namespace(&self) -> Option<&str> {
+        match self {
+            KubeError::Api { status: 404, reason, message } if reason == "NotFound" => {
+                message.strip_prefix("namespaces \"")?.strip_suffix("\" not found")
+            }
+            _ => None,
+        }
+    }
+
     /// A 404 for the kind itself: the API does not serve it (its CRD is not installed yet).
     pub fn is_kind_not_served(&self) -> bool {
         matches!(self, KubeError::Api { status: 404, message, .. } if message == KIND_NOT_SERVED)
@@ -295,8 +305,13 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
 pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
 
 /// Reads the live state of `desired` (projected onto its shape) and the server's answer to a
-/// server-side-apply dry run of it: the refusal carries a conflict or validation message.
-pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(Observed, Option<String>), KubeError> {
+/// server-side-apply dry run of it: the refusal is the API's error (a 409 conflict, a 422
+/// invalid field, a 404 missing namespace).
+pub async fn read(
+    client: &Client,
+    desired: &Value,
+    sensitive: bool,
+) -> Result<(Observed, Option<KubeError>), KubeError> {
     let (api, name) = api_for(client, desired);
     let live = api.get_opt(&name).await?;
     let observed = match live {
@@ -314,7 +329,7 @@ pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(
         // The kind is not served yet: the chart that installs its CRD comes first (apply waits
         // for the kind), so this is not a refusal.
         Err(e) if e.is_kind_not_served() => None,
-        Err(e) => Some(e.to_string()),
+        Err(e) => Some(e),
     };
     Ok((observed, refusal))
 }
@@ -422,10 +437,12 @@ mod tests {
             KubeError::Api { status: 404, reason: "NotFound".into(), message: "namespaces \"ai\" not found".into() }
         );
         assert!(e.is_not_found() && !e.is_conflict() && !e.is_kind_not_served());
+        assert_eq!(e.missing_namespace(), Some("ai"));
         // The one line plans and errors have always shown.
         assert_eq!(e.to_string(), "404 NotFound: namespaces \"ai\" not found");
         let e = KubeError::from(api_error(404, "NotFound", KIND_NOT_SERVED));
         assert!(e.is_not_found() && e.is_kind_not_served());
+        assert_eq!(e.missing_namespace(), None);
         assert_eq!(e.to_string(), "404 NotFound: the server could not find the requested resource");
         let e = KubeError::from(api_error(409, "Conflict", "Apply failed with 1 conflict"));
         assert!(e.is_conflict() && !e.is_not_found());

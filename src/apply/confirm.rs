@@ -16,6 +16,21 @@ use crate::providers::{self, Observed};
 use crate::transport::shell::{self, quote};
 use crate::transport::ssh::Session;
 
+/// Why a router's change could not be confirmed. Each router reverts by itself when its
+/// confirmation does not come.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfirmError {
+    /// The topology gives no SSH access to the router.
+    #[error("{target}: no SSH access")]
+    NoAccess { target: String },
+    /// A new connection to the router fails (the change may have cut the management path).
+    #[error("cannot confirm on {target}: {reason}")]
+    Unreachable { target: String, reason: String },
+    /// The confirming command ran and failed.
+    #[error("confirm on {target} failed: {stderr}")]
+    Failed { target: String, stderr: String },
+}
+
 /// The file whose presence keeps an interface's scheduled restoration due.
 fn canary(iface: &str) -> String {
     format!("/run/fabric-confirm-{iface}")
@@ -48,7 +63,7 @@ pub fn disarm_linux_revert(iface: &str) -> String {
 
 /// Confirms every router the step changed, each over a new connection: a change that cut the
 /// management path fails here, and the router reverts by itself when its timer runs out.
-pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), String> {
+pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), ConfirmError> {
     let mut by_target: BTreeMap<String, Vec<&Resource>> = BTreeMap::new();
     for (r, _) in applied {
         by_target.entry(r.target.clone()).or_default().push(r);
@@ -58,8 +73,10 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets)
         if !needs {
             continue;
         }
-        let ep = targets.ssh.get(&target).ok_or_else(|| format!("{target}: no SSH access"))?;
-        let fresh = Session::connect(ep).await.map_err(|e| format!("cannot confirm on {target}: {e}"))?;
+        let ep = targets.ssh.get(&target).ok_or_else(|| ConfirmError::NoAccess { target: target.clone() })?;
+        let fresh = Session::connect(ep)
+            .await
+            .map_err(|e| ConfirmError::Unreachable { target: target.clone(), reason: e.to_string() })?;
         for r in rs {
             let o = match r.provider {
                 ProviderKind::Wireguard => {
@@ -73,8 +90,8 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets)
             };
             match o {
                 Ok(o) if o.status == 0 => {}
-                Ok(o) => return Err(format!("confirm on {target} failed: {}", o.stderr_str())),
-                Err(e) => return Err(format!("cannot confirm on {target}: {e}")),
+                Ok(o) => return Err(ConfirmError::Failed { target, stderr: o.stderr_str() }),
+                Err(e) => return Err(ConfirmError::Unreachable { target, reason: e.to_string() }),
             }
             if r.provider == ProviderKind::Vyos {
                 break; // one confirm covers the router's whole commit
@@ -99,5 +116,26 @@ mod tests {
             disarm_linux_revert("wg0"),
             "rm -f -- /run/fabric-confirm-wg0 && rm -f -- /etc/wireguard/wg0.conf.fabric-prev"
         );
+    }
+
+    #[tokio::test]
+    async fn a_router_without_access_cannot_be_confirmed() {
+        let wg = Resource {
+            address: "router.sp/wireguard:wg0".into(),
+            target: "router.sp".into(),
+            site: None,
+            provider: ProviderKind::Wireguard,
+            summary: String::new(),
+            sensitive: false,
+            desired: crate::desired::Desired::Wireguard(String::new()),
+            file: None,
+        };
+        let e = confirm(&[(wg, Observed::Absent)], &Targets::default()).await.unwrap_err();
+        assert_eq!(e, ConfirmError::NoAccess { target: "router.sp".into() });
+        assert_eq!(e.to_string(), "router.sp: no SSH access");
+        let e = ConfirmError::Failed { target: "router.sp".into(), stderr: "no such file".into() };
+        assert_eq!(e.to_string(), "confirm on router.sp failed: no such file");
+        let e = ConfirmError::Unreachable { target: "router.sp".into(), reason: "timed out".into() };
+        assert_eq!(e.to_string(), "cannot confirm on router.sp: timed out");
     }
 }

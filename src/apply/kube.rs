@@ -7,11 +7,23 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::apply::wait::{self, Budget};
+use crate::apply::wait::{self, Budget, WaitError};
 use crate::desired::{Desired, Resource};
 use crate::providers::Observed;
-use crate::providers::kube::{self as k, KubeAccess};
-use crate::providers::secrets;
+use crate::providers::kube::{self as k, KubeAccess, KubeError};
+use crate::providers::secrets::{self, SecretError};
+
+/// Why the Secret to apply could not be made: its source's API, its data, or the wait for its
+/// source to be filled. Never carries the data itself.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SecretApplyError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error(transparent)]
+    Wait(#[from] WaitError),
+}
 
 /// What a target's changes need besides the target itself.
 pub struct Context {
@@ -44,13 +56,14 @@ async fn secret_to_apply(
     client: &kube::Client,
     obj: &Value,
     prior: &Observed,
-) -> Result<(Value, bool), String> {
+) -> Result<(Value, bool), SecretApplyError> {
     if obj["type"] == "kubernetes.io/service-account-token" {
         // Filled by the cluster's token controller; fabric never sets its data.
         return Ok((obj.clone(), false));
     }
     if let Some(from) = secrets::copy_source(obj) {
-        let access = cx.accesses.get(&from.target).ok_or_else(|| format!("no kubeconfig for {}", from.target))?;
+        let access =
+            cx.accesses.get(&from.target).ok_or_else(|| KubeError::NoAccess { target: from.target.clone() })?;
         let source = k::client(&from.target, access).await?;
         // A ServiceAccount token is filled by the cluster moments after it is created (maybe in
         // this very step): wait for it like for any controller.
@@ -58,12 +71,12 @@ async fn secret_to_apply(
         let what = format!("the source of {}", obj["metadata"]["name"].as_str().unwrap_or_default());
         let copied = std::sync::Mutex::new(None);
         wait::poll(&what, cx.budget, &report, || async {
-            Ok(match k::with_copied_data(obj, &source, &from).await {
+            Ok::<_, std::convert::Infallible>(match k::with_copied_data(obj, &source, &from).await {
                 Ok(o) => {
                     *copied.lock().expect("copy") = Some(o);
                     wait::Readiness::Ready("filled".into())
                 }
-                Err(why) => wait::Readiness::Pending(why),
+                Err(why) => wait::Readiness::Pending(why.to_string()),
             })
         })
         .await?;
@@ -83,7 +96,7 @@ async fn secret_to_apply(
         };
         return Ok((out, false));
     }
-    Err("this Secret has no source fabric knows (no copy-from or generate annotation)".into())
+    Err(SecretError::NoSource.into())
 }
 
 /// What one target's apply did: what was applied (to revert on failure), the objects still to
@@ -108,7 +121,7 @@ pub async fn apply_target(
 pub async fn wait_all(cx: &Context, target: &str, access: &KubeAccess, objs: Vec<(Resource, Value)>) -> Option<String> {
     let client = match k::client(target, access).await {
         Ok(c) => c,
-        Err(e) => return Some(e),
+        Err(e) => return Some(e.to_string()),
     };
     let report = |line: String| cx.report(line);
     for (r, obj) in objs {
@@ -129,7 +142,7 @@ async fn apply_in_order(
 ) -> (Vec<(Resource, Observed)>, Option<String>) {
     let client = match k::client(target, access).await {
         Ok(c) => c,
-        Err(e) => return (Vec::new(), Some(e)),
+        Err(e) => return (Vec::new(), Some(e.to_string())),
     };
     let report = |line: String| cx.report(line);
     let mut served: BTreeSet<(String, String)> = BTreeSet::new();

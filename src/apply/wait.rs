@@ -15,7 +15,19 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use serde_json::{Value, json};
 
-use crate::providers::kube as k;
+use crate::providers::kube::{self as k, KubeError};
+
+/// Why a wait ended without the object being done. Reads that fail while waiting are retried
+/// until the budget is spent, so the last one shows in [`WaitError::Timeout`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WaitError {
+    /// The budget was spent; `last` is the last state seen (or why it could not be read).
+    #[error("{what}: not ready after {} s: {last}", waited.as_secs())]
+    Timeout { what: String, waited: Duration, last: String },
+    /// It will not become ready without a change (a failed install Job).
+    #[error("{what}: {reason}")]
+    Failed { what: String, reason: String },
+}
 
 /// What the controllers say about an object.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +146,7 @@ pub async fn job_uid(client: &Client, obj: &Value) -> Option<String> {
 }
 
 /// Whether the API serves `obj`'s kind (for a CRD: it is Established).
-pub async fn served(client: &Client, obj: &Value) -> Result<bool, String> {
+pub async fn served(client: &Client, obj: &Value) -> Result<bool, KubeError> {
     let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
     let kind = obj["kind"].as_str().unwrap_or_default();
     let list = if api_version.contains('/') {
@@ -142,10 +154,10 @@ pub async fn served(client: &Client, obj: &Value) -> Result<bool, String> {
     } else {
         client.list_core_api_resources(api_version).await
     };
-    match list {
+    match list.map_err(KubeError::from) {
         Ok(l) => Ok(l.resources.iter().any(|r| r.kind == kind)),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
-        Err(e) => Err(k::describe(&e)),
+        Err(e) if e.is_not_found() => Ok(false),
+        Err(e) => Err(e),
     }
 }
 
@@ -158,15 +170,17 @@ pub struct Budget {
 
 /// Polls `probe` until it is Ready (Ok with the evidence), Failed, or the budget is spent.
 /// `report` gets a line when the state changes and every 10 s while it does not.
-pub async fn poll<F, Fut>(
+/// A probe that fails (a read while a component restarts) counts as not ready yet.
+pub async fn poll<F, Fut, E>(
     what: &str,
     budget: Budget,
     report: &(dyn Fn(String) + Send + Sync),
     mut probe: F,
-) -> Result<String, String>
+) -> Result<String, WaitError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Readiness, String>>,
+    Fut: std::future::Future<Output = Result<Readiness, E>>,
+    E: std::fmt::Display,
 {
     let start = Instant::now();
     let mut last = String::new();
@@ -175,13 +189,13 @@ where
         let state = probe().await;
         let line = match &state {
             Ok(Readiness::Ready(e)) => return Ok(e.clone()),
-            Ok(Readiness::Failed(e)) => return Err(format!("{what}: {e}")),
+            Ok(Readiness::Failed(e)) => return Err(WaitError::Failed { what: what.to_string(), reason: e.clone() }),
             Ok(Readiness::Pending(why)) => why.clone(),
             // A read can fail while a component restarts: keep trying until the budget ends.
             Err(e) => format!("cannot read it: {e}"),
         };
         if start.elapsed() >= budget.timeout {
-            return Err(format!("{what}: not ready after {} s: {line}", budget.timeout.as_secs()));
+            return Err(WaitError::Timeout { what: what.to_string(), waited: budget.timeout, last: line });
         }
         if line != last || last_report.elapsed() >= Duration::from_secs(10) {
             report(format!("waiting for {what}: {line} ({} s)", start.elapsed().as_secs()));
@@ -198,10 +212,10 @@ pub async fn kind_served(
     obj: &Value,
     budget: Budget,
     report: &(dyn Fn(String) + Send + Sync),
-) -> Result<(), String> {
+) -> Result<(), WaitError> {
     let what = format!("kind {} ({})", obj["kind"].as_str().unwrap_or(""), obj["apiVersion"].as_str().unwrap_or(""));
     poll(&what, budget, report, || async {
-        Ok(if served(client, obj).await? {
+        Ok::<_, KubeError>(if served(client, obj).await? {
             Readiness::Ready("served".into())
         } else {
             Readiness::Pending("not served yet (its CRD is not installed or not Established)".into())
@@ -219,7 +233,7 @@ pub async fn ready(
     old_job: Option<String>,
     budget: Budget,
     report: &(dyn Fn(String) + Send + Sync),
-) -> Result<String, String> {
+) -> Result<String, WaitError> {
     let kind = obj["kind"].as_str().unwrap_or_default();
     let what = format!(
         "{kind} {}{}",
@@ -236,7 +250,7 @@ pub async fn ready(
             if old_job.is_some() && job["metadata"]["uid"].as_str() == old_job.as_deref() {
                 return Ok(Readiness::Pending(format!("install job {job_name} not re-run yet for this change")));
             }
-            Ok(match readiness(&job) {
+            Ok::<_, KubeError>(match readiness(&job) {
                 Readiness::Ready(_) => Readiness::Ready(format!("install job {job_name} complete")),
                 other => other,
             })
@@ -247,10 +261,10 @@ pub async fn ready(
         return Ok("nothing to wait for".into());
     }
     poll(&what, budget, report, || async {
-        match k::get(client, obj).await? {
-            Some(live) => Ok(readiness(&live)),
-            None => Ok(Readiness::Pending("does not exist".into())),
-        }
+        Ok::<_, KubeError>(match k::get(client, obj).await? {
+            Some(live) => readiness(&live),
+            None => Readiness::Pending("does not exist".into()),
+        })
     })
     .await
 }
@@ -285,6 +299,27 @@ mod tests {
         assert_eq!(readiness(&cq("False")), Readiness::Pending("Active=False (flavor gpu-a100 not found)".into()));
         let cluster = json!({"kind": "Cluster", "status": {}});
         assert!(matches!(readiness(&cluster), Readiness::Pending(w) if w.contains("no Ready condition")));
+    }
+
+    #[tokio::test]
+    async fn waits_end_in_typed_errors_with_the_same_text() {
+        let budget = Budget { timeout: Duration::ZERO, interval: Duration::from_millis(1) };
+        let quiet = |_: String| {};
+        let pending = || async { Ok::<_, KubeError>(Readiness::Pending("not served yet".into())) };
+        let e = poll("kind X (v1)", budget, &quiet, pending).await.unwrap_err();
+        assert_eq!(
+            e,
+            WaitError::Timeout { what: "kind X (v1)".into(), waited: Duration::ZERO, last: "not served yet".into() }
+        );
+        assert_eq!(e.to_string(), "kind X (v1): not ready after 0 s: not served yet");
+        // A read that keeps failing is retried, and its last error is what the timeout shows.
+        let refused = || async { Err::<Readiness, _>(KubeError::Transport("connection refused".into())) };
+        let e = poll("Cluster sp", budget, &quiet, refused).await.unwrap_err();
+        assert_eq!(e.to_string(), "Cluster sp: not ready after 0 s: cannot read it: connection refused");
+        let failed = || async { Ok::<_, KubeError>(Readiness::Failed("Job helm-install-kueue failed: x".into())) };
+        let e = poll("HelmChart kube-system/kueue", budget, &quiet, failed).await.unwrap_err();
+        assert!(matches!(&e, WaitError::Failed { .. }), "{e:?}");
+        assert_eq!(e.to_string(), "HelmChart kube-system/kueue: Job helm-install-kueue failed: x");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::desired::{ProviderKind, Resource};
+use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed};
 use crate::topology::Topology;
 use crate::transport::ssh::{Endpoint, Session};
@@ -181,6 +182,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
         });
     }
     let mut live = Live::default();
+    let mut refusals = BTreeMap::new();
     while let Some(joined) = kube_reads.join_next().await {
         let Ok((target, result)) = joined else { continue };
         match result {
@@ -188,16 +190,17 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
                 for (address, observed, refusal) in states {
                     live.observed.insert(address.clone(), observed);
                     if let Some(r) = refusal {
-                        live.refusals.insert(address, r);
+                        refusals.insert(address, r);
                     }
                 }
             }
             Err(reason) => {
-                live.unreachable.insert(target, reason);
+                live.unreachable.insert(target, reason.to_string());
             }
         }
     }
-    forgive_missing_namespaces(resources, &mut live);
+    forgive_missing_namespaces(resources, &mut refusals);
+    live.refusals = refusals.into_iter().map(|(address, e)| (address, e.to_string())).collect();
     copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
         let Ok((target, result, states, key)) = joined else { continue };
@@ -219,7 +222,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan
 /// creates that namespace (earlier, in order), the refusal is only a matter of order and is
 /// dropped. A namespace nothing creates stays a refusal.
-fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
+fn forgive_missing_namespaces(resources: &[Resource], refusals: &mut BTreeMap<String, KubeError>) {
     let created: BTreeSet<(String, String)> = resources
         .iter()
         .filter_map(|r| match &r.desired {
@@ -230,11 +233,9 @@ fn forgive_missing_namespaces(resources: &[Resource], live: &mut Live) {
         })
         .collect();
     for r in resources {
-        let Some(why) = live.refusals.get(&r.address) else { continue };
-        let missing =
-            why.strip_prefix("404 NotFound: namespaces \"").and_then(|rest| rest.strip_suffix("\" not found"));
-        if missing.is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
-            live.refusals.remove(&r.address);
+        let Some(why) = refusals.get(&r.address) else { continue };
+        if why.missing_namespace().is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
+            refusals.remove(&r.address);
         }
     }
 }
@@ -275,17 +276,31 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
 }
 
-type KubeStates = Vec<(String, Observed, Option<String>)>;
+type KubeStates = Vec<(String, Observed, Option<KubeError>)>;
+
+/// Why a Kubernetes target could not be read (it is then recorded as unreachable).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadKubeError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    /// A resource of a Kubernetes target that is no Kubernetes object (a bug in the desired
+    /// state, never a live condition).
+    #[error("{address} is not a Kubernetes object")]
+    NotKube { address: String },
+    /// A read task panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// Reads every object of one Kubernetes target at once (and asks for their dry runs).
 async fn read_kube(
     target: String,
     access: crate::providers::kube::KubeAccess,
     rs: Vec<Resource>,
-) -> (String, Result<KubeStates, String>) {
+) -> (String, Result<KubeStates, ReadKubeError>) {
     let client = match crate::providers::kube::client(&target, &access).await {
         Ok(c) => c,
-        Err(e) => return (target, Err(e)),
+        Err(e) => return (target, Err(e.into())),
     };
     let mut reads = tokio::task::JoinSet::new();
     for r in rs {
@@ -294,11 +309,13 @@ async fn read_kube(
             match &r.desired {
                 crate::desired::Desired::Kube(obj) => crate::providers::kube::read(&c, obj, r.sensitive)
                     .await
-                    .map(|(o, refusal)| (r.address.clone(), o, refusal)),
-                crate::desired::Desired::Prune(id) => {
-                    crate::providers::kube::read_pruned(&c, id).await.map(|o| (r.address.clone(), o, None))
-                }
-                _ => Err(format!("{} is not a Kubernetes object", r.address)),
+                    .map(|(o, refusal)| (r.address.clone(), o, refusal))
+                    .map_err(ReadKubeError::from),
+                crate::desired::Desired::Prune(id) => crate::providers::kube::read_pruned(&c, id)
+                    .await
+                    .map(|o| (r.address.clone(), o, None))
+                    .map_err(ReadKubeError::from),
+                _ => Err(ReadKubeError::NotKube { address: r.address.clone() }),
             }
         });
     }
@@ -307,7 +324,7 @@ async fn read_kube(
         match j {
             Ok(Ok(state)) => out.push(state),
             Ok(Err(e)) => return (target, Err(e)),
-            Err(e) => return (target, Err(e.to_string())),
+            Err(e) => return (target, Err(e.into())),
         }
     }
     (target, Ok(out))
@@ -343,18 +360,26 @@ mod tests {
             kube("karmada", "karmada/ai/PropagationPolicy/p", json!({})),
             kube("karmada", "karmada/data/PropagationPolicy/q", json!({})),
             kube("cluster.sp", "cluster.sp/ai/LocalQueue/l", json!({})),
+            kube("karmada", "karmada/ai/PropagationPolicy/o", json!({})),
         ];
-        let mut live = Live::default();
+        let mut refusals = BTreeMap::new();
         for (a, ns) in [
             ("karmada/ai/PropagationPolicy/p", "ai"),
             ("karmada/data/PropagationPolicy/q", "data"),
             ("cluster.sp/ai/LocalQueue/l", "ai"),
         ] {
-            live.refusals.insert(a.into(), format!("404 NotFound: namespaces \"{ns}\" not found"));
+            let message = format!("namespaces \"{ns}\" not found");
+            refusals.insert(a.to_string(), KubeError::Api { status: 404, reason: "NotFound".into(), message });
         }
-        forgive_missing_namespaces(&rs, &mut live);
-        let left: Vec<&String> = live.refusals.keys().collect();
+        // Another 404 is no missing namespace.
+        let other = KubeError::Api { status: 404, reason: "NotFound".into(), message: "x \"ai\" not found".into() };
+        refusals.insert("karmada/ai/PropagationPolicy/o".into(), other);
+        forgive_missing_namespaces(&rs, &mut refusals);
+        let left: Vec<&String> = refusals.keys().collect();
         // Only the one whose namespace this plan creates, on the same target, is dropped.
-        assert_eq!(left, ["cluster.sp/ai/LocalQueue/l", "karmada/data/PropagationPolicy/q"]);
+        assert_eq!(
+            left,
+            ["cluster.sp/ai/LocalQueue/l", "karmada/ai/PropagationPolicy/o", "karmada/data/PropagationPolicy/q"]
+        );
     }
 }

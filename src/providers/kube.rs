@@ -15,10 +15,100 @@ use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 use serde_json::Value;
 
-use crate::providers::secrets::CopySource;
+use crate::providers::secrets::{CopySource, SecretError};
 use crate::providers::{Observed, SENSITIVE};
 
 pub const FIELD_MANAGER: &str = "fabric";
+
+/// Why a Kubernetes read or change failed. An API server's refusal keeps its status, so a 404
+/// (not found, or a kind not served), a 409 (conflict) and a 422 (invalid) can be told apart
+/// from each other and from a connection or credentials failure.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KubeError {
+    /// The topology names no kubeconfig for the target.
+    #[error("no kubeconfig for {target}")]
+    NoAccess { target: String },
+    /// The kubeconfig file cannot be read or parsed.
+    #[error("cannot read kubeconfig {} for {target}: {reason}", path.display())]
+    ConfigUnreadable { target: String, path: PathBuf, reason: String },
+    /// The kubeconfig was read but gives no usable configuration (a missing context, bad
+    /// credentials entry).
+    #[error("kubeconfig {} (context {context:?}) for {target}: {reason}", path.display())]
+    Config { target: String, path: PathBuf, context: Option<String>, reason: String },
+    /// No client can be built from the configuration (TLS setup, proxy).
+    #[error("{target}: {reason}")]
+    Client { target: String, reason: String },
+    /// The API server answered with an error status.
+    #[error("{status} {reason}: {message}")]
+    Api { status: u16, reason: String, message: String },
+    /// Anything else on the way to the API server: connection, TLS, authentication, decoding.
+    #[error("{0}")]
+    Transport(String),
+    /// An object that cannot be turned into (or read back from) what the API takes.
+    #[error("{0}")]
+    Object(String),
+    /// The data of a Secret fabric copies cannot be made (its source is absent or incomplete).
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+}
+
+impl KubeError {
+    /// The API server's status code, when it answered with one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            KubeError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// A 404: the object, its namespace or its kind does not exist.
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+
+    /// A 409: another field manager owns the fields, or the object changed meanwhile.
+    pub fn is_conflict(&self) -> bool {
+        self.status() == Some(409)
+    }
+
+    /// The namespace a 404 says does not exist (`namespaces "<ns>" not found`), if that is it.
+    pub fn missing_namespace(&self) -> Option<&str> {
+        match self {
+            KubeError::Api { status: 404, reason, message } if reason == "NotFound" => {
+                message.strip_prefix("namespaces \"")?.strip_suffix("\" not found")
+            }
+            _ => None,
+        }
+    }
+
+    /// A 404 for the kind itself: the API does not serve it (its CRD is not installed yet).
+    pub fn is_kind_not_served(&self) -> bool {
+        matches!(self, KubeError::Api { status: 404, message, .. } if message == KIND_NOT_SERVED)
+    }
+}
+
+impl From<&kube::Error> for KubeError {
+    fn from(e: &kube::Error) -> KubeError {
+        match e {
+            kube::Error::Api(s) => {
+                KubeError::Api { status: s.code, reason: s.reason.clone(), message: s.message.clone() }
+            }
+            other => KubeError::Transport(other.to_string()),
+        }
+    }
+}
+
+impl From<kube::Error> for KubeError {
+    fn from(e: kube::Error) -> KubeError {
+        KubeError::from(&e)
+    }
+}
+
+impl From<serde_json::Error> for KubeError {
+    fn from(e: serde_json::Error) -> KubeError {
+        KubeError::Object(e.to_string())
+    }
+}
 
 /// Where a Kubernetes target's credentials are: a kubeconfig file and context.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,17 +131,23 @@ impl KubeAccess {
 }
 
 /// A client for `target`, from its kubeconfig; the error says which file and context failed.
-pub async fn client(target: &str, access: &KubeAccess) -> Result<Client, String> {
-    let kc = Kubeconfig::read_from(&access.path)
-        .map_err(|e| format!("cannot read kubeconfig {} for {target}: {e}", access.path.display()))?;
+pub async fn client(target: &str, access: &KubeAccess) -> Result<Client, KubeError> {
+    let kc = Kubeconfig::read_from(&access.path).map_err(|e| KubeError::ConfigUnreadable {
+        target: target.to_string(),
+        path: access.path.clone(),
+        reason: e.to_string(),
+    })?;
     let opts = KubeConfigOptions { context: access.context.clone(), ..Default::default() };
-    let mut config = Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| {
-        format!("kubeconfig {} (context {:?}) for {target}: {e}", access.path.display(), access.context)
+    let mut config = Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| KubeError::Config {
+        target: target.to_string(),
+        path: access.path.clone(),
+        context: access.context.clone(),
+        reason: e.to_string(),
     })?;
     // An unreachable API fails in seconds, as an SSH host does.
     config.connect_timeout = Some(std::time::Duration::from_secs(8));
     config.read_timeout = Some(std::time::Duration::from_secs(30));
-    Client::try_from(config).map_err(|e| format!("{target}: {e}"))
+    Client::try_from(config).map_err(|e| KubeError::Client { target: target.to_string(), reason: e.to_string() })
 }
 
 /// The plural resource name of a kind, by the rules Kubernetes' generators follow.
@@ -111,10 +207,7 @@ fn text(v: &Value) -> String {
 
 /// An API error as one line: status code, reason and the server's message.
 pub fn describe(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
-        other => other.to_string(),
-    }
+    KubeError::from(e).to_string()
 }
 
 /// An object as it can be re-created: without server-set metadata and status.
@@ -131,33 +224,30 @@ pub fn cleaned(mut v: Value) -> Value {
 }
 
 /// The live object with `id`'s identity (apiVersion, kind, name, namespace), None when absent.
-pub async fn get(client: &Client, id: &Value) -> Result<Option<Value>, String> {
+pub async fn get(client: &Client, id: &Value) -> Result<Option<Value>, KubeError> {
     let (api, name) = api_for(client, id);
-    match api.get_opt(&name).await {
-        Ok(o) => Ok(o.and_then(|o| serde_json::to_value(o).ok())),
-        Err(e) => Err(describe(&e)),
-    }
+    Ok(api.get_opt(&name).await?.and_then(|o| serde_json::to_value(o).ok()))
 }
 
 /// Reads an object that should not exist (pruned): its whole content, to re-create it on revert.
-pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, String> {
+pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, KubeError> {
     let (api, name) = api_for(client, identity);
-    match api.get_opt(&name).await.map_err(|e| describe(&e))? {
+    match api.get_opt(&name).await? {
         None => Ok(Observed::Absent),
         Some(obj) => {
-            let v = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
+            let v = serde_json::to_value(&obj)?;
             Ok(Observed::Present(text(&cleaned(v))))
         }
     }
 }
 
 /// Deletes an object (absent already is fine).
-pub async fn delete(client: &Client, identity: &Value) -> Result<(), String> {
+pub async fn delete(client: &Client, identity: &Value) -> Result<(), KubeError> {
     let (api, name) = api_for(client, identity);
-    match api.delete(&name, &DeleteParams::default()).await {
+    match api.delete(&name, &DeleteParams::default()).await.map_err(KubeError::from) {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-        Err(e) => Err(describe(&e)),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(e),
     }
 }
 
@@ -185,14 +275,14 @@ pub const PRUNABLE: &[(&str, &str)] = &[
 
 /// Every object fabric made for `fabric_name` in one API: the kinds of [`PRUNABLE`] the API
 /// serves, selected by fabric's labels. Returns identities (apiVersion, kind, name, namespace).
-pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Value>, String> {
+pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Value>, KubeError> {
     let selector =
         format!("{}=fabric,{}={fabric_name}", crate::desired::objects::MANAGED_BY, crate::desired::objects::PART_OF);
     let mut out = Vec::new();
     for (api_version, kind) in PRUNABLE {
         let probe = serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "" } });
         let (api, _) = api_for(client, &probe);
-        match api.list(&kube::api::ListParams::default().labels(&selector)).await {
+        match api.list(&kube::api::ListParams::default().labels(&selector)).await.map_err(KubeError::from) {
             Ok(list) => {
                 for o in list.items {
                     let mut meta = serde_json::Map::new();
@@ -204,8 +294,8 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
                 }
             }
             // A kind this API does not serve has nothing of fabric's.
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(describe(&e)),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(out)
@@ -215,53 +305,55 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
 pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
 
 /// Reads the live state of `desired` (projected onto its shape) and the server's answer to a
-/// server-side-apply dry run of it: the refusal carries a conflict or validation message.
-pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<(Observed, Option<String>), String> {
+/// server-side-apply dry run of it: the refusal is the API's error (a 409 conflict, a 422
+/// invalid field, a 404 missing namespace).
+pub async fn read(
+    client: &Client,
+    desired: &Value,
+    sensitive: bool,
+) -> Result<(Observed, Option<KubeError>), KubeError> {
     let (api, name) = api_for(client, desired);
-    let live = api.get_opt(&name).await.map_err(|e| describe(&e))?;
+    let live = api.get_opt(&name).await?;
     let observed = match live {
         None => Observed::Absent,
         Some(_) if sensitive => Observed::Present(SENSITIVE.into()),
         Some(obj) => {
-            let v = serde_json::to_value(&obj).map_err(|e| e.to_string())?;
+            let v = serde_json::to_value(&obj)?;
             Observed::Present(text(&project(&v, desired)))
         }
     };
     // The server-side dry run: the would-be object, or why it would be refused.
     let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
-    let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await {
+    let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await.map_err(KubeError::from) {
         Ok(_) => None,
         // The kind is not served yet: the chart that installs its CRD comes first (apply waits
         // for the kind), so this is not a refusal.
-        Err(kube::Error::Api(s)) if s.code == 404 && s.message == KIND_NOT_SERVED => None,
-        Err(e) => Some(describe(&e)),
+        Err(e) if e.is_kind_not_served() => None,
+        Err(e) => Some(e),
     };
     Ok((observed, refusal))
 }
 
 /// Server-side apply of `desired`; `force` takes fields over from other managers.
-pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), String> {
+pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), KubeError> {
     let (api, name) = api_for(client, desired);
     let mut pp = PatchParams::apply(FIELD_MANAGER);
     if force {
         pp = pp.force();
     }
-    api.patch(&name, &pp, &Patch::Apply(desired)).await.map(|_| ()).map_err(|e| describe(&e))
+    api.patch(&name, &pp, &Patch::Apply(desired)).await?;
+    Ok(())
 }
 
 /// Puts an object back: delete it when it did not exist, else re-apply its prior fields.
-pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Result<(), String> {
-    let (api, name) = api_for(client, desired);
+pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Result<(), KubeError> {
     match prior {
-        Observed::Absent => match api.delete(&name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-            Err(e) => Err(describe(&e)),
-        },
+        Observed::Absent => delete(client, desired).await,
         Observed::Present(t) if t == SENSITIVE => Ok(()),
         Observed::Present(t) => {
-            let v: Value =
-                serde_saphyr::from_str::<crate::topology::tree::Node>(t).map_err(|e| e.to_string())?.to_json();
+            let v: Value = serde_saphyr::from_str::<crate::topology::tree::Node>(t)
+                .map_err(|e| KubeError::Object(e.to_string()))?
+                .to_json();
             apply(client, &v, true).await
         }
     }
@@ -272,20 +364,20 @@ pub async fn secret_data(
     client: &Client,
     ns: &str,
     name: &str,
-) -> Result<Option<serde_json::Map<String, Value>>, String> {
+) -> Result<Option<serde_json::Map<String, Value>>, KubeError> {
     let id = serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name, "namespace": ns } });
     let (api, _) = api_for(client, &id);
-    let Some(secret) = api.get_opt(name).await.map_err(|e| describe(&e))? else { return Ok(None) };
-    let v = serde_json::to_value(&secret).map_err(|e| e.to_string())?;
+    let Some(secret) = api.get_opt(name).await? else { return Ok(None) };
+    let v = serde_json::to_value(&secret)?;
     Ok(Some(v["data"].as_object().cloned().unwrap_or_default()))
 }
 
 /// The Secret `obj` with its data copied from its source (see [`secrets::copy_source`]). The
 /// data is only ever in memory; errors never contain it.
-pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, String> {
+pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, KubeError> {
     let data = secret_data(source, &from.namespace, &from.name)
         .await?
-        .ok_or_else(|| format!("the source Secret {} does not exist yet", from.address()))?;
+        .ok_or_else(|| SecretError::SourceAbsent { address: from.address() })?;
     let mut obj = obj.clone();
     obj["data"] = Value::Object(crate::providers::secrets::copied_data(&data, from)?);
     Ok(obj)
@@ -293,7 +385,7 @@ pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -
 
 /// Whether the live copy `obj` differs from what its source gives now (a rotated token, a CA
 /// another tool made): compared in memory, never shown.
-pub async fn copy_differs(dest: &Client, obj: &Value, source: &Client, from: &CopySource) -> Result<bool, String> {
+pub async fn copy_differs(dest: &Client, obj: &Value, source: &Client, from: &CopySource) -> Result<bool, KubeError> {
     let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let Some(have) = secret_data(dest, ns, name).await? else { return Ok(true) };
@@ -331,5 +423,54 @@ mod tests {
             project(&live, &desired),
             json!({"apiVersion": "v1", "kind": "X", "metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"a": 1, "b": [{"n": 1}]}})
         );
+    }
+
+    fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
+        kube::Error::Api(kube::core::Status::failure(message, reason).with_code(code).boxed())
+    }
+
+    #[test]
+    fn api_errors_keep_their_status() {
+        let e = KubeError::from(api_error(404, "NotFound", "namespaces \"ai\" not found"));
+        assert_eq!(
+            e,
+            KubeError::Api { status: 404, reason: "NotFound".into(), message: "namespaces \"ai\" not found".into() }
+        );
+        assert!(e.is_not_found() && !e.is_conflict() && !e.is_kind_not_served());
+        assert_eq!(e.missing_namespace(), Some("ai"));
+        // The one line plans and errors have always shown.
+        assert_eq!(e.to_string(), "404 NotFound: namespaces \"ai\" not found");
+        let e = KubeError::from(api_error(404, "NotFound", KIND_NOT_SERVED));
+        assert!(e.is_not_found() && e.is_kind_not_served());
+        assert_eq!(e.missing_namespace(), None);
+        assert_eq!(e.to_string(), "404 NotFound: the server could not find the requested resource");
+        let e = KubeError::from(api_error(409, "Conflict", "Apply failed with 1 conflict"));
+        assert!(e.is_conflict() && !e.is_not_found());
+        assert_eq!(e.status(), Some(409));
+        assert_eq!(describe(&api_error(422, "Invalid", "spec.x: Invalid value")), "422 Invalid: spec.x: Invalid value");
+    }
+
+    #[test]
+    fn other_failures_have_no_status() {
+        let e = KubeError::from(kube::Error::LinesCodecMaxLineLengthExceeded);
+        assert_eq!(e.status(), None);
+        assert!(!e.is_not_found());
+        assert_eq!(e.to_string(), kube::Error::LinesCodecMaxLineLengthExceeded.to_string());
+    }
+
+    #[tokio::test]
+    async fn kubeconfig_failures_name_the_file_and_target() {
+        let access = KubeAccess::new("/nonexistent/kubeconfig", Some("site-a"));
+        let Err(e) = client("cluster.sp", &access).await else { panic!("a missing kubeconfig is an error") };
+        assert!(matches!(&e, KubeError::ConfigUnreadable { target, .. } if target == "cluster.sp"), "{e:?}");
+        assert!(e.to_string().starts_with("cannot read kubeconfig /nonexistent/kubeconfig for cluster.sp: "), "{e}");
+        let e = KubeError::Config {
+            target: "karmada".into(),
+            path: "/k".into(),
+            context: Some("x".into()),
+            reason: "no context".into(),
+        };
+        assert_eq!(e.to_string(), "kubeconfig /k (context Some(\"x\")) for karmada: no context");
+        assert_eq!(KubeError::NoAccess { target: "cluster.rio".into() }.to_string(), "no kubeconfig for cluster.rio");
     }
 }

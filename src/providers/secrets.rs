@@ -11,6 +11,34 @@ use serde_json::{Map, Value, json};
 
 use crate::desired::objects::{CLUSTER_NAME, COPY_AS, COPY_FROM, COPY_KEYS, GENERATE, SERVER};
 
+/// Why a Secret's data cannot be made. Names keys and Secrets, never their content.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SecretError {
+    /// The Secret to copy from does not exist (yet).
+    #[error("the source Secret {address} does not exist yet")]
+    SourceAbsent { address: String },
+    /// The source lacks a key, or it is still empty (a token the cluster has not filled yet).
+    #[error(
+        "the source Secret {address} has no `{key}` yet (is its controller running? a ServiceAccount token is filled by the cluster)"
+    )]
+    MissingKey { address: String, key: String },
+    /// A value of the source is not base64, as a Secret's `data` must be.
+    #[error("`{key}` of {address} is not base64")]
+    NotBase64 { address: String, key: String },
+    /// A value of the source decodes to bytes that are not UTF-8 text.
+    #[error("`{key}` of {address} is not text")]
+    NotText { address: String, key: String },
+    /// A Secret fabric manages without saying where its data comes from.
+    #[error("this Secret has no source fabric knows (no copy-from or generate annotation)")]
+    NoSource,
+    /// A key pair could not be generated.
+    #[error("cannot generate a CA key: {0}")]
+    KeyGeneration(String),
+    /// A certificate could not be signed.
+    #[error("cannot sign the CA certificate: {0}")]
+    Signing(String),
+}
+
 /// What a copied Secret is made of.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Shape {
@@ -77,22 +105,20 @@ pub fn generated(obj: &Value) -> Option<Generated> {
     }
 }
 
-fn get<'a>(data: &'a Map<String, Value>, key: &str, src: &CopySource) -> Result<&'a str, String> {
-    data.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()).ok_or_else(|| {
-        format!(
-            "the source Secret {} has no `{key}` yet (is its controller running? a ServiceAccount token is filled by the cluster)",
-            src.address()
-        )
-    })
+fn get<'a>(data: &'a Map<String, Value>, key: &str, src: &CopySource) -> Result<&'a str, SecretError> {
+    data.get(key)
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| SecretError::MissingKey { address: src.address(), key: key.to_string() })
 }
 
-fn decode(v: &str, key: &str, src: &CopySource) -> Result<String, String> {
-    let bytes = B64.decode(v).map_err(|_| format!("`{key}` of {} is not base64", src.address()))?;
-    String::from_utf8(bytes).map_err(|_| format!("`{key}` of {} is not text", src.address()))
+fn decode(v: &str, key: &str, src: &CopySource) -> Result<String, SecretError> {
+    let bytes = B64.decode(v).map_err(|_| SecretError::NotBase64 { address: src.address(), key: key.to_string() })?;
+    String::from_utf8(bytes).map_err(|_| SecretError::NotText { address: src.address(), key: key.to_string() })
 }
 
 /// The `data` of the copy, from the source Secret's `data` (base64 values, as the API returns).
-pub fn copied_data(source: &Map<String, Value>, from: &CopySource) -> Result<Map<String, Value>, String> {
+pub fn copied_data(source: &Map<String, Value>, from: &CopySource) -> Result<Map<String, Value>, SecretError> {
     let mut out = Map::new();
     match &from.shape {
         Shape::Keys(keys) => {
@@ -140,7 +166,7 @@ pub fn copy_matches(dest: &Map<String, Value>, source: &Map<String, Value>, from
 }
 
 /// The `data` of a generated Secret.
-pub fn generate(what: Generated) -> Result<Map<String, Value>, String> {
+pub fn generate(what: Generated) -> Result<Map<String, Value>, SecretError> {
     match what {
         Generated::Ca => {
             let (cert, key) = ca("Cilium CA")?;
@@ -154,9 +180,9 @@ pub fn generate(what: Generated) -> Result<Map<String, Value>, String> {
 
 /// A self-signed CA certificate and its private key (ECDSA P-256, PEM), valid for 3 years, as
 /// Cilium's certgen makes its `cilium-ca`.
-pub fn ca(common_name: &str) -> Result<(String, String), String> {
+pub fn ca(common_name: &str) -> Result<(String, String), SecretError> {
     use rcgen::{BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose};
-    let key = KeyPair::generate().map_err(|e| format!("cannot generate a CA key: {e}"))?;
+    let key = KeyPair::generate().map_err(|e| SecretError::KeyGeneration(e.to_string()))?;
     let mut params = CertificateParams::default();
     params.distinguished_name = DistinguishedName::new();
     params.distinguished_name.push(DnType::CommonName, common_name);
@@ -165,7 +191,7 @@ pub fn ca(common_name: &str) -> Result<(String, String), String> {
     let now = std::time::SystemTime::now();
     params.not_before = now.into();
     params.not_after = (now + std::time::Duration::from_secs(3 * 365 * 24 * 3600)).into();
-    let cert = params.self_signed(&key).map_err(|e| format!("cannot sign the CA certificate: {e}"))?;
+    let cert = params.self_signed(&key).map_err(|e| SecretError::Signing(e.to_string()))?;
     Ok((cert.pem(), key.serialize_pem()))
 }
 
@@ -233,7 +259,28 @@ mod tests {
     fn missing_keys_are_named_without_content() {
         let from = src(Shape::Keys(vec![("token".into(), "token".into())]));
         let e = copied_data(&Map::new(), &from).unwrap_err();
-        assert!(e.contains("cluster.sp/ns/tok has no `token` yet"), "{e}");
+        assert_eq!(e, SecretError::MissingKey { address: "cluster.sp/ns/tok".into(), key: "token".into() });
+        assert_eq!(
+            e.to_string(),
+            "the source Secret cluster.sp/ns/tok has no `token` yet (is its controller running? a ServiceAccount token is filled by the cluster)"
+        );
+    }
+
+    #[test]
+    fn undecodable_values_are_named_without_content() {
+        let from = src(Shape::Kubeconfig { server: "https://172.30.2.10:6443".into() });
+        let mut data = token_secret();
+        data.insert("token".into(), Value::from("s3cret!!"));
+        let e = copied_data(&data, &from).unwrap_err();
+        assert_eq!(e.to_string(), "`token` of cluster.sp/ns/tok is not base64");
+        data.insert("token".into(), Value::from(B64.encode([0xff, 0xfe])));
+        let e = copied_data(&data, &from).unwrap_err();
+        assert_eq!(e.to_string(), "`token` of cluster.sp/ns/tok is not text");
+        assert!(!format!("{e:?}").contains("//4="), "{e:?}");
+        assert_eq!(
+            SecretError::SourceAbsent { address: "karmada/kube-system/t".into() }.to_string(),
+            "the source Secret karmada/kube-system/t does not exist yet"
+        );
     }
 
     #[test]

@@ -412,7 +412,7 @@ async fn apply_step(
                     *text = match copy_secret_file(sh, &r.address, source).await {
                         Ok(t) => t,
                         Err(e) => {
-                            failure.get_or_insert(e);
+                            failure.get_or_insert(e.to_string());
                             String::new()
                         }
                     };
@@ -550,13 +550,28 @@ async fn wait_for_objects(
     failure
 }
 
+/// Why a secret file could not be copied from its source (never its content).
+#[derive(Debug, thiserror::Error)]
+enum CopyFileError {
+    #[error("{address}: no host to copy this secret from; write it by hand")]
+    NoSource { address: String },
+    #[error("{address}: {source}")]
+    Connect { address: String, source: SshError },
+    #[error("{address}: {source}")]
+    Read { address: String, source: providers::ProviderError },
+}
+
 /// The content of a secret file's source (`host.<name>/file:<path>`), in memory only.
-async fn copy_secret_file(sh: &Shared<'_>, address: &str, source: &str) -> Result<String, String> {
+async fn copy_secret_file(sh: &Shared<'_>, address: &str, source: &str) -> Result<String, CopyFileError> {
+    let address = address.to_string();
     let Some((host, _)) = source.split_once("/file:") else {
-        return Err(format!("{address}: no host to copy this secret from; write it by hand"));
+        return Err(CopyFileError::NoSource { address });
     };
-    let s = sh.pool.get(sh.targets, host).await.map_err(|e| format!("{address}: {e}"))?;
-    providers::read_secret_file(&s, source).await.map_err(|e| format!("{address}: {e}"))
+    let s = match sh.pool.get(sh.targets, host).await {
+        Ok(s) => s,
+        Err(source) => return Err(CopyFileError::Connect { address, source }),
+    };
+    providers::read_secret_file(&s, source).await.map_err(|source| CopyFileError::Read { address, source })
 }
 
 #[cfg(test)]

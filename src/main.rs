@@ -1,5 +1,7 @@
 //! fabric: plan and apply a multi-site research fabric from one topology file.
 
+#![deny(clippy::too_many_lines)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

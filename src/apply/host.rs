@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::apply::confirm::arm_linux_revert;
 use crate::apply::kube::Outcome;
 use crate::desired::{ProviderKind, Resource};
-use crate::providers::{self, Observed};
+use crate::providers::{self, Observed, PendingChange};
 use crate::transport::shell;
 use crate::transport::ssh::Session;
 
@@ -25,18 +25,18 @@ pub(super) struct Context {
 /// Applies `items` to the host behind `s` in order. Returns what was applied (to revert on
 /// failure, partially applied resources included), no waits (only clusters have them), and the
 /// first failure.
-pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<(Resource, Observed, String)>) -> Outcome {
+pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingChange>) -> Outcome {
     let mut ok: Vec<(Resource, Observed)> = Vec::new();
-    if items.iter().all(|(r, _, _)| r.provider == ProviderKind::Vyos) {
+    if items.iter().all(|c| c.resource.provider == ProviderKind::Vyos) {
         // One commit-confirm for the whole router.
         // A script that fails commits nothing, and the pending confirmation it
         // found may be someone else's: only a commit that went through is reverted.
         return match providers::apply_vyos(s, &items, cx.confirm_minutes).await {
-            Ok(()) => (items.into_iter().map(|(r, p, _)| (r, p)).collect(), vec![], None),
+            Ok(()) => (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], None),
             Err(e) => (ok, vec![], Some(e.to_string())),
         };
     }
-    for (r, prior, text) in items {
+    for PendingChange { resource: r, prior, text } in items {
         if r.provider == ProviderKind::Wireguard {
             let arm = shell::as_root(
                 &s.endpoint.user,

@@ -9,9 +9,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::apply::wait::{self, Budget, WaitError};
 use crate::desired::{Desired, Resource};
-use crate::providers::Observed;
 use crate::providers::kube::{self as k, KubeAccess, KubeError};
 use crate::providers::secrets::{self, SecretError};
+use crate::providers::{Observed, PendingChange};
 
 /// Why the Secret to apply could not be made: its source's API, its data, or the wait for its
 /// source to be filled. Never carries the data itself.
@@ -106,12 +106,7 @@ pub type Outcome = (Vec<(Resource, Observed)>, Vec<(Resource, Value)>, Option<St
 /// Applies `items` to `target` in order. A chart's install Job and a kind being served are
 /// waited for at once (later objects need them); the other waits are returned, to run once the
 /// whole step is applied (a Karmada Cluster is Ready only once its credentials are copied).
-pub async fn apply_target(
-    cx: &Context,
-    target: &str,
-    access: &KubeAccess,
-    items: Vec<(Resource, Observed, String)>,
-) -> Outcome {
+pub async fn apply_target(cx: &Context, target: &str, access: &KubeAccess, items: Vec<PendingChange>) -> Outcome {
     let mut later = Vec::new();
     let (ok, failure) = apply_in_order(cx, target, access, items, &mut later).await;
     (ok, later, failure)
@@ -137,7 +132,7 @@ async fn apply_in_order(
     cx: &Context,
     target: &str,
     access: &KubeAccess,
-    items: Vec<(Resource, Observed, String)>,
+    items: Vec<PendingChange>,
     later: &mut Vec<(Resource, Value)>,
 ) -> (Vec<(Resource, Observed)>, Option<String>) {
     let client = match k::client(target, access).await {
@@ -147,7 +142,7 @@ async fn apply_in_order(
     let report = |line: String| cx.report(line);
     let mut served: BTreeSet<(String, String)> = BTreeSet::new();
     let mut ok: Vec<(Resource, Observed)> = Vec::new();
-    for (r, prior, _) in items {
+    for PendingChange { resource: r, prior, .. } in items {
         let obj = match &r.desired {
             Desired::Prune(id) => {
                 match k::delete(&client, id).await {

@@ -23,7 +23,7 @@ use crate::desired::{ProviderKind, Resource};
 use crate::live::observe::{self, Live, Targets};
 pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
-use crate::providers::{self, Observed};
+use crate::providers::{self, Observed, PendingChange};
 use crate::topology::Topology;
 use crate::transport::shell;
 use crate::transport::ssh::{Session, SshError};
@@ -298,35 +298,70 @@ async fn apply_step(
     step: &StepWork,
     mut live: Live,
 ) -> Result<(bool, BTreeMap<String, String>), ApplyError> {
-    let (t, targets, opts) = (sh.t, sh.targets, sh.opts);
     if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(&r.target)) {
         return Err(ApplyError::Blocked {
             step: step.key.clone(),
             reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
         });
     }
-    // Lock every host of the step before touching any of them. VyOS routers are not locked
-    // with a file: their own configuration lock refuses a second commit while a commit-confirm
-    // is pending.
+    lock_hosts(sh, step).await?;
+    ensure_keys(step, &sh.pool, sh.targets, &mut live).await?;
+    let changes = pending_changes(sh, step, &mut live).await?;
+    if changes.is_empty() {
+        (sh.progress)(&format!("{}: no changes", step.key));
+        return Ok((false, live.keys));
+    }
+    let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
+    sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
+    (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
+    let (applied, mut failure) = apply_rounds(sh, step, changes).await?;
+    if failure.is_none() {
+        failure = run_check(sh, step).await;
+    }
+    if let Some(reason) = failure {
+        return Err(revert_step(sh, step, &applied, reason).await?);
+    }
+    // Confirm over new connections: proof that the management path survived the change.
+    if let Err(reason) = confirm(&applied, sh.targets).await {
+        let reason = format!(
+            "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
+            sh.opts.confirm_timeout.as_secs()
+        );
+        sh.journal(&Entry::Failed { run: sh.opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
+        return Err(ApplyError::Stuck { step: step.key.clone(), reason });
+    }
+    sh.journal(&Entry::Done { run: sh.opts.run.clone(), step: step.key.clone() })?;
+    (sh.progress)(&format!("{}: done", step.key));
+    Ok((true, live.keys))
+}
+
+/// Locks every host of the step before touching any of them. VyOS routers are not locked with a
+/// file: their own configuration lock refuses a second commit while a commit-confirm is pending.
+/// Kubernetes objects are guarded by server-side apply's field ownership instead.
+async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> {
+    let targets = sh.targets;
     for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
         let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-        // Kubernetes objects are guarded by server-side apply's field ownership instead.
         let kube = targets.kube.contains_key(&target);
         if !vyos && !kube && !sh.locked.lock().expect("lock list").contains(&target) {
             let s = sh.pool.get(targets, &target).await?;
-            lock(&s, &opts.run).await?;
+            lock(&s, &sh.opts.run).await?;
             sh.locked.lock().expect("lock list").push(target);
         }
     }
-    ensure_keys(step, &sh.pool, targets, &mut live).await?;
-    // Re-read after the keys exist: the rollback point is what is live right now.
+    Ok(())
+}
+
+/// Re-reads the step's resources once the keys exist (the rollback point is what is live right
+/// now) and returns the changes to make, with the peers' keys resolved.
+async fn pending_changes(sh: &Shared<'_>, step: &StepWork, live: &mut Live) -> Result<Vec<PendingChange>, ApplyError> {
     let keys = observe::key_targets(&step.resources);
-    let mut now = observe::observe(&step.resources, &keys, targets).await;
+    let mut now = observe::observe(&step.resources, &keys, sh.targets).await;
     for (k, v) in &live.keys {
         now.keys.entry(k.clone()).or_insert_with(|| v.clone());
     }
     live.keys.extend(now.keys.clone());
-    let mut changes: Vec<(Resource, Observed, String)> = Vec::new();
+    let mut changes = Vec::new();
     for r in &step.resources {
         let Some(c) = crate::plan::diff::change(r, &now) else {
             return Err(ApplyError::Blocked {
@@ -334,161 +369,167 @@ async fn apply_step(
                 reason: format!("{} became unreachable", r.target),
             });
         };
-        if c.action != Action::NoOp {
-            let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
-            let text = crate::plan::diff::desired_with_keys(r, &now, &prior);
-            if text.contains("<public-key:") {
-                return Err(ApplyError::Blocked {
-                    step: step.key.clone(),
-                    reason: format!("{}: a peer's public key is unknown", r.address),
-                });
-            }
-            changes.push((r.clone(), prior, text));
+        if c.action == Action::NoOp {
+            continue;
         }
+        let prior = now.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
+        let text = crate::plan::diff::desired_with_keys(r, &now, &prior);
+        if text.contains("<public-key:") {
+            return Err(ApplyError::Blocked {
+                step: step.key.clone(),
+                reason: format!("{}: a peer's public key is unknown", r.address),
+            });
+        }
+        changes.push(PendingChange { resource: r.clone(), prior, text });
     }
-    if changes.is_empty() {
-        (sh.progress)(&format!("{}: no changes", step.key));
-        return Ok((false, live.keys));
-    }
-    let priors: Vec<Prior> = changes
-        .iter()
-        .map(|(r, p, _)| Prior {
-            address: r.address.clone(),
-            target: r.target.clone(),
-            provider: r.provider,
-            sensitive: r.sensitive,
-            prior: if r.sensitive && matches!(p, Observed::Present(_)) {
-                Observed::Present(providers::SENSITIVE.into())
-            } else {
-                p.clone()
-            },
-            object: kube_identity(r),
-        })
-        .collect();
-    sh.journal(&Entry::Begin { run: opts.run.clone(), step: step.key.clone(), priors })?;
-    (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
-    let changes: Vec<(Resource, Observed, String)> = changes;
+    Ok(changes)
+}
 
-    let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
-    let confirm_minutes = confirm_secs.div_ceil(60);
+/// The journal's rollback point for a change: secrets by presence only, never their content.
+fn prior_of(c: &PendingChange) -> Prior {
+    let r = &c.resource;
+    Prior {
+        address: r.address.clone(),
+        target: r.target.clone(),
+        provider: r.provider,
+        sensitive: r.sensitive,
+        prior: if r.sensitive && matches!(c.prior, Observed::Present(_)) {
+            Observed::Present(providers::SENSITIVE.into())
+        } else {
+            c.prior.clone()
+        },
+        object: kube_identity(r),
+    }
+}
+
+/// What was applied (to revert on failure), and the first failure.
+type Applied = (Vec<(Resource, Observed)>, Option<String>);
+
+/// Applies the changes in rounds (see [`rounds`]): the targets of a round at the same time, a
+/// target's resources in order; then waits for what the controllers must finish.
+async fn apply_rounds(sh: &Shared<'_>, step: &StepWork, changes: Vec<PendingChange>) -> Result<Applied, ApplyError> {
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
-    // Targets of the step in parallel; a target's resources in order, in rounds (see `rounds`).
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut pending_waits: Vec<(String, Resource, serde_json::Value)> = Vec::new();
     for round in rounds(changes) {
         if round.is_empty() || failure.is_some() {
             continue;
         }
-        let mut by_target: BTreeMap<String, Vec<(Resource, Observed, String)>> = BTreeMap::new();
-        for c in round {
-            by_target.entry(c.0.target.clone()).or_default().push(c);
-        }
-        let mut set = tokio::task::JoinSet::new();
-        for (target, items) in by_target {
-            if let Some(access) = targets.kube.get(&target).cloned() {
-                for (r, _, _) in &items {
-                    (sh.progress)(&format!("{}: applying {}", step.key, r.address));
-                }
-                let cx = crate::apply::kube::Context {
-                    step: step.key.clone(),
-                    force: opts.force_conflicts,
-                    accesses: targets.kube.clone(),
-                    budget: crate::apply::wait::Budget {
-                        timeout: opts.wait_timeout,
-                        interval: Duration::from_millis(500),
-                    },
-                    progress: tx.clone(),
-                };
-                set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
-                continue;
-            }
-            let cx = crate::apply::host::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
-            let s = sh.pool.get(targets, &target).await?;
-            // Secret files are copied from their source host (over the run's connection to it).
-            let mut items = items;
-            for (r, _, text) in items.iter_mut() {
-                if let crate::desired::Desired::Secret(source) = &r.desired {
-                    *text = match copy_secret_file(sh, &r.address, source).await {
-                        Ok(t) => t,
-                        Err(e) => {
-                            failure.get_or_insert(e.to_string());
-                            String::new()
-                        }
-                    };
-                }
-            }
-            if failure.is_some() {
-                continue;
-            }
-            let progress_lines: Vec<String> =
-                items.iter().map(|(r, _, _)| format!("{}: {} {}", step.key, "applying", r.address)).collect();
-            for l in &progress_lines {
-                (sh.progress)(l);
-            }
-            set.spawn(async move { crate::apply::host::apply_target(&cx, &s, items).await });
-        }
-        // Progress of the targets' waits arrives while they run.
-        loop {
-            tokio::select! {
-                Some(line) = rx.recv() => (sh.progress)(&line),
-                j = set.join_next() => match j {
-                    None => break,
-                    Some(Ok((ok, waits, err))) => {
-                        applied.extend(ok);
-                        pending_waits.extend(waits.into_iter().map(|(r, o)| (r.target.clone(), r, o)));
-                        if let Some(e) = err {
-                            failure.get_or_insert(e);
-                        }
-                    }
-                    Some(Err(e)) => {
-                        failure.get_or_insert(format!("internal error: {e}"));
-                    }
-                },
-            }
-        }
-        while let Ok(line) = rx.try_recv() {
-            (sh.progress)(&line);
-        }
+        let (ok, waits, err) = apply_round(sh, step, round).await?;
+        applied.extend(ok);
+        pending_waits.extend(waits);
+        failure = err;
     }
     if failure.is_none() && !pending_waits.is_empty() {
         failure = wait_for_objects(sh, step, pending_waits).await;
     }
-    if failure.is_none() {
-        let cx = crate::steps::CheckCx { t, pool: &sh.pool, targets, resources: &step.resources };
-        let check = crate::steps::get(&step.id).and_then(|s| s.check(&cx));
-        match check {
-            None => {}
-            Some(c) => match c.await {
-                Ok(evidence) => (sh.progress)(&format!("{}: check passed: {evidence}", step.key)),
-                Err(e) => failure = Some(format!("check failed: {e}")),
+    Ok((applied, failure))
+}
+
+/// What a round applied, the waits it left for after the step, and its first failure.
+type RoundOutcome = (Vec<(Resource, Observed)>, Vec<(String, Resource, serde_json::Value)>, Option<String>);
+
+/// One round: every target at once, clusters through `kube`, hosts through `host`.
+async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>) -> Result<RoundOutcome, ApplyError> {
+    let (targets, opts) = (sh.targets, sh.opts);
+    let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
+    let confirm_minutes = confirm_secs.div_ceil(60);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let mut by_target: BTreeMap<String, Vec<PendingChange>> = BTreeMap::new();
+    for c in round {
+        by_target.entry(c.resource.target.clone()).or_default().push(c);
+    }
+    let (mut applied, mut waits, mut failure) = (Vec::new(), Vec::new(), None);
+    let mut set = tokio::task::JoinSet::new();
+    for (target, mut items) in by_target {
+        for c in &items {
+            (sh.progress)(&format!("{}: applying {}", step.key, c.resource.address));
+        }
+        if let Some(access) = targets.kube.get(&target).cloned() {
+            let cx = crate::apply::kube::Context {
+                step: step.key.clone(),
+                force: opts.force_conflicts,
+                accesses: targets.kube.clone(),
+                budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+                progress: tx.clone(),
+            };
+            set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
+            continue;
+        }
+        let cx = crate::apply::host::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
+        let s = sh.pool.get(targets, &target).await?;
+        // Secret files are copied from their source host (over the run's connection to it).
+        for c in items.iter_mut() {
+            if let crate::desired::Desired::Secret(source) = &c.resource.desired {
+                match copy_secret_file(sh, &c.resource.address, source).await {
+                    Ok(t) => c.text = t,
+                    Err(e) => {
+                        failure.get_or_insert(e.to_string());
+                    }
+                }
+            }
+        }
+        if failure.is_none() {
+            set.spawn(async move { crate::apply::host::apply_target(&cx, &s, items).await });
+        }
+    }
+    drop(tx);
+    // Progress of the targets' waits arrives while they run.
+    loop {
+        tokio::select! {
+            Some(line) = rx.recv() => (sh.progress)(&line),
+            j = set.join_next() => match j {
+                None => break,
+                Some(Ok((ok, w, err))) => {
+                    applied.extend(ok);
+                    waits.extend(w.into_iter().map(|(r, o)| (r.target.clone(), r, o)));
+                    if let Some(e) = err {
+                        failure.get_or_insert(e);
+                    }
+                }
+                Some(Err(e)) => {
+                    failure.get_or_insert(format!("internal error: {e}"));
+                }
             },
         }
     }
-    if let Some(reason) = failure {
-        (sh.progress)(&format!("{}: {reason}; reverting", step.key));
-        let leftover = revert_all(&applied, &sh.pool, targets).await;
-        return if leftover.is_empty() {
-            sh.journal(&Entry::Reverted { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
-            Err(ApplyError::Reverted { step: step.key.clone(), reason })
-        } else {
-            let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
-            sh.journal(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
-            Err(ApplyError::Stuck { step: step.key.clone(), reason })
-        };
+    while let Ok(line) = rx.try_recv() {
+        (sh.progress)(&line);
     }
-    // Confirm over new connections: proof that the management path survived the change.
-    if let Err(reason) = confirm(&applied, targets).await {
-        let reason = format!(
-            "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
-            opts.confirm_timeout.as_secs()
-        );
-        sh.journal(&Entry::Failed { run: opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
-        return Err(ApplyError::Stuck { step: step.key.clone(), reason });
+    Ok((applied, waits, failure))
+}
+
+/// The step's own check (`steps::Step::check`), if it has one: the failure, if any.
+async fn run_check(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
+    let cx = crate::steps::CheckCx { t: sh.t, pool: &sh.pool, targets: sh.targets, resources: &step.resources };
+    let check = crate::steps::get(&step.id).and_then(|s| s.check(&cx))?;
+    match check.await {
+        Ok(evidence) => {
+            (sh.progress)(&format!("{}: check passed: {evidence}", step.key));
+            None
+        }
+        Err(e) => Some(format!("check failed: {e}")),
     }
-    sh.journal(&Entry::Done { run: opts.run.clone(), step: step.key.clone() })?;
-    (sh.progress)(&format!("{}: done", step.key));
-    Ok((true, live.keys))
+}
+
+/// Puts a failed step back to its rollback point; the error that ends the run.
+async fn revert_step(
+    sh: &Shared<'_>,
+    step: &StepWork,
+    applied: &[(Resource, Observed)],
+    reason: String,
+) -> Result<ApplyError, ApplyError> {
+    (sh.progress)(&format!("{}: {reason}; reverting", step.key));
+    let leftover = revert_all(applied, &sh.pool, sh.targets).await;
+    let run = sh.opts.run.clone();
+    if leftover.is_empty() {
+        sh.journal(&Entry::Reverted { run, step: step.key.clone(), reason: reason.clone() })?;
+        Ok(ApplyError::Reverted { step: step.key.clone(), reason })
+    } else {
+        let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
+        sh.journal(&Entry::Failed { run, step: step.key.clone(), reason: reason.clone() })?;
+        Ok(ApplyError::Stuck { step: step.key.clone(), reason })
+    }
 }
 
 /// The rounds a step's changes are applied in: secrets fabric generates first (nothing comes
@@ -496,16 +537,16 @@ async fn apply_step(
 /// certificates from a CA); then everything else in order, copies included; last, the copies
 /// whose source this step changes in that second round (a ServiceAccount token filled once its
 /// Secret exists).
-fn rounds(changes: Vec<(Resource, Observed, String)>) -> [Vec<(Resource, Observed, String)>; 3] {
+fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
     let generated = |r: &Resource| r.kube_object().is_some_and(|o| crate::providers::secrets::generated(o).is_some());
     let source_of = |r: &Resource| {
         let from = crate::providers::secrets::copy_source(r.kube_object()?)?;
         Some(format!("{}/{}/Secret/{}", from.target, from.namespace, from.name))
     };
-    let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.0));
-    let in_step: BTreeSet<String> = rest.iter().map(|c| c.0.address.clone()).collect();
+    let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.resource));
+    let in_step: BTreeSet<String> = rest.iter().map(|c| c.resource.address.clone()).collect();
     let (last, middle): (Vec<_>, Vec<_>) =
-        rest.into_iter().partition(|c| source_of(&c.0).is_some_and(|s| in_step.contains(&s)));
+        rest.into_iter().partition(|c| source_of(&c.resource).is_some_and(|s| in_step.contains(&s)));
     [first, middle, last]
 }
 
@@ -635,7 +676,7 @@ mod tests {
             r.address = address.into();
             r.provider = ProviderKind::Kube;
             r.desired = Desired::Kube(obj);
-            (r, Observed::Absent, String::new())
+            PendingChange { resource: r, prior: Observed::Absent, text: String::new() }
         };
         let ann = |a: serde_json::Value| serde_json::json!({"metadata": {"annotations": a}});
         let changes = vec![
@@ -655,7 +696,7 @@ mod tests {
                 ),
             ),
         ];
-        let names = |v: &Vec<(Resource, Observed, String)>| v.iter().map(|c| c.0.address.clone()).collect::<Vec<_>>();
+        let names = |v: &Vec<PendingChange>| v.iter().map(|c| c.resource.address.clone()).collect::<Vec<_>>();
         let [a, b, c] = rounds(changes);
         assert_eq!(names(&a), ["cluster.a/kube-system/Secret/cilium-ca"]);
         assert_eq!(

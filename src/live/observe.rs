@@ -130,56 +130,14 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
             continue;
         }
         let Some(ep) = targets.ssh.get(&target).cloned() else {
-            let reason = format!("no SSH access is configured for {target}");
-            set.spawn(async move { (target, Err(reason), vec![], None) });
+            let reason = Unread(format!("no SSH access is configured for {target}"));
+            set.spawn(async move { HostRead { target, outcome: Err(reason) } });
             continue;
         };
         let want_key = keys
             .contains(&target)
             .then(|| targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into())));
-        set.spawn(async move {
-            let session = match Session::connect(&ep).await {
-                Ok(s) => Arc::new(s),
-                Err(e) => {
-                    let text = e.to_string();
-                    let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
-                    return (target, Err(format!("{reason} ({})", e.help())), vec![], None);
-                }
-            };
-            // Every read of the host at once, each in its own channel of the one connection: a
-            // host costs one connect and about one round trip, however many resources it holds.
-            let mut reads = tokio::task::JoinSet::new();
-            for r in rs {
-                let s = session.clone();
-                reads.spawn(
-                    async move { (r.address.clone(), providers::read(&s, &r).await.map_err(|e| e.to_string())) },
-                );
-            }
-            let key_read = want_key.map(|(kind, iface)| {
-                let s = session.clone();
-                tokio::spawn(async move { providers::public_key(&s, kind, &iface).await.ok().flatten() })
-            });
-            let mut states = Vec::new();
-            let mut failure = None;
-            while let Some(j) = reads.join_next().await {
-                match j {
-                    Ok((address, Ok(o))) => states.push((address, o)),
-                    Ok((_, Err(e))) => failure = failure.or(Some(e)),
-                    Err(e) => failure = failure.or(Some(e.to_string())),
-                }
-            }
-            let key = match key_read {
-                Some(h) => h.await.ok().flatten(),
-                None => None,
-            };
-            if let Some(e) = failure {
-                return (target, Err(e), vec![], None);
-            }
-            if let Ok(s) = Arc::try_unwrap(session) {
-                s.close().await;
-            }
-            (target, Ok(()), states, key)
-        });
+        set.spawn(read_host(target, ep, rs, want_key));
     }
     let mut live = Live::default();
     let mut refusals = BTreeMap::new();
@@ -203,20 +161,80 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
     live.refusals = refusals.into_iter().map(|(address, e)| (address, e.to_string())).collect();
     copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
-        let Ok((target, result, states, key)) = joined else { continue };
-        match result {
-            Ok(()) => {
+        let Ok(HostRead { target, outcome }) = joined else { continue };
+        match outcome {
+            Ok((states, key)) => {
                 live.observed.extend(states);
                 if let Some(k) = key {
                     live.keys.insert(target, k);
                 }
             }
             Err(reason) => {
-                live.unreachable.insert(target, reason);
+                live.unreachable.insert(target, reason.0);
             }
         }
     }
     live
+}
+
+/// Why a host could not be read (what `Live::unreachable` records).
+#[derive(Debug)]
+struct Unread(String);
+
+/// What one host holds: each resource's state by address, and its public key.
+type HostState = (Vec<(String, Observed)>, Option<String>);
+
+/// What one host's read gave, or why it was not read.
+struct HostRead {
+    target: String,
+    outcome: Result<HostState, Unread>,
+}
+
+/// Reads one host over one connection: every resource at once, each in its own channel, so a
+/// host costs one connect and about one round trip however many resources it holds.
+async fn read_host(
+    target: String,
+    ep: Endpoint,
+    rs: Vec<Resource>,
+    want_key: Option<(ProviderKind, String)>,
+) -> HostRead {
+    let session = match Session::connect(&ep).await {
+        Ok(s) => Arc::new(s),
+        Err(e) => {
+            let text = e.to_string();
+            let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
+            return HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target };
+        }
+    };
+    let mut reads = tokio::task::JoinSet::new();
+    for r in rs {
+        let s = session.clone();
+        reads.spawn(async move { (r.address.clone(), providers::read(&s, &r).await.map_err(|e| e.to_string())) });
+    }
+    let key_read = want_key.map(|(kind, iface)| {
+        let s = session.clone();
+        tokio::spawn(async move { providers::public_key(&s, kind, &iface).await.ok().flatten() })
+    });
+    let mut states = Vec::new();
+    let mut failure = None;
+    while let Some(j) = reads.join_next().await {
+        match j {
+            Ok((address, Ok(o))) => states.push((address, o)),
+            Ok((_, Err(e))) => failure = failure.or(Some(e)),
+            Err(e) => failure = failure.or(Some(e.to_string())),
+        }
+    }
+    let key = match key_read {
+        Some(h) => h.await.ok().flatten(),
+        None => None,
+    };
+    if let Some(e) = failure {
+        return HostRead { target, outcome: Err(Unread(e)) };
+    }
+    if let Ok(s) = Arc::try_unwrap(session) {
+        s.close().await;
+    }
+    HostRead { target, outcome: Ok((states, key)) }
 }
 
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan

@@ -515,20 +515,25 @@ fn vyos_iface(items: &[&Resource]) -> Option<String> {
     })
 }
 
+/// A change apply is about to make: the resource, what was live before it (its rollback point)
+/// and the text to write, with the peers' public keys resolved.
+#[derive(Debug, Clone)]
+pub struct PendingChange {
+    pub resource: Resource,
+    pub prior: Observed,
+    pub text: String,
+}
+
 /// Applies every VyOS resource of one router in one commit-confirm: VyOS allows one pending
 /// confirmation at a time, and one commit is one rollback point on the router.
-pub async fn apply_vyos(
-    s: &Session,
-    items: &[(Resource, Observed, String)],
-    confirm_minutes: u32,
-) -> Result<(), ProviderError> {
+pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u32) -> Result<(), ProviderError> {
     let mut from = Vec::new();
     let mut to = Vec::new();
-    for (_, prior, text) in items {
-        from.extend(lines(prior));
-        to.extend(text.lines().map(String::from));
+    for c in items {
+        from.extend(lines(&c.prior));
+        to.extend(c.text.lines().map(String::from));
     }
-    let rs: Vec<&Resource> = items.iter().map(|(r, _, _)| r).collect();
+    let rs: Vec<&Resource> = items.iter().map(|c| &c.resource).collect();
     let needs_key = match vyos_iface(&rs) {
         Some(i) => public_key(s, ProviderKind::Vyos, &i).await?.is_none().then_some(i),
         None => None,

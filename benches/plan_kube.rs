@@ -57,9 +57,9 @@ fn main() {
         )
     };
     let per_target = |rs: &[Resource]| {
-        let mut m = std::collections::BTreeMap::<&str, usize>::new();
+        let mut m = std::collections::BTreeMap::<&fabric::addr::Target, usize>::new();
         for r in rs {
-            *m.entry(r.target.as_str()).or_default() += 1;
+            *m.entry(r.target()).or_default() += 1;
         }
         m.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
     };

@@ -3,6 +3,7 @@
 // Every function fits on a screen or two: clippy.toml sets the limit (100 lines).
 #![deny(clippy::too_many_lines)]
 
+pub mod addr;
 pub mod apply;
 pub mod catalog;
 pub mod command;

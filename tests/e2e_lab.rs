@@ -344,13 +344,12 @@ fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
         id: "A.3".into(),
         needs: vec![],
         resources: vec![Resource {
-            address: "host.sp-lan/file:/etc/rancher/k3s/token".into(),
-            target: "host.sp-lan".into(),
+            address: "host.sp-lan/file:/etc/rancher/k3s/token".parse().unwrap(),
             site: Some("sp".into()),
             provider: ProviderKind::File,
             summary: "K3s join token".into(),
             sensitive: true,
-            desired: Desired::Secret(source),
+            desired: Desired::Secret(Some(source.parse().unwrap())),
             file: None,
         }],
     };

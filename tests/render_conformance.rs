@@ -60,8 +60,8 @@ fn rendered(topology: &str) -> Rendered {
     for inst in g.instances() {
         for r in fabric::steps::for_instance(inst, &l.topology) {
             match r.desired {
-                Desired::Kube(v) => objects.push((r.address, v)),
-                Desired::Vyos(cmds) => vyos.extend(cmds.into_iter().map(|c| (r.address.clone(), c))),
+                Desired::Kube(v) => objects.push((r.address.to_string(), v)),
+                Desired::Vyos(cmds) => vyos.extend(cmds.into_iter().map(|c| (r.address.to_string(), c))),
                 _ => {}
             }
         }

@@ -52,8 +52,7 @@ async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
     let o = s.run(&as_root("fabricop", "id -u"), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!((o.status, o.stdout_str().trim(), o.stderr_str()), (0, "0", String::new()));
     let r = Resource {
-        address: "host.sp-lan/file:/etc/rancher/k3s/sudo-test.yaml".into(),
-        target: "host.sp-lan".into(),
+        address: "host.sp-lan/file:/etc/rancher/k3s/sudo-test.yaml".parse().unwrap(),
         site: Some("sp".into()),
         provider: ProviderKind::File,
         summary: String::new(),

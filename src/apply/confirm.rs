@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::apply::LOCK_PATH;
-use crate::desired::{ProviderKind, Resource};
+use crate::desired::{ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
 use crate::transport::shell::{self, quote};
@@ -64,19 +64,19 @@ pub fn disarm_linux_revert(iface: &str) -> String {
 /// Confirms every router the step changed, each over a new connection: a change that cut the
 /// management path fails here, and the router reverts by itself when its timer runs out.
 pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), ConfirmError> {
-    let mut by_target: BTreeMap<String, Vec<&Resource>> = BTreeMap::new();
+    let mut by_target: BTreeMap<Target, Vec<&Resource>> = BTreeMap::new();
     for (r, _) in applied {
-        by_target.entry(r.target.clone()).or_default().push(r);
+        by_target.entry(r.target().clone()).or_default().push(r);
     }
     for (target, rs) in by_target {
         let needs = rs.iter().any(|r| matches!(r.provider, ProviderKind::Wireguard | ProviderKind::Vyos));
         if !needs {
             continue;
         }
-        let ep = targets.ssh.get(&target).ok_or_else(|| ConfirmError::NoAccess { target: target.clone() })?;
+        let ep = targets.ssh.get(&target).ok_or_else(|| ConfirmError::NoAccess { target: target.to_string() })?;
         let fresh = Session::connect(ep)
             .await
-            .map_err(|e| ConfirmError::Unreachable { target: target.clone(), reason: e.to_string() })?;
+            .map_err(|e| ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() })?;
         for r in rs {
             let o = match r.provider {
                 ProviderKind::Wireguard => {
@@ -90,8 +90,8 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets)
             };
             match o {
                 Ok(o) if o.status == 0 => {}
-                Ok(o) => return Err(ConfirmError::Failed { target, stderr: o.stderr_str() }),
-                Err(e) => return Err(ConfirmError::Unreachable { target, reason: e.to_string() }),
+                Ok(o) => return Err(ConfirmError::Failed { target: target.to_string(), stderr: o.stderr_str() }),
+                Err(e) => return Err(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }),
             }
             if r.provider == ProviderKind::Vyos {
                 break; // one confirm covers the router's whole commit
@@ -122,7 +122,6 @@ mod tests {
     async fn a_router_without_access_cannot_be_confirmed() {
         let wg = Resource {
             address: "router.sp/wireguard:wg0".into(),
-            target: "router.sp".into(),
             site: None,
             provider: ProviderKind::Wireguard,
             summary: String::new(),

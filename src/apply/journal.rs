@@ -8,13 +8,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::addr::{Address, Target};
 use crate::desired::ProviderKind;
 use crate::providers::Observed;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prior {
-    pub address: String,
-    pub target: String,
+    pub address: Address,
+    pub target: Target,
     pub provider: ProviderKind,
     pub sensitive: bool,
     pub prior: Observed,

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::apply::wait::{self, Budget, WaitError};
-use crate::desired::{Desired, Resource};
+use crate::desired::{Desired, Resource, Target};
 use crate::providers::kube::{self as k, KubeAccess, KubeError};
 use crate::providers::secrets::{self, SecretError};
 use crate::providers::{Observed, PendingChange};
@@ -30,7 +30,7 @@ pub struct Context {
     pub step: String,
     pub force: bool,
     /// Every Kubernetes target's access, for the sources of copied Secrets.
-    pub accesses: BTreeMap<String, KubeAccess>,
+    pub accesses: BTreeMap<Target, KubeAccess>,
     pub budget: Budget,
     pub progress: UnboundedSender<String>,
 }
@@ -63,7 +63,7 @@ async fn secret_to_apply(
     }
     if let Some(from) = secrets::copy_source(obj) {
         let access =
-            cx.accesses.get(&from.target).ok_or_else(|| KubeError::NoAccess { target: from.target.clone() })?;
+            cx.accesses.get(&from.target).ok_or_else(|| KubeError::NoAccess { target: from.target.to_string() })?;
         let source = k::client(&from.target, access).await?;
         // A ServiceAccount token is filled by the cluster moments after it is created (maybe in
         // this very step): wait for it like for any controller.
@@ -106,14 +106,19 @@ pub type Outcome = (Vec<(Resource, Observed)>, Vec<(Resource, Value)>, Option<St
 /// Applies `items` to `target` in order. A chart's install Job and a kind being served are
 /// waited for at once (later objects need them); the other waits are returned, to run once the
 /// whole step is applied (a Karmada Cluster is Ready only once its credentials are copied).
-pub async fn apply_target(cx: &Context, target: &str, access: &KubeAccess, items: Vec<PendingChange>) -> Outcome {
+pub async fn apply_target(cx: &Context, target: &Target, access: &KubeAccess, items: Vec<PendingChange>) -> Outcome {
     let mut later = Vec::new();
     let (ok, failure) = apply_in_order(cx, target, access, items, &mut later).await;
     (ok, later, failure)
 }
 
 /// Waits until every object of `objs` (on `target`) is done; the first failure.
-pub async fn wait_all(cx: &Context, target: &str, access: &KubeAccess, objs: Vec<(Resource, Value)>) -> Option<String> {
+pub async fn wait_all(
+    cx: &Context,
+    target: &Target,
+    access: &KubeAccess,
+    objs: Vec<(Resource, Value)>,
+) -> Option<String> {
     let client = match k::client(target, access).await {
         Ok(c) => c,
         Err(e) => return Some(e.to_string()),
@@ -130,7 +135,7 @@ pub async fn wait_all(cx: &Context, target: &str, access: &KubeAccess, objs: Vec
 
 async fn apply_in_order(
     cx: &Context,
-    target: &str,
+    target: &Target,
     access: &KubeAccess,
     items: Vec<PendingChange>,
     later: &mut Vec<(Resource, Value)>,

@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::apply::confirm::confirm;
 use crate::apply::journal::{Entry, Journal, Prior};
 use crate::apply::revert::{kube_identity, revert_all};
-use crate::desired::{ProviderKind, Resource};
+use crate::desired::{Address, ProviderKind, Resource, Target};
 use crate::live::observe::{self, Live, Targets};
 pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
@@ -59,6 +59,8 @@ pub enum ApplyError {
     Ssh(#[from] SshError),
     #[error("{target} is locked by another apply: {holder}")]
     Locked { target: String, holder: String },
+    #[error("{target}: cannot take the lock: {stderr}")]
+    LockFailed { target: String, stderr: String },
     #[error("step {step} failed and was reverted: {reason}")]
     Reverted { step: String, reason: String },
     #[error("step {step} failed and could not be reverted completely: {reason}")]
@@ -73,6 +75,9 @@ impl ApplyError {
     pub fn help(&self) -> String {
         match self {
             ApplyError::Ssh(e) => e.help(),
+            ApplyError::LockFailed { .. } => {
+                "check that the remote user can write /run/lock (as root or through sudo)".into()
+            }
             ApplyError::Locked { .. } => {
                 "wait for the other apply to finish; if it died, remove /run/lock/fabric.lock on that host".into()
             }
@@ -105,10 +110,7 @@ async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
     match o.status {
         0 => Ok(()),
         75 => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() }),
-        _ => Err(ApplyError::Blocked {
-            step: "-".into(),
-            reason: format!("{}: cannot take the lock: {}", s.endpoint.target, o.stderr_str()),
-        }),
+        _ => Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: o.stderr_str() }),
     }
 }
 
@@ -123,12 +125,8 @@ async fn unlock(s: &Session, run: &str) {
 /// known before any configuration that names them is written. Keys are created on the routers
 /// and never leave them; creating one is not a change the journal reverts.
 async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut Live) -> Result<(), ApplyError> {
-    let routers: BTreeSet<String> = step
-        .resources
-        .iter()
-        .filter(|r| r.provider == ProviderKind::Wireguard || r.address.contains("/vyos:interfaces wireguard "))
-        .map(|r| r.target.clone())
-        .collect();
+    let routers: BTreeSet<Target> =
+        step.resources.iter().filter(|r| r.is_wireguard_interface()).map(|r| r.target().clone()).collect();
     for target in routers {
         if live.keys.contains_key(&target) {
             continue;
@@ -151,7 +149,7 @@ async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut
                 providers::public_key(&s, kind, &iface).await?
             }
             _ => Some(
-                providers::ensure_key(&s, &iface)
+                providers::ensure_key(&s, &target, &iface)
                     .await
                     .map_err(|e| ApplyError::Blocked { step: step.key.clone(), reason: e.to_string() })?,
             ),
@@ -194,7 +192,7 @@ pub async fn run(
         locked: std::sync::Mutex::new(Vec::new()),
     };
     let result = run_steps(&shared, steps, live).await;
-    let locked: Vec<String> = shared.locked.lock().expect("lock list").clone();
+    let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
     for target in &locked {
         if let Ok(s) = shared.pool.get(targets, target).await {
             unlock(&s, &opts.run).await;
@@ -218,7 +216,7 @@ struct Shared<'a> {
     pool: Pool,
     journal: std::sync::Mutex<&'a mut Journal>,
     journal_path: String,
-    locked: std::sync::Mutex<Vec<String>>,
+    locked: std::sync::Mutex<Vec<Target>>,
 }
 
 impl Shared<'_> {
@@ -231,8 +229,8 @@ impl Shared<'_> {
     }
 }
 
-fn step_targets(step: &StepWork) -> BTreeSet<String> {
-    step.resources.iter().map(|r| r.target.clone()).collect()
+fn step_targets(step: &StepWork) -> BTreeSet<Target> {
+    step.resources.iter().map(|r| r.target().clone()).collect()
 }
 
 /// The steps (indices into `pending`, which is in graph order) that can run together next: each
@@ -240,7 +238,7 @@ fn step_targets(step: &StepWork) -> BTreeSet<String> {
 pub fn next_wave(pending: &[&StepWork]) -> Vec<usize> {
     let waiting: BTreeSet<&str> = pending.iter().map(|s| s.key.as_str()).collect();
     let mut wave = Vec::new();
-    let mut used: BTreeSet<String> = BTreeSet::new();
+    let mut used: BTreeSet<Target> = BTreeSet::new();
     for (i, s) in pending.iter().enumerate() {
         let ready = s.needs.iter().all(|n| !waiting.contains(n.as_str()));
         let ts = step_targets(s);
@@ -297,11 +295,11 @@ async fn apply_step(
     sh: &Shared<'_>,
     step: &StepWork,
     mut live: Live,
-) -> Result<(bool, BTreeMap<String, String>), ApplyError> {
-    if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(&r.target)) {
+) -> Result<(bool, BTreeMap<Target, String>), ApplyError> {
+    if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(r.target())) {
         return Err(ApplyError::Blocked {
             step: step.key.clone(),
-            reason: format!("{} is unreachable: {}", r.target, live.unreachable[&r.target]),
+            reason: format!("{} is unreachable: {}", r.target(), live.unreachable[r.target()]),
         });
     }
     lock_hosts(sh, step).await?;
@@ -340,7 +338,7 @@ async fn apply_step(
 /// Kubernetes objects are guarded by server-side apply's field ownership instead.
 async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> {
     let targets = sh.targets;
-    for target in step.resources.iter().map(|r| r.target.clone()).collect::<BTreeSet<_>>() {
+    for target in step.resources.iter().map(|r| r.target().clone()).collect::<BTreeSet<_>>() {
         let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
         let kube = targets.kube.contains_key(&target);
         if !vyos && !kube && !sh.locked.lock().expect("lock list").contains(&target) {
@@ -366,7 +364,7 @@ async fn pending_changes(sh: &Shared<'_>, step: &StepWork, live: &mut Live) -> R
         let Some(c) = crate::plan::diff::change(r, &now) else {
             return Err(ApplyError::Blocked {
                 step: step.key.clone(),
-                reason: format!("{} became unreachable", r.target),
+                reason: format!("{} became unreachable", r.target()),
             });
         };
         if c.action == Action::NoOp {
@@ -390,7 +388,7 @@ fn prior_of(c: &PendingChange) -> Prior {
     let r = &c.resource;
     Prior {
         address: r.address.clone(),
-        target: r.target.clone(),
+        target: r.target().clone(),
         provider: r.provider,
         sensitive: r.sensitive,
         prior: if r.sensitive && matches!(c.prior, Observed::Present(_)) {
@@ -410,7 +408,7 @@ type Applied = (Vec<(Resource, Observed)>, Option<String>);
 async fn apply_rounds(sh: &Shared<'_>, step: &StepWork, changes: Vec<PendingChange>) -> Result<Applied, ApplyError> {
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
-    let mut pending_waits: Vec<(String, Resource, serde_json::Value)> = Vec::new();
+    let mut pending_waits: Vec<(Target, Resource, serde_json::Value)> = Vec::new();
     for round in rounds(changes) {
         if round.is_empty() || failure.is_some() {
             continue;
@@ -427,7 +425,7 @@ async fn apply_rounds(sh: &Shared<'_>, step: &StepWork, changes: Vec<PendingChan
 }
 
 /// What a round applied, the waits it left for after the step, and its first failure.
-type RoundOutcome = (Vec<(Resource, Observed)>, Vec<(String, Resource, serde_json::Value)>, Option<String>);
+type RoundOutcome = (Vec<(Resource, Observed)>, Vec<(Target, Resource, serde_json::Value)>, Option<String>);
 
 /// One round: every target at once, clusters through `kube`, hosts through `host`.
 async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>) -> Result<RoundOutcome, ApplyError> {
@@ -435,9 +433,9 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
     let confirm_secs = opts.confirm_timeout.as_secs().max(1) as u32;
     let confirm_minutes = confirm_secs.div_ceil(60);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let mut by_target: BTreeMap<String, Vec<PendingChange>> = BTreeMap::new();
+    let mut by_target: BTreeMap<Target, Vec<PendingChange>> = BTreeMap::new();
     for c in round {
-        by_target.entry(c.resource.target.clone()).or_default().push(c);
+        by_target.entry(c.resource.target().clone()).or_default().push(c);
     }
     let (mut applied, mut waits, mut failure) = (Vec::new(), Vec::new(), None);
     let mut set = tokio::task::JoinSet::new();
@@ -482,7 +480,7 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
                 None => break,
                 Some(Ok((ok, w, err))) => {
                     applied.extend(ok);
-                    waits.extend(w.into_iter().map(|(r, o)| (r.target.clone(), r, o)));
+                    waits.extend(w.into_iter().map(|(r, o)| (r.target().clone(), r, o)));
                     if let Some(e) = err {
                         failure.get_or_insert(e);
                     }
@@ -541,10 +539,10 @@ fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
     let generated = |r: &Resource| r.kube_object().is_some_and(|o| crate::providers::secrets::generated(o).is_some());
     let source_of = |r: &Resource| {
         let from = crate::providers::secrets::copy_source(r.kube_object()?)?;
-        Some(format!("{}/{}/Secret/{}", from.target, from.namespace, from.name))
+        Some(from.target.at(format!("{}/Secret/{}", from.namespace, from.name)))
     };
     let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.resource));
-    let in_step: BTreeSet<String> = rest.iter().map(|c| c.resource.address.clone()).collect();
+    let in_step: BTreeSet<Address> = rest.iter().map(|c| c.resource.address.clone()).collect();
     let (last, middle): (Vec<_>, Vec<_>) =
         rest.into_iter().partition(|c| source_of(&c.resource).is_some_and(|s| in_step.contains(&s)));
     [first, middle, last]
@@ -554,10 +552,10 @@ fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
 async fn wait_for_objects(
     sh: &Shared<'_>,
     step: &StepWork,
-    waits: Vec<(String, Resource, serde_json::Value)>,
+    waits: Vec<(Target, Resource, serde_json::Value)>,
 ) -> Option<String> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let mut by_target: BTreeMap<String, Vec<(Resource, serde_json::Value)>> = BTreeMap::new();
+    let mut by_target: BTreeMap<Target, Vec<(Resource, serde_json::Value)>> = BTreeMap::new();
     for (target, r, o) in waits {
         by_target.entry(target).or_default().push((r, o));
     }
@@ -595,20 +593,24 @@ async fn wait_for_objects(
 #[derive(Debug, thiserror::Error)]
 enum CopyFileError {
     #[error("{address}: no host to copy this secret from; write it by hand")]
-    NoSource { address: String },
+    NoSource { address: Address },
     #[error("{address}: {source}")]
-    Connect { address: String, source: SshError },
+    Connect { address: Address, source: SshError },
     #[error("{address}: {source}")]
-    Read { address: String, source: providers::ProviderError },
+    Read { address: Address, source: providers::ProviderError },
 }
 
 /// The content of a secret file's source (`host.<name>/file:<path>`), in memory only.
-async fn copy_secret_file(sh: &Shared<'_>, address: &str, source: &str) -> Result<String, CopyFileError> {
-    let address = address.to_string();
-    let Some((host, _)) = source.split_once("/file:") else {
+async fn copy_secret_file(
+    sh: &Shared<'_>,
+    address: &Address,
+    source: &Option<Address>,
+) -> Result<String, CopyFileError> {
+    let address = address.clone();
+    let Some(source) = source.as_ref().filter(|s| s.file().is_some()) else {
         return Err(CopyFileError::NoSource { address });
     };
-    let s = match sh.pool.get(sh.targets, host).await {
+    let s = match sh.pool.get(sh.targets, &source.target).await {
         Ok(s) => s,
         Err(source) => return Err(CopyFileError::Connect { address, source }),
     };
@@ -628,8 +630,7 @@ mod tests {
             resources: targets
                 .iter()
                 .map(|t| Resource {
-                    address: format!("{t}/file:/x"),
-                    target: t.to_string(),
+                    address: format!("{t}/file:/x").as_str().into(),
                     site: None,
                     provider: ProviderKind::File,
                     summary: String::new(),

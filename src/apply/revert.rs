@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::apply::Pool;
 use crate::apply::confirm::disarm_linux_revert;
 use crate::apply::journal::Prior;
-use crate::desired::{ProviderKind, Resource};
+use crate::desired::{ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
 use crate::transport::shell;
@@ -17,9 +17,9 @@ use crate::transport::shell;
 pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
     let mut left = Vec::new();
     // VyOS routers: all of a router's resources in one commit.
-    let mut vyos: BTreeMap<String, Vec<(Resource, Observed)>> = BTreeMap::new();
+    let mut vyos: BTreeMap<Target, Vec<(Resource, Observed)>> = BTreeMap::new();
     for (r, p) in applied.iter().filter(|(r, _)| r.provider == ProviderKind::Vyos) {
-        vyos.entry(r.target.clone()).or_default().push((r.clone(), p.clone()));
+        vyos.entry(r.target().clone()).or_default().push((r.clone(), p.clone()));
     }
     for (target, items) in vyos {
         match pool.get(targets, &target).await {
@@ -33,11 +33,11 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
     }
     for (r, prior) in applied.iter().rev().filter(|(r, _)| r.provider == ProviderKind::Kube) {
         let (Some(access), crate::desired::Desired::Kube(obj) | crate::desired::Desired::Prune(obj)) =
-            (targets.kube.get(&r.target), &r.desired)
+            (targets.kube.get(r.target()), &r.desired)
         else {
             continue;
         };
-        let result = match crate::providers::kube::client(&r.target, access).await {
+        let result = match crate::providers::kube::client(r.target(), access).await {
             Ok(c) => crate::providers::kube::revert(&c, obj, prior).await,
             Err(e) => Err(e),
         };
@@ -51,7 +51,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }
-        let s = match pool.get(targets, &r.target).await {
+        let s = match pool.get(targets, r.target()).await {
             Ok(s) => s,
             Err(e) => {
                 left.push(format!("{}: {e}", r.address));
@@ -84,7 +84,7 @@ pub(super) fn kube_identity(r: &Resource) -> Option<serde_json::Value> {
 pub fn resource_from_prior(p: &Prior) -> Resource {
     use crate::desired::Desired;
     let desired = match p.provider {
-        ProviderKind::File if p.sensitive => Desired::Secret(String::new()),
+        ProviderKind::File if p.sensitive => Desired::Secret(None),
         ProviderKind::File => Desired::File(String::new()),
         ProviderKind::Wireguard => Desired::Wireguard(String::new()),
         ProviderKind::Vyos => Desired::Vyos(vec![]),
@@ -93,7 +93,6 @@ pub fn resource_from_prior(p: &Prior) -> Resource {
     };
     Resource {
         address: p.address.clone(),
-        target: p.target.clone(),
         site: None,
         provider: p.provider,
         summary: String::new(),

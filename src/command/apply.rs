@@ -56,6 +56,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         None => Request::Selection(o.selection.into()),
     };
     let ready = apply_op::prepare(&ws, req, &targets, &rt)?;
+    super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {
         print!("{}", view::human(&ready.plan, &st));

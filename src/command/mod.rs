@@ -19,8 +19,10 @@ use std::process::ExitCode;
 use miette::{Diagnostic, Report};
 
 use crate::command::cli::{Cli, Command, Global};
-use crate::live::observe::Targets;
+use crate::live::observe::{Live, Targets};
 use crate::operation::Workspace;
+use crate::operation::read::ReadReport;
+use crate::providers::Observed;
 use crate::style::Style;
 use crate::topology::{self, LoadError, Loaded};
 use crate::transport::ssh_config::SshConfig;
@@ -147,6 +149,33 @@ pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
     SshConfig::load(&path).map_err(|e| {
         usage("fabric::ssh-config", format!("cannot read {}: {e}", path.display()), "check the file's permissions")
     })
+}
+
+/// `-v`: what was read and how long it took; `-vv`: every resource's state (never a secret's
+/// content: sensitive states are read by presence only).
+pub fn print_read(g: &Global, report: &ReadReport, live: &Live) {
+    if g.verbose == 0 {
+        return;
+    }
+    eprintln!("fabric: read {} target(s) in {} ms", report.per_target.len(), report.took.as_millis());
+    for (t, n) in &report.per_target {
+        match live.unreachable.get(t) {
+            Some(reason) => eprintln!("fabric:   {t}: unreachable: {reason}"),
+            None => eprintln!(
+                "fabric:   {t}: {n} resource(s){}",
+                if live.keys.contains_key(t) { ", public key" } else { "" }
+            ),
+        }
+    }
+    if g.verbose > 1 {
+        for (address, state) in &live.observed {
+            let what = match state {
+                Observed::Absent => "absent".to_string(),
+                Observed::Present(t) => format!("present, {} bytes", t.len()),
+            };
+            eprintln!("fabric:     {address}: {what}");
+        }
+    }
 }
 
 pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {

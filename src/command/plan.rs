@@ -58,6 +58,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if let Some(note) = planned.note.filter(|_| !g.quiet) {
         eprintln!("note: {note}");
     }
+    if let Some(o) = &planned.observation {
+        super::print_read(g, &o.report, &o.live);
+    }
     let p = planned.plan;
     let text = match format {
         Format::Human => view::human(&p, &Style::stdout(g.no_color)),

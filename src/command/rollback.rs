@@ -29,7 +29,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             eprintln!("fabric: {line}");
         }
     };
-    let done = rollback_op::run(&g.state_dir, &run, &targets, &progress, &rt)?;
+    let done = rollback_op::run(&ws, &g.state_dir, &run, &targets, &progress, &rt)?;
     if done.steps.is_empty() {
         println!("Nothing to roll back in run {run}.");
     } else {

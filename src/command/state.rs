@@ -39,7 +39,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let ws = super::workspace(g)?;
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
-    let snap = crate::operation::snapshot::run(&ws, o.selection.into(), &targets, &o.out, &rt)?;
+    let (snap, report) = crate::operation::snapshot::run(&ws, o.selection.into(), &targets, &o.out, &rt)?;
+    super::print_read(g, &report, &snap.live);
     if !g.quiet {
         println!(
             "Wrote {}: {} resource state(s), {} unreachable target(s).",

@@ -8,6 +8,8 @@
 //! `host.sp-cp1/file:/etc/rancher/k3s/config.yaml`.
 
 use serde::Serialize;
+
+pub use crate::addr::{Address, Target};
 use serde_json::Value;
 
 pub mod objects;
@@ -48,8 +50,8 @@ pub enum Desired {
     /// A command that makes the state so, with the probe that tells whether it is.
     Command { probe: String, apply: String },
     /// A secret file fabric copies at apply time from another host's file (its address,
-    /// `host.<name>/file:<path>`; empty when there is none): never rendered, never shown.
-    Secret(String),
+    /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
+    Secret(Option<Address>),
     /// A Kubernetes object fabric created that the topology no longer has (its identity):
     /// planned as a deletion.
     Prune(Value),
@@ -58,10 +60,8 @@ pub enum Desired {
 /// One unit of desired state.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resource {
-    /// Stable address, unique in the fabric.
-    pub address: String,
-    /// Where it lives: `router.<site>`, `host.<name>`, `cluster.<site>` or `karmada`.
-    pub target: String,
+    /// Stable address, unique in the fabric; its target says where it lives.
+    pub address: Address,
     /// The site the target belongs to (for `--site`); None for the Karmada API.
     pub site: Option<String>,
     pub provider: ProviderKind,
@@ -77,6 +77,17 @@ pub struct Resource {
 }
 
 impl Resource {
+    /// Where it lives: `router.<site>`, `host.<name>`, `cluster.<site>` or `karmada`.
+    pub fn target(&self) -> &Target {
+        &self.address.target
+    }
+
+    /// A router's WireGuard interface (wg-quick or VyOS): it holds the router's key pair.
+    pub fn is_wireguard_interface(&self) -> bool {
+        self.provider == ProviderKind::Wireguard
+            || self.address.vyos().is_some_and(|p| p.starts_with("interfaces wireguard "))
+    }
+
     /// The desired Kubernetes object, for a resource that is one (not a pruned identity).
     pub fn kube_object(&self) -> Option<&Value> {
         match &self.desired {
@@ -127,10 +138,8 @@ impl<'a> Out<'a> {
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let ns = obj["metadata"]["namespace"].as_str().map(String::from);
-        let target = site.map(|s| format!("cluster.{s}")).unwrap_or_else(|| "karmada".into());
         self.push(Resource {
-            address: format!("{target}/{}", ns_path(ns.as_deref(), &kind, &name)),
-            target,
+            address: Target::api(site).at(ns_path(ns.as_deref(), &kind, &name)),
             site: site.map(String::from),
             provider: ProviderKind::Kube,
             summary: summary.into(),
@@ -150,8 +159,7 @@ impl<'a> Out<'a> {
     ) {
         let sensitive = matches!(desired, Desired::Secret(_));
         self.push(Resource {
-            address: format!("host.{host}/file:{path}"),
-            target: format!("host.{host}"),
+            address: Target::host(host).at(format!("file:{path}")),
             site: Some(site.into()),
             provider: ProviderKind::File,
             summary: summary.into(),
@@ -160,10 +168,9 @@ impl<'a> Out<'a> {
             file,
         });
     }
-    pub fn command(&mut self, target: String, site: &str, name: &str, probe: String, apply: String, summary: &str) {
+    pub fn command(&mut self, target: Target, site: &str, name: &str, probe: String, apply: String, summary: &str) {
         self.push(Resource {
-            address: format!("{target}/command:{name}"),
-            target,
+            address: target.at(format!("command:{name}")),
             site: Some(site.into()),
             provider: ProviderKind::Command,
             summary: summary.into(),

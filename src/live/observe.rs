@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
+use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed};
@@ -15,11 +16,11 @@ use crate::transport::ssh_config::SshConfig;
 /// Every SSH target of a topology, resolved.
 #[derive(Debug, Clone, Default)]
 pub struct Targets {
-    pub ssh: BTreeMap<String, Endpoint>,
+    pub ssh: BTreeMap<Target, Endpoint>,
     /// Kubernetes targets (`cluster.<site>`, `karmada`) and their kubeconfig.
-    pub kube: BTreeMap<String, crate::providers::kube::KubeAccess>,
+    pub kube: BTreeMap<Target, crate::providers::kube::KubeAccess>,
     /// Provider and WireGuard interface of each router target (for reading its public key).
-    pub router_kind: BTreeMap<String, (ProviderKind, String)>,
+    pub router_kind: BTreeMap<Target, (ProviderKind, String)>,
 }
 
 impl Targets {
@@ -28,15 +29,15 @@ impl Targets {
         let mut router_kind = BTreeMap::new();
         let mut kube = BTreeMap::new();
         let k = &t.federation.karmada.kubeconfig;
-        kube.insert("karmada".to_string(), crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()));
+        kube.insert(Target::Karmada, crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()));
         for s in &t.sites {
             let k = &s.cluster.kubeconfig;
             kube.insert(
-                format!("cluster.{}", s.name),
+                Target::cluster(&s.name),
                 crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
             );
-            let target = format!("router.{}", s.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target, &s.router.ssh, config));
+            let target = Target::router(&s.name);
+            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &s.router.ssh, config));
             let kind = match s.router.kind {
                 crate::topology::model::RouterKind::Vyos => ProviderKind::Vyos,
                 crate::topology::model::RouterKind::Linux => ProviderKind::Wireguard,
@@ -44,18 +45,18 @@ impl Targets {
             router_kind.insert(target, (kind, s.router.wireguard.interface.clone()));
             for n in &s.cluster.nodes {
                 if let Some(a) = &n.ssh {
-                    let target = format!("host.{}", n.name);
-                    ssh.insert(target.clone(), Endpoint::resolve(&target, a, config));
+                    let target = Target::host(&n.name);
+                    ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), a, config));
                 }
             }
             for w in &s.external_workloads {
-                let target = format!("host.{}", w.name);
-                ssh.insert(target.clone(), Endpoint::resolve(&target, &w.ssh, config));
+                let target = Target::host(&w.name);
+                ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &w.ssh, config));
             }
         }
         if let Some(vm) = &t.federation.karmada.vm {
-            let target = format!("host.{}", vm.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target, &vm.ssh, config));
+            let target = Target::host(&vm.name);
+            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &vm.ssh, config));
         }
         Targets { ssh, kube, router_kind }
     }
@@ -65,15 +66,15 @@ impl Targets {
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct Live {
     /// Resource address → state.
-    pub observed: BTreeMap<String, Observed>,
+    pub observed: BTreeMap<Address, Observed>,
     /// Router target → WireGuard public key (public: safe to show and store).
-    pub keys: BTreeMap<String, String>,
+    pub keys: BTreeMap<Target, String>,
     /// Target → why it could not be read.
-    pub unreachable: BTreeMap<String, String>,
+    pub unreachable: BTreeMap<Target, String>,
     /// Resource address → why the API server would refuse to apply it (dry run: a conflict with
     /// another field manager, an invalid field).
     #[serde(default)]
-    pub refusals: BTreeMap<String, String>,
+    pub refusals: BTreeMap<Address, String>,
 }
 
 impl Live {
@@ -84,13 +85,13 @@ impl Live {
         digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 
-    pub fn key(&self, target: &str) -> Option<String> {
+    pub fn key(&self, target: &Target) -> Option<String> {
         self.keys.get(target).cloned()
     }
 }
 
 /// Router targets whose public keys the resources' desired texts refer to.
-pub fn key_targets(resources: &[Resource]) -> BTreeSet<String> {
+pub fn key_targets(resources: &[Resource]) -> BTreeSet<Target> {
     let mut out = BTreeSet::new();
     for r in resources {
         let text = providers::desired_text(r, &|_| None);
@@ -98,15 +99,17 @@ pub fn key_targets(resources: &[Resource]) -> BTreeSet<String> {
         while let Some(i) = rest.find("<public-key:") {
             let after = &rest[i + "<public-key:".len()..];
             if let Some(j) = after.find('>') {
-                out.insert(after[..j].to_string());
+                if let Ok(t) = after[..j].parse() {
+                    out.insert(t);
+                }
                 rest = &after[j..];
             } else {
                 break;
             }
         }
         // A router's own key is part of its state too (it is created with the interface).
-        if matches!(r.provider, ProviderKind::Wireguard) || r.address.contains("/vyos:interfaces wireguard ") {
-            out.insert(r.target.clone());
+        if r.is_wireguard_interface() {
+            out.insert(r.target().clone());
         }
     }
     out
@@ -114,10 +117,10 @@ pub fn key_targets(resources: &[Resource]) -> BTreeSet<String> {
 
 /// Reads `resources` and the public keys of `keys`, one connection per target, all targets at
 /// once. A target that cannot be reached is recorded with its reason; the others are read.
-pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &Targets) -> Live {
-    let mut by_target: BTreeMap<String, Vec<Resource>> = BTreeMap::new();
+pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &Targets) -> Live {
+    let mut by_target: BTreeMap<Target, Vec<Resource>> = BTreeMap::new();
     for r in resources {
-        by_target.entry(r.target.clone()).or_default().push(r.clone());
+        by_target.entry(r.target().clone()).or_default().push(r.clone());
     }
     for k in keys {
         by_target.entry(k.clone()).or_default();
@@ -182,18 +185,18 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<String>, targets: &
 struct Unread(String);
 
 /// What one host holds: each resource's state by address, and its public key.
-type HostState = (Vec<(String, Observed)>, Option<String>);
+type HostState = (Vec<(Address, Observed)>, Option<String>);
 
 /// What one host's read gave, or why it was not read.
 struct HostRead {
-    target: String,
+    target: Target,
     outcome: Result<HostState, Unread>,
 }
 
 /// Reads one host over one connection: every resource at once, each in its own channel, so a
 /// host costs one connect and about one round trip however many resources it holds.
 async fn read_host(
-    target: String,
+    target: Target,
     ep: Endpoint,
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
@@ -240,19 +243,19 @@ async fn read_host(
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan
 /// creates that namespace (earlier, in order), the refusal is only a matter of order and is
 /// dropped. A namespace nothing creates stays a refusal.
-fn forgive_missing_namespaces(resources: &[Resource], refusals: &mut BTreeMap<String, KubeError>) {
-    let created: BTreeSet<(String, String)> = resources
+fn forgive_missing_namespaces(resources: &[Resource], refusals: &mut BTreeMap<Address, KubeError>) {
+    let created: BTreeSet<(Target, String)> = resources
         .iter()
         .filter_map(|r| match &r.desired {
             crate::desired::Desired::Kube(o) if o["kind"] == "Namespace" && o["apiVersion"] == "v1" => {
-                Some((r.target.clone(), o["metadata"]["name"].as_str()?.to_string()))
+                Some((r.target().clone(), o["metadata"]["name"].as_str()?.to_string()))
             }
             _ => None,
         })
         .collect();
     for r in resources {
         let Some(why) = refusals.get(&r.address) else { continue };
-        if why.missing_namespace().is_some_and(|ns| created.contains(&(r.target.clone(), ns.to_string()))) {
+        if why.missing_namespace().is_some_and(|ns| created.contains(&(r.target().clone(), ns.to_string()))) {
             refusals.remove(&r.address);
         }
     }
@@ -274,7 +277,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
     // One client per target involved, shared by its copies.
     let mut clients = BTreeMap::new();
-    for target in copies.iter().flat_map(|(r, _, from)| [&r.target, &from.target]) {
+    for target in copies.iter().flat_map(|(r, _, from)| [r.target(), &from.target]) {
         if let (false, Some(access)) = (clients.contains_key(target), targets.kube.get(target))
             && let Ok(c) = crate::providers::kube::client(target, access).await
         {
@@ -283,7 +286,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
     // All at once: each is two reads, possibly across a WAN.
     let checks = copies.iter().filter_map(|(r, obj, from)| {
-        let (d, s) = (clients.get(&r.target)?, clients.get(&from.target)?);
+        let (d, s) = (clients.get(r.target())?, clients.get(&from.target)?);
         Some(async move { (r.address.clone(), crate::providers::kube::copy_differs(d, obj, s, from).await) })
     });
     for (address, differs) in futures::future::join_all(checks).await {
@@ -294,7 +297,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
 }
 
-type KubeStates = Vec<(String, Observed, Option<KubeError>)>;
+type KubeStates = Vec<(Address, Observed, Option<KubeError>)>;
 
 /// Why a Kubernetes target could not be read (it is then recorded as unreachable).
 #[derive(Debug, thiserror::Error)]
@@ -304,7 +307,7 @@ pub enum ReadKubeError {
     /// A resource of a Kubernetes target that is no Kubernetes object (a bug in the desired
     /// state, never a live condition).
     #[error("{address} is not a Kubernetes object")]
-    NotKube { address: String },
+    NotKube { address: Address },
     /// A read task panicked or was cancelled.
     #[error(transparent)]
     Task(#[from] tokio::task::JoinError),
@@ -312,10 +315,10 @@ pub enum ReadKubeError {
 
 /// Reads every object of one Kubernetes target at once (and asks for their dry runs).
 async fn read_kube(
-    target: String,
+    target: Target,
     access: crate::providers::kube::KubeAccess,
     rs: Vec<Resource>,
-) -> (String, Result<KubeStates, ReadKubeError>) {
+) -> (Target, Result<KubeStates, ReadKubeError>) {
     let client = match crate::providers::kube::client(&target, &access).await {
         Ok(c) => c,
         Err(e) => return (target, Err(e.into())),
@@ -354,10 +357,9 @@ mod tests {
     use crate::desired::Desired;
     use serde_json::json;
 
-    fn kube(target: &str, address: &str, obj: serde_json::Value) -> Resource {
+    fn kube(address: &str, obj: serde_json::Value) -> Resource {
         Resource {
             address: address.into(),
-            target: target.into(),
             site: None,
             provider: ProviderKind::Kube,
             summary: String::new(),
@@ -370,15 +372,11 @@ mod tests {
     #[test]
     fn a_namespace_the_plan_creates_is_not_a_refusal() {
         let rs = [
-            kube(
-                "karmada",
-                "karmada/Namespace/ai",
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}}),
-            ),
-            kube("karmada", "karmada/ai/PropagationPolicy/p", json!({})),
-            kube("karmada", "karmada/data/PropagationPolicy/q", json!({})),
-            kube("cluster.sp", "cluster.sp/ai/LocalQueue/l", json!({})),
-            kube("karmada", "karmada/ai/PropagationPolicy/o", json!({})),
+            kube("karmada/Namespace/ai", json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}})),
+            kube("karmada/ai/PropagationPolicy/p", json!({})),
+            kube("karmada/data/PropagationPolicy/q", json!({})),
+            kube("cluster.sp/ai/LocalQueue/l", json!({})),
+            kube("karmada/ai/PropagationPolicy/o", json!({})),
         ];
         let mut refusals = BTreeMap::new();
         for (a, ns) in [
@@ -387,13 +385,13 @@ mod tests {
             ("cluster.sp/ai/LocalQueue/l", "ai"),
         ] {
             let message = format!("namespaces \"{ns}\" not found");
-            refusals.insert(a.to_string(), KubeError::Api { status: 404, reason: "NotFound".into(), message });
+            refusals.insert(a.into(), KubeError::Api { status: 404, reason: "NotFound".into(), message });
         }
         // Another 404 is no missing namespace.
         let other = KubeError::Api { status: 404, reason: "NotFound".into(), message: "x \"ai\" not found".into() };
         refusals.insert("karmada/ai/PropagationPolicy/o".into(), other);
         forgive_missing_namespaces(&rs, &mut refusals);
-        let left: Vec<&String> = refusals.keys().collect();
+        let left: Vec<String> = refusals.keys().map(|a| a.to_string()).collect();
         // Only the one whose namespace this plan creates, on the same target, is dropped.
         assert_eq!(
             left,

@@ -7,15 +7,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 
 use crate::catalog::StepGraph;
-use crate::desired::{Desired, Produced, ProviderKind, Resource};
+use crate::desired::{Address, Desired, Produced, ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 
-fn address(target: &str, id: &serde_json::Value) -> String {
+fn address(target: &Target, id: &serde_json::Value) -> Address {
     let kind = id["kind"].as_str().unwrap_or_default();
     let name = id["metadata"]["name"].as_str().unwrap_or_default();
     match id["metadata"]["namespace"].as_str() {
-        Some(ns) => format!("{target}/{ns}/{kind}/{name}"),
-        None => format!("{target}/{kind}/{name}"),
+        Some(ns) => target.at(format!("{ns}/{kind}/{name}")),
+        None => target.at(format!("{kind}/{name}")),
     }
 }
 
@@ -32,22 +32,22 @@ pub async fn orphans(
 ) -> BTreeMap<NodeIndex, Vec<Resource>> {
     // Everything the topology produces, and which steps make which kind in which API.
     let mut wanted = BTreeSet::new();
-    let mut makers: BTreeMap<(String, String), Vec<NodeIndex>> = BTreeMap::new();
+    let mut makers: BTreeMap<(Target, String), Vec<NodeIndex>> = BTreeMap::new();
     for &n in &g.order {
         for r in desired.get(&n).map(|p| p.resources.clone()).unwrap_or_default() {
             if let Desired::Kube(o) = &r.desired {
                 let kind = o["kind"].as_str().unwrap_or_default().to_string();
-                makers.entry((r.target.clone(), kind)).or_default().push(n);
+                makers.entry((r.target().clone(), kind)).or_default().push(n);
             }
             wanted.insert(r.address);
         }
     }
-    let apis: BTreeSet<String> = selected
+    let apis: BTreeSet<Target> = selected
         .iter()
         .filter_map(|n| desired.get(n))
         .flat_map(|p| &p.resources)
         .filter(|r| r.provider == ProviderKind::Kube && keep(r))
-        .map(|r| r.target.clone())
+        .map(|r| r.target().clone())
         .collect();
     let mut out: BTreeMap<NodeIndex, Vec<Resource>> = BTreeMap::new();
     for target in apis {
@@ -68,8 +68,7 @@ pub async fn orphans(
             };
             out.entry(*step).or_default().push(Resource {
                 address: addr,
-                target: target.clone(),
-                site: target.strip_prefix("cluster.").map(String::from),
+                site: target.site().map(String::from),
                 provider: ProviderKind::Kube,
                 summary: "no longer in the topology".into(),
                 sensitive: false,

@@ -10,15 +10,15 @@ use serde::{Deserialize, Serialize};
 
 use super::observe::Live;
 use crate::catalog::StepGraph;
-use crate::desired::{Desired, ProviderKind, Resource};
+use crate::desired::{Address, Desired, ProviderKind, Resource, Target};
 
 pub const SNAPSHOT_VERSION: &str = "1.0";
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Orphan {
     pub step: String,
-    pub address: String,
-    pub target: String,
+    pub address: Address,
+    pub target: Target,
     pub identity: serde_json::Value,
 }
 
@@ -38,9 +38,8 @@ impl Snapshot {
         for o in &self.orphans {
             let Some(n) = g.find(&o.step) else { continue };
             out.entry(n).or_default().push(Resource {
+                site: o.address.target.site().map(String::from),
                 address: o.address.clone(),
-                target: o.target.clone(),
-                site: o.target.strip_prefix("cluster.").map(String::from),
                 provider: ProviderKind::Kube,
                 summary: "no longer in the topology".into(),
                 sensitive: false,

@@ -32,7 +32,7 @@ impl Ready {
             return Some(OpError::Refused);
         }
         if !self.plan.unreachable.is_empty() {
-            return Some(OpError::Unreachable(self.plan.unreachable.iter().map(|u| u.target.clone()).collect()));
+            return Some(OpError::Unreachable(self.plan.unreachable.iter().map(|u| u.target.to_string()).collect()));
         }
         None
     }

@@ -19,10 +19,12 @@ pub enum Source<'a> {
     Live { targets: &'a Targets, rt: &'a tokio::runtime::Runtime },
 }
 
-/// A plan, and a note for the operator when the snapshot was taken from another topology.
+/// A plan, a note for the operator when the snapshot was taken from another topology, and what
+/// was read (live plans only).
 pub struct Planned {
     pub plan: Plan,
     pub note: Option<String>,
+    pub observation: Option<super::Observation>,
 }
 
 pub fn make(ws: &Workspace, sel: Selection, source: Source<'_>) -> Result<Planned, OpError> {
@@ -32,12 +34,16 @@ pub fn make(ws: &Workspace, sel: Selection, source: Source<'_>) -> Result<Planne
             let pending = |n| ws.desired.get(&n).is_some_and(|p| !p.resources.is_empty());
             let selected = ws.select(&sel, pending)?;
             let inputs = ws.plan_inputs(&selected, &sel, &Default::default());
-            Ok(Planned { plan: plan::build(ws.header(&sel, Mode::Offline), inputs, None), note: None })
+            Ok(Planned {
+                plan: plan::build(ws.header(&sel, Mode::Offline), inputs, None),
+                note: None,
+                observation: None,
+            })
         }
         Source::Snapshot(file) => from_snapshot(ws, sel, file),
         Source::Live { targets, rt } => {
             let o = rt.block_on(ws.observe(sel, targets))?;
-            Ok(Planned { plan: ws.plan_of(&o), note: None })
+            Ok(Planned { plan: ws.plan_of(&o), note: None, observation: Some(o) })
         }
     }
 }
@@ -61,5 +67,5 @@ fn from_snapshot(ws: &Workspace, sel: Selection, file: &Path) -> Result<Planned,
     let selected = ws.select(&sel, pending)?;
     let mode = Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
     let inputs = ws.plan_inputs(&selected, &sel, &snap.orphans(&ws.graph));
-    Ok(Planned { plan: plan::build(ws.header(&sel, mode), inputs, Some(&live)), note })
+    Ok(Planned { plan: plan::build(ws.header(&sel, mode), inputs, Some(&live)), note, observation: None })
 }

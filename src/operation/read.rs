@@ -8,7 +8,7 @@ use std::time::Duration;
 use petgraph::graph::NodeIndex;
 
 use super::{OpError, Workspace};
-use crate::desired::Resource;
+use crate::desired::{Resource, Target};
 use crate::live::observe::{self, Live, Targets};
 use crate::live::prune;
 use crate::plan::model::{Action, Mode, Plan};
@@ -30,7 +30,7 @@ pub struct Observation {
 pub struct ReadReport {
     pub took: Duration,
     /// Target → number of resources read (0 for a router read only for its public key).
-    pub per_target: BTreeMap<String, usize>,
+    pub per_target: BTreeMap<Target, usize>,
 }
 
 impl Workspace {
@@ -55,7 +55,7 @@ impl Workspace {
         let live = observe::observe(&all, &keys, targets).await;
         let mut report = ReadReport { took: started.elapsed(), ..Default::default() };
         for r in &all {
-            *report.per_target.entry(r.target.clone()).or_default() += 1;
+            *report.per_target.entry(r.target().clone()).or_default() += 1;
         }
         for k in &keys {
             report.per_target.entry(k.clone()).or_default();

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::OpError;
+use super::{OpError, Workspace};
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::revert;
 use crate::live::observe::Targets;
@@ -26,12 +26,14 @@ pub fn choose_run(state_dir: &Path, run: Option<String>) -> Result<String, OpErr
 /// the next is touched; a journal that cannot be written stops the rollback (and says so), since
 /// the journal is what a later rollback or apply trusts.
 pub fn run(
+    ws: &Workspace,
     state_dir: &Path,
     run: &str,
     targets: &Targets,
     progress: &(dyn Fn(&str) + Sync),
     rt: &tokio::runtime::Runtime,
 ) -> Result<RolledBack, OpError> {
+    ws.live_allowed("it holds production addresses: roll back runs of a topology of your own")?;
     let path = journal::runs_dir(state_dir).join(format!("{run}.jsonl"));
     let entries =
         Journal::read(&path).map_err(|source| OpError::ReadJournal { path: path.display().to_string(), source })?;

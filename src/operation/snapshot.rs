@@ -2,20 +2,21 @@
 
 use std::path::Path;
 
+use super::read::ReadReport;
 use super::{OpError, Workspace};
 use crate::desired::Desired;
 use crate::live::observe::Targets;
 use crate::live::snapshot::{self, Orphan, SNAPSHOT_VERSION, Snapshot};
 use crate::plan::select::Selection;
 
-/// Reads `sel`'s live state and writes it to `out`.
+/// Reads `sel`'s live state and writes it to `out`; returns it, and what was read.
 pub fn run(
     ws: &Workspace,
     sel: Selection,
     targets: &Targets,
     out: &Path,
     rt: &tokio::runtime::Runtime,
-) -> Result<Snapshot, OpError> {
+) -> Result<(Snapshot, ReadReport), OpError> {
     let o = rt.block_on(ws.observe(sel, targets))?;
     let orphans = o
         .orphans
@@ -26,7 +27,7 @@ pub fn run(
                 Desired::Prune(id) => Some(Orphan {
                     step: step.clone(),
                     address: r.address.clone(),
-                    target: r.target.clone(),
+                    target: r.target().clone(),
                     identity: id.clone(),
                 }),
                 _ => None,
@@ -41,5 +42,5 @@ pub fn run(
         orphans,
     };
     snapshot::write(out, &snap)?;
-    Ok(snap)
+    Ok((snap, o.report))
 }

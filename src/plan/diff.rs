@@ -12,7 +12,7 @@ pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
 
 /// The change `r` needs given `live`; None when its target could not be read.
 pub fn change(r: &Resource, live: &Live) -> Option<Change> {
-    if live.unreachable.contains_key(&r.target) {
+    if live.unreachable.contains_key(r.target()) {
         return None;
     }
     let observed = live.observed.get(&r.address).cloned().unwrap_or(Observed::Absent);
@@ -61,7 +61,6 @@ mod tests {
     fn file(text: &str) -> Resource {
         Resource {
             address: "host.a/file:/etc/x".into(),
-            target: "host.a".into(),
             site: Some("s".into()),
             provider: ProviderKind::File,
             summary: "x".into(),
@@ -92,7 +91,7 @@ mod tests {
     #[test]
     fn secrets_have_no_diff() {
         let mut r = file("");
-        r.desired = Desired::Secret("token".into());
+        r.desired = Desired::Secret(Some("host.b/file:/token".into()));
         r.sensitive = true;
         let c = change(&r, &Live::default()).unwrap();
         assert_eq!(c.action, Action::Create);

@@ -76,8 +76,8 @@ fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {
         (None, None) => s.resources.iter().map(Change::create).collect(),
         (None, Some(live)) => {
             for r in &s.resources {
-                if live.unreachable.contains_key(&r.target) && !unreachable.contains(&r.target) {
-                    unreachable.push(r.target.clone());
+                if live.unreachable.contains_key(r.target()) && !unreachable.contains(r.target()) {
+                    unreachable.push(r.target().clone());
                 }
             }
             s.resources.iter().filter_map(|r| diff::change(r, live)).collect()

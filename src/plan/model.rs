@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::select::Selection;
+use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 
 /// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
@@ -54,10 +55,10 @@ pub enum Mode {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Change {
-    pub address: String,
+    pub address: Address,
     pub action: Action,
     pub provider: ProviderKind,
-    pub target: String,
+    pub target: Target,
     /// Display only.
     pub summary: String,
     pub sensitive: bool,
@@ -74,7 +75,7 @@ impl Change {
             address: r.address.clone(),
             action: Action::Create,
             provider: r.provider,
-            target: r.target.clone(),
+            target: r.target().clone(),
             summary: r.summary.clone(),
             sensitive: r.sensitive,
             diff: None,
@@ -98,7 +99,7 @@ pub struct StepPlan {
     /// Why the step cannot run (an open decision); such a step has no changes.
     pub refused: Option<String>,
     /// Targets of this step that could not be read: their resources are not in `changes`.
-    pub unreachable: Vec<String>,
+    pub unreachable: Vec<Target>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -112,7 +113,7 @@ pub struct Summary {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Unreachable {
-    pub target: String,
+    pub target: Target,
     pub reason: String,
 }
 

@@ -38,7 +38,7 @@ pub fn human(p: &Plan, st: &Style) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {} ({})", st.bold("fabric plan:"), p.fabric, p.topology_file);
     let _ = writeln!(out, "{}\n", st.dim(&mode_line(p)));
-    let width = p.steps.iter().flat_map(|s| &s.changes).map(|c| c.address.len()).max().unwrap_or(0).min(72);
+    let width = p.steps.iter().flat_map(|s| &s.changes).map(|c| c.address.to_string().len()).max().unwrap_or(0).min(72);
     for step in &p.steps {
         let risk = format!("risk {}", risk_word(step.risk));
         let risk = match step.risk {

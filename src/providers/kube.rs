@@ -7,6 +7,7 @@
 //! revert re-applies the prior fields or deletes what did not exist. Secrets are compared by
 //! presence only, and their content is never read into a plan.
 
+use crate::addr::Target;
 use std::path::PathBuf;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -131,7 +132,7 @@ impl KubeAccess {
 }
 
 /// A client for `target`, from its kubeconfig; the error says which file and context failed.
-pub async fn client(target: &str, access: &KubeAccess) -> Result<Client, KubeError> {
+pub async fn client(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
     let kc = Kubeconfig::read_from(&access.path).map_err(|e| KubeError::ConfigUnreadable {
         target: target.to_string(),
         path: access.path.clone(),
@@ -461,7 +462,7 @@ mod tests {
     #[tokio::test]
     async fn kubeconfig_failures_name_the_file_and_target() {
         let access = KubeAccess::new("/nonexistent/kubeconfig", Some("site-a"));
-        let Err(e) = client("cluster.sp", &access).await else { panic!("a missing kubeconfig is an error") };
+        let Err(e) = client(&Target::cluster("sp"), &access).await else { panic!("a missing kubeconfig is an error") };
         assert!(matches!(&e, KubeError::ConfigUnreadable { target, .. } if target == "cluster.sp"), "{e:?}");
         assert!(e.to_string().starts_with("cannot read kubeconfig /nonexistent/kubeconfig for cluster.sp: "), "{e}");
         let e = KubeError::Config {

@@ -10,6 +10,7 @@ pub mod secrets;
 
 use std::time::Duration;
 
+use crate::addr::{Address, Target};
 use crate::desired::{Desired, ProviderKind, Resource};
 use crate::transport::shell::{self, quote};
 use crate::transport::ssh::{Session, SshError};
@@ -34,9 +35,9 @@ pub enum ProviderError {
     #[error(transparent)]
     Ssh(#[from] SshError),
     #[error("{address}: `{what}` failed (exit {status}): {stderr}")]
-    Command { address: String, what: String, status: u32, stderr: String },
+    Command { address: Address, what: String, status: u32, stderr: String },
     #[error("{address}: {message}")]
-    Unsupported { address: String, message: String },
+    Unsupported { address: Address, message: String },
 }
 
 fn failed(r: &Resource, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
@@ -45,7 +46,7 @@ fn failed(r: &Resource, what: &str, o: &crate::transport::ssh::Output) -> Provid
 
 /// The error of a failed remote command, with stderr and (routers often print their errors
 /// there) the end of stdout.
-fn failed_at(address: &str, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
+fn failed_at(address: &Address, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
     let out = o.stdout_str();
     let tail: Vec<&str> = out.lines().rev().filter(|l| !l.trim().is_empty()).take(3).collect();
     let mut detail = o.stderr_str();
@@ -53,7 +54,7 @@ fn failed_at(address: &str, what: &str, o: &crate::transport::ssh::Output) -> Pr
         let tail: Vec<&str> = tail.into_iter().rev().collect();
         detail = format!("{detail} | {}", tail.join(" / "));
     }
-    ProviderError::Command { address: address.to_string(), what: what.into(), status: o.status, stderr: detail }
+    ProviderError::Command { address: address.clone(), what: what.into(), status: o.status, stderr: detail }
 }
 
 /// Remote user of the session, for sudo.
@@ -63,12 +64,12 @@ fn root(s: &Session, cmd: &str) -> String {
 
 /// Path of a file resource (`host.x/file:/etc/y` → `/etc/y`).
 pub fn file_path(r: &Resource) -> &str {
-    r.address.split_once("/file:").map(|(_, p)| p).unwrap_or_default()
+    r.address.file().unwrap_or_default()
 }
 
 /// WireGuard interface of a wireguard resource (`router.x/wireguard:wg0` → `wg0`).
 pub fn wg_interface(r: &Resource) -> &str {
-    r.address.split_once("/wireguard:").map(|(_, p)| p).unwrap_or("wg0")
+    r.address.wireguard().unwrap_or("wg0")
 }
 
 // ---- Pure builders for WireGuard on Linux --------------------------------------------------
@@ -135,7 +136,7 @@ pub const VYOS_SHOW: &str = "source /opt/vyatta/etc/functions/script-template\nr
 
 /// The VyOS subtree a resource manages (`router.x/vyos:interfaces wireguard wg0`).
 pub fn vyos_subtree(r: &Resource) -> &str {
-    r.address.split_once("/vyos:").map(|(_, p)| p).unwrap_or_default()
+    r.address.vyos().unwrap_or_default()
 }
 
 /// The lines of `show configuration commands` under `subtree`, without secrets, sorted.
@@ -259,18 +260,21 @@ pub fn restart_after(path: &str) -> Option<String> {
 
 /// Reads a secret file (the source of a copy). Only ever held in memory; errors carry stderr
 /// only, never the file's content.
-pub async fn read_secret_file(s: &Session, address: &str) -> Result<String, ProviderError> {
-    let path = address.split_once("/file:").map(|(_, p)| p).unwrap_or_default();
+pub async fn read_secret_file(s: &Session, address: &Address) -> Result<String, ProviderError> {
+    let path = address.file().unwrap_or_default();
     let o = s.run(&root(s, &shell::read_file(path)), None, READ_TIMEOUT).await?;
     match o.status {
         0 if !o.stdout_str().trim().is_empty() => Ok(o.stdout_str()),
         0 | shell::ABSENT => Err(ProviderError::Unsupported {
-            address: address.to_string(),
+            address: address.clone(),
             message: "the source of this secret does not exist yet (is the server installed?)".into(),
         }),
-        status => {
-            Err(ProviderError::Command { address: address.into(), what: "read".into(), status, stderr: o.stderr_str() })
-        }
+        status => Err(ProviderError::Command {
+            address: address.clone(),
+            what: "read".into(),
+            status,
+            stderr: o.stderr_str(),
+        }),
     }
 }
 
@@ -321,7 +325,7 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
 
 /// The desired canonical text of a resource, with `<public-key:…>` placeholders resolved by
 /// `keys` where known.
-pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> String {
+pub fn desired_text(r: &Resource, keys: &dyn Fn(&Target) -> Option<String>) -> String {
     if r.sensitive {
         return SENSITIVE.into();
     }
@@ -341,8 +345,8 @@ pub fn desired_text(r: &Resource, keys: &dyn Fn(&str) -> Option<String>) -> Stri
     resolve_keys(&text, keys)
 }
 
-/// Replaces `<public-key:router.X>` by the key `keys("router.X")` returns, if any.
-pub fn resolve_keys(text: &str, keys: &dyn Fn(&str) -> Option<String>) -> String {
+/// Replaces `<public-key:router.X>` by the key `keys(router.X)` returns, if any.
+pub fn resolve_keys(text: &str, keys: &dyn Fn(&Target) -> Option<String>) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(i) = rest.find("<public-key:") {
@@ -350,8 +354,7 @@ pub fn resolve_keys(text: &str, keys: &dyn Fn(&str) -> Option<String>) -> String
         let after = &rest[i + "<public-key:".len()..];
         match after.find('>') {
             Some(j) => {
-                let target = &after[..j];
-                match keys(target) {
+                match after[..j].parse::<Target>().ok().and_then(|t| keys(&t)) {
                     Some(k) => out.push_str(&k),
                     None => out.push_str(&rest[i..i + "<public-key:".len() + j + 1]),
                 }
@@ -369,7 +372,7 @@ pub fn resolve_keys(text: &str, keys: &dyn Fn(&str) -> Option<String>) -> String
 
 /// Peers' public keys as a router's live configuration names them (`router.<peer>` → key): the
 /// last known keys, used when a peer cannot be read (a partition must not rewrite a good peer).
-pub fn keys_in(observed: &str) -> std::collections::BTreeMap<String, String> {
+pub fn keys_in(observed: &str) -> std::collections::BTreeMap<Target, String> {
     let mut out = std::collections::BTreeMap::new();
     let mut peer: Option<String> = None;
     for line in observed.lines().map(str::trim) {
@@ -379,12 +382,12 @@ pub fn keys_in(observed: &str) -> std::collections::BTreeMap<String, String> {
         } else if let Some(site) = line.strip_prefix("# ").filter(|_| peer.is_none()) {
             peer = Some(site.to_string());
         } else if let (Some(k), Some(site)) = (line.strip_prefix("PublicKey = "), &peer) {
-            out.insert(format!("router.{site}"), k.to_string());
+            out.insert(Target::router(site), k.to_string());
         }
         // VyOS: `set interfaces wireguard wg0 peer <site> public-key '<key>'`.
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.len() == 8 && words[0] == "set" && words[4] == "peer" && words[6] == "public-key" {
-            out.insert(format!("router.{}", words[5]), words[7].trim_matches('\'').to_string());
+            out.insert(Target::router(words[5]), words[7].trim_matches('\'').to_string());
         }
     }
     out
@@ -406,11 +409,11 @@ pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<
 }
 
 /// Makes sure a Linux router has its private key; returns the public key.
-pub async fn ensure_key(s: &Session, iface: &str) -> Result<String, ProviderError> {
+pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<String, ProviderError> {
     let o = s.run(&root(s, &wg_ensure_key(iface)), None, READ_TIMEOUT).await?;
     if o.status != 0 {
         return Err(ProviderError::Command {
-            address: s.endpoint.target.clone(),
+            address: router.at(format!("wireguard:{iface}")),
             what: "wg genkey".into(),
             status: o.status,
             stderr: o.stderr_str(),
@@ -480,7 +483,7 @@ pub async fn apply(
                 Observed::Absent => vec![],
             };
             let to: Vec<String> = text.lines().map(String::from).collect();
-            let needs_key = r.address.contains("/vyos:interfaces wireguard ")
+            let needs_key = r.is_wireguard_interface()
                 && public_key(s, ProviderKind::Vyos, vyos_subtree(r).rsplit(' ').next().unwrap_or("wg0"))
                     .await?
                     .is_none();
@@ -534,6 +537,7 @@ pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u
         to.extend(c.text.lines().map(String::from));
     }
     let rs: Vec<&Resource> = items.iter().map(|c| &c.resource).collect();
+    let Some(at) = rs.first().map(|r| r.address.clone()) else { return Ok(()) };
     let needs_key = match vyos_iface(&rs) {
         Some(i) => public_key(s, ProviderKind::Vyos, &i).await?.is_none().then_some(i),
         None => None,
@@ -541,12 +545,13 @@ pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u
     let roots: Vec<String> = rs.iter().map(|r| vyos_subtree(r).to_string()).collect();
     let script = vyos_script(&from, &to, &roots, Some(confirm_minutes.max(1)), needs_key.as_deref());
     let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
-    if o.status != 0 { Err(failed_at(&s.endpoint.target, "commit-confirm", &o)) } else { Ok(()) }
+    if o.status != 0 { Err(failed_at(&at, "commit-confirm", &o)) } else { Ok(()) }
 }
 
 /// Puts the VyOS resources of one router back to their prior lines: cancels a pending
 /// commit-confirm first, then commits and saves the prior configuration.
 pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<(), ProviderError> {
+    let Some(at) = items.first().map(|(r, _)| r.address.clone()) else { return Ok(()) };
     let _ = s.run("vbash -s", Some(VYOS_CONFIRM.as_bytes()), APPLY_TIMEOUT).await;
     let mut now = Vec::new();
     let mut to = Vec::new();
@@ -561,7 +566,7 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
     }
     let roots: Vec<String> = items.iter().map(|(r, _)| vyos_subtree(r).to_string()).collect();
     let o = s.run("vbash -s", Some(vyos_script(&now, &to, &roots, None, None).as_bytes()), APPLY_TIMEOUT).await?;
-    if o.status != 0 { Err(failed_at(&s.endpoint.target, "revert", &o)) } else { Ok(()) }
+    if o.status != 0 { Err(failed_at(&at, "revert", &o)) } else { Ok(()) }
 }
 
 /// Puts a resource back to `prior` (its state before the step).
@@ -643,9 +648,9 @@ mod tests {
     #[test]
     fn known_keys_from_live_configs() {
         let wg = "[Interface]\nAddress = 10.0.0.1/30\n\n[Peer]\n# sp\nPublicKey = SPKEY=\nAllowedIPs = 10.0.0.2/32\n";
-        assert_eq!(keys_in(wg).get("router.sp").map(String::as_str), Some("SPKEY="));
+        assert_eq!(keys_in(wg).get(&Target::router("sp")).map(String::as_str), Some("SPKEY="));
         let vyos = "set interfaces wireguard wg0 peer franca allowed-ips '10.0.0.1/32'\nset interfaces wireguard wg0 peer franca public-key 'FRKEY='\n";
-        assert_eq!(keys_in(vyos).get("router.franca").map(String::as_str), Some("FRKEY="));
+        assert_eq!(keys_in(vyos).get(&Target::router("franca")).map(String::as_str), Some("FRKEY="));
         assert!(keys_in("nothing").is_empty());
     }
 
@@ -660,7 +665,7 @@ mod tests {
 
     #[test]
     fn placeholders_resolve_where_known() {
-        let keys = |t: &str| (t == "router.sp").then(|| "SPKEY=".to_string());
+        let keys = |t: &Target| (*t == Target::router("sp")).then(|| "SPKEY=".to_string());
         assert_eq!(
             resolve_keys("a <public-key:router.sp> b <public-key:router.rio> c", &keys),
             "a SPKEY= b <public-key:router.rio> c"

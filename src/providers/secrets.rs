@@ -5,6 +5,7 @@
 //!
 //! Everything in this module is pure: the Kubernetes provider fetches the source and applies.
 
+use crate::addr::Target;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value, json};
@@ -53,7 +54,7 @@ pub enum Shape {
 /// Where a Secret's data comes from at apply time (from its annotations).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CopySource {
-    pub target: String,
+    pub target: Target,
     pub namespace: String,
     pub name: String,
     pub shape: Shape,
@@ -71,6 +72,7 @@ pub fn copy_source(obj: &Value) -> Option<CopySource> {
     let a = &obj["metadata"]["annotations"];
     let from = a[COPY_FROM].as_str()?;
     let (target, rest) = from.split_once('/')?;
+    let target: Target = target.parse().ok()?;
     let (ns, name) = rest.split_once('/')?;
     let server = a[SERVER].as_str().unwrap_or_default().to_string();
     let shape = match a[COPY_AS].as_str() {
@@ -88,7 +90,7 @@ pub fn copy_source(obj: &Value) -> Option<CopySource> {
                 .collect(),
         ),
     };
-    Some(CopySource { target: target.to_string(), namespace: ns.to_string(), name: name.to_string(), shape })
+    Some(CopySource { target, namespace: ns.to_string(), name: name.to_string(), shape })
 }
 
 /// What a Secret fabric generates holds, if it is one.

@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{Verdict, get, id, rolled_out};
 use super::{CheckResult, Step, VerifyCx, sites_of};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Desired, Out, text, yaml};
@@ -65,7 +66,7 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
 pub(super) async fn cilium_healthy(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let mut out = Vec::new();
     for s in cx.sites() {
-        let target = format!("cluster.{}", s.name);
+        let target = Target::cluster(&s.name);
         let (verdict, evidence) =
             match get(cx.targets, &target, id("apps/v1", "DaemonSet", "cilium", Some("kube-system"))).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),

@@ -12,6 +12,7 @@ use futures::future::BoxFuture;
 
 use super::verify::Verdict;
 use super::{CheckCx, CheckError, CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::{Desired, Out, ProviderKind, Resource, text, vyos};
 use crate::live::pool::Pool;
@@ -54,8 +55,7 @@ impl Step for B1 {
 /// A stand-in resource naming a site's router, so that verify checks from every site.
 fn router_marker(s: &Site) -> Resource {
     Resource {
-        address: format!("router.{}/verify", s.name),
-        target: format!("router.{}", s.name),
+        address: Target::router(&s.name).at("verify"),
         site: Some(s.name.clone()),
         provider: ProviderKind::Command,
         summary: String::new(),
@@ -70,12 +70,12 @@ fn router_marker(s: &Site) -> Resource {
 /// such a host is checked from its router. A fresh handshake can take a few seconds, so each
 /// pair is retried for up to 20 s.
 async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
-    let touched: BTreeSet<&str> = cx.resources.iter().map(|r| r.target.as_str()).collect();
+    let touched: BTreeSet<&Target> = cx.resources.iter().map(|r| r.target()).collect();
     let mut evidence = Vec::new();
-    for s in cx.t.sites.iter().filter(|s| touched.contains(format!("router.{}", s.name).as_str())) {
+    for s in cx.t.sites.iter().filter(|s| touched.contains(&Target::router(&s.name))) {
         let (from, vyos) = match s.cluster.nodes.iter().find(|n| n.ssh.is_some()) {
-            Some(n) => (format!("host.{}", n.name), false),
-            None => (format!("router.{}", s.name), s.router.kind == RouterKind::Vyos),
+            Some(n) => (Target::host(&n.name), false),
+            None => (Target::router(&s.name), s.router.kind == RouterKind::Vyos),
         };
         if vyos {
             evidence.push(format!("{from}: no LAN host with SSH to check from"));
@@ -83,7 +83,7 @@ async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
         }
         let session = cx.pool.get(cx.targets, &from).await?;
         for p in cx.t.sites.iter().filter(|p| p.name != s.name) {
-            let addr = match (from.starts_with("host."), p.cluster.nodes.first()) {
+            let addr = match (matches!(from, Target::Host(_)), p.cluster.nodes.first()) {
                 (true, Some(n)) => n.address,
                 _ => p.router.wireguard.address.addr,
             };
@@ -92,7 +92,11 @@ async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
             );
             let o = session.run(&cmd, None, Duration::from_secs(40)).await?;
             if o.status != 0 {
-                return Err(CheckError::NoPath { from, site: p.name.clone(), addr: addr.to_string() });
+                return Err(CheckError::NoPath {
+                    from: from.to_string(),
+                    site: p.name.clone(),
+                    addr: addr.to_string(),
+                });
             }
             evidence.push(format!("{from} → {addr} ok"));
         }
@@ -103,7 +107,7 @@ async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
 /// B.1 at one router.
 fn tunnel(o: &mut Out<'_>, s: &Site) {
     let t = o.t;
-    let target = format!("router.{}", s.name);
+    let target = Target::router(&s.name);
     let wg = &s.router.wireguard;
     match s.router.kind {
         RouterKind::Vyos => {
@@ -114,8 +118,7 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
                 all.iter().filter(|c| c.starts_with(&format!("set {prefix}"))).cloned().collect()
             };
             o.push(Resource {
-                address: format!("{target}/vyos:{iface}"),
-                target: target.clone(),
+                address: target.at(format!("vyos:{iface}")),
                 site: Some(s.name.clone()),
                 provider: ProviderKind::Vyos,
                 summary: format!(
@@ -129,8 +132,7 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
             for p in t.sites.iter().filter(|p| p.name != s.name) {
                 let route = format!("protocols static route {}", p.lan);
                 o.push(Resource {
-                    address: format!("{target}/vyos:{route}"),
-                    target: target.clone(),
+                    address: target.at(format!("vyos:{route}")),
                     site: Some(s.name.clone()),
                     provider: ProviderKind::Vyos,
                     summary: format!("route to {} via {}", p.name, wg.interface),
@@ -140,8 +142,7 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
                 });
             }
             o.push(Resource {
-                address: format!("{target}/vyos:system config-management commit-confirm"),
-                target: target.clone(),
+                address: target.at("vyos:system config-management commit-confirm"),
                 site: Some(s.name.clone()),
                 provider: ProviderKind::Vyos,
                 summary: "commit-confirm reverts by reload".into(),
@@ -154,8 +155,7 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
         }
         RouterKind::Linux => {
             o.push(Resource {
-                address: format!("{target}/wireguard:{}", wg.interface),
-                target: target.clone(),
+                address: target.at(format!("wireguard:{}", wg.interface)),
                 site: Some(s.name.clone()),
                 provider: ProviderKind::Wireguard,
                 summary: format!(

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::verify::{Verdict, get, id, rolled_out, secret};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
@@ -33,7 +34,7 @@ impl Step for B2 {
                 "Cluster Mesh CA shared by every cluster (kept if present, else generated)".to_string()
             } else {
                 secret["metadata"]["annotations"] = serde_json::json!({
-                    o::COPY_FROM: format!("cluster.{ca_site}/kube-system/cilium-ca"),
+                    o::COPY_FROM: Target::cluster(&ca_site).at("kube-system/cilium-ca").to_string(),
                     o::COPY_KEYS: "ca.crt=ca.crt,ca.key=ca.key",
                 });
                 format!("Cluster Mesh CA, copied from {ca_site}")
@@ -59,9 +60,9 @@ impl Step for B2 {
 async fn clustermesh(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let (t, key) = (cx.t, cx.key);
     let mut out = Vec::new();
-    let mut cas: Vec<(String, Option<serde_json::Map<String, Value>>)> = Vec::new();
+    let mut cas: Vec<(Target, Option<serde_json::Map<String, Value>>)> = Vec::new();
     for s in &t.sites {
-        let target = format!("cluster.{}", s.name);
+        let target = Target::cluster(&s.name);
         let dep = id("apps/v1", "Deployment", "clustermesh-apiserver", Some("kube-system"));
         out.push(rolled_out(cx.targets, key, &target, "clustermesh-apiserver running", dep).await);
         out.push(exposed(cx, &target).await);
@@ -80,7 +81,7 @@ async fn clustermesh(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
 }
 
 /// The clustermesh-apiserver Service on the topology's NodePort.
-async fn exposed(cx: &VerifyCx<'_>, target: &str) -> CheckResult {
+async fn exposed(cx: &VerifyCx<'_>, target: &Target) -> CheckResult {
     let port = cx.t.mesh.clustermesh_port.0;
     let svc = id("v1", "Service", "clustermesh-apiserver", Some("kube-system"));
     let (verdict, evidence) = match get(cx.targets, target, svc).await {
@@ -102,7 +103,7 @@ async fn exposed(cx: &VerifyCx<'_>, target: &str) -> CheckResult {
 }
 
 /// Which clusters this one connects to: the keys of `cilium-clustermesh` (names only).
-async fn knows_peers(cx: &VerifyCx<'_>, s: &Site, target: &str) -> CheckResult {
+async fn knows_peers(cx: &VerifyCx<'_>, s: &Site, target: &Target) -> CheckResult {
     let peers: Vec<&str> = cx.t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
     let (verdict, evidence) = match secret(cx.targets, target, "kube-system", "cilium-clustermesh").await {
         Err(e) => (Verdict::Fail, format!("{target}: {e}")),

@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{ReadError, Verdict, client, get, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
@@ -46,7 +47,7 @@ async fn global_service(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     );
     let mut out = Vec::new();
     for s in &cx.t.sites {
-        let target = format!("cluster.{}", s.name);
+        let target = Target::cluster(&s.name);
         let (verdict, evidence) = match ready_backends(cx, &target, &ns, &name).await {
             Ok(0) => (Verdict::Fail, format!("{target}: {ns}/{name} has no ready backend here")),
             Ok(n) => (Verdict::Pass, format!("{target}: {ns}/{name} has {n} ready backend(s)")),
@@ -58,7 +59,7 @@ async fn global_service(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
 }
 
 /// The ready endpoints of the global Service `ns/name` in one cluster.
-async fn ready_backends(cx: &VerifyCx<'_>, target: &str, ns: &str, name: &str) -> Result<usize, ReadError> {
+async fn ready_backends(cx: &VerifyCx<'_>, target: &Target, ns: &str, name: &str) -> Result<usize, ReadError> {
     let live = get(cx.targets, target, id("v1", "Service", name, Some(ns)))
         .await?
         .ok_or_else(|| ReadError(format!("Service {ns}/{name} does not exist")))?;

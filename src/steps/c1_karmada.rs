@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{id, rolled_out};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, yaml};
@@ -33,7 +34,7 @@ impl Step for C1 {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         Box::pin(async move {
             // The chart's control plane, in the host cluster (release `karmada`).
-            let target = format!("cluster.{}", cx.t.federation.karmada.host_site);
+            let target = Target::cluster(&cx.t.federation.karmada.host_site);
             let mut out = Vec::new();
             for d in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
                 let oid = id("apps/v1", "Deployment", d, Some("karmada-system"));

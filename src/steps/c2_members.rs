@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{conditions, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, identity, members};
@@ -32,7 +33,7 @@ impl Step for C2 {
             // token (never rendered, shown or journaled); the annotations say from where.
             let mut creds = o::secret_placeholder(t, &s.cluster.name, "karmada-cluster", "Opaque");
             creds["metadata"]["annotations"] = serde_json::json!({
-                o::COPY_FROM: format!("cluster.{}/karmada-cluster/karmada-member-token", s.name),
+                o::COPY_FROM: Target::cluster(&s.name).at("karmada-cluster/karmada-member-token").to_string(),
                 o::COPY_KEYS: "token=token,ca.crt=caBundle",
             });
             out.kube(None, creds, "member credentials (from the token)", None);
@@ -45,7 +46,7 @@ impl Step for C2 {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         let objs = members(cx.t)
             .iter()
-            .map(|s| ("karmada".to_string(), id("cluster.karmada.io/v1alpha1", "Cluster", &s.cluster.name, None)))
+            .map(|s| (Target::Karmada, id("cluster.karmada.io/v1alpha1", "Cluster", &s.cluster.name, None)))
             .collect();
         Box::pin(conditions(cx.targets, cx.key, "member Ready", objs, "Ready"))
     }

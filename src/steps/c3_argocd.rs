@@ -6,6 +6,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{Verdict, get, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, identity, karmada_server, namespaces};
@@ -43,7 +44,7 @@ impl Step for C3 {
             let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
             secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
             secret["metadata"]["annotations"] = serde_json::json!({
-                o::COPY_FROM: "karmada/kube-system/argocd-manager-token",
+                o::COPY_FROM: Target::Karmada.at("kube-system/argocd-manager-token").to_string(),
                 o::COPY_AS: "argocd-cluster",
                 o::SERVER: server,
                 o::CLUSTER_NAME: "karmada",
@@ -63,7 +64,7 @@ impl Step for C3 {
 /// ArgoCD's Application that deploys the repository to Karmada is Synced and Healthy.
 async fn argocd(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let a = &cx.t.federation.argocd;
-    let target = format!("cluster.{}", a.site);
+    let target = Target::cluster(&a.site);
     let app = id("argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace));
     let (verdict, evidence) = match get(cx.targets, &target, app).await {
         Err(e) => (Verdict::Fail, format!("{target}: {e}")),

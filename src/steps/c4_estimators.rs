@@ -11,6 +11,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{id, rolled_out, skip};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, members};
@@ -38,7 +39,7 @@ impl Step for C4 {
             let mut kc = o::secret_placeholder(t, &format!("{c}-kubeconfig"), "karmada-system", "Opaque");
             let server = format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0);
             kc["metadata"]["annotations"] = serde_json::json!({
-                o::COPY_FROM: format!("cluster.{}/karmada-cluster/karmada-member-token", s.name),
+                o::COPY_FROM: Target::cluster(&s.name).at("karmada-cluster/karmada-member-token").to_string(),
                 o::COPY_AS: "kubeconfig",
                 o::SERVER: server,
             });
@@ -56,7 +57,7 @@ impl Step for C4 {
             if !cx.t.federation.karmada.estimator {
                 return skip(cx.key);
             }
-            let target = format!("cluster.{}", cx.t.federation.karmada.host_site);
+            let target = Target::cluster(&cx.t.federation.karmada.host_site);
             let mut out = Vec::new();
             for m in members(cx.t) {
                 let name = format!("karmada-scheduler-estimator-{}", m.cluster.name);

@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{Verdict, get, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, members, namespaces};
@@ -48,7 +49,7 @@ async fn propagated(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     for svc in &t.services {
         let Some(class) = t.placement.iter().find(|c| c.name == svc.class) else { continue };
         for m in members(t).iter().filter(|m| class.sites.is_empty() || class.sites.contains(&m.name)) {
-            let target = format!("cluster.{}", m.name);
+            let target = Target::cluster(&m.name);
             let oid = id("apps/v1", "Deployment", &svc.name, Some(&svc.namespace));
             let (verdict, evidence) = match get(cx.targets, &target, oid).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),

@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{Verdict, get, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, gpu_model, members, namespaces};
@@ -47,7 +48,7 @@ async fn gpu_selectors(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let mut out = Vec::new();
     for m in members(t) {
         let Some(model) = gpu_model(m) else { continue };
-        let target = format!("cluster.{}", m.name);
+        let target = Target::cluster(&m.name);
         for svc in t.services.iter().filter(|s| s.gpus > 0) {
             let placed = t
                 .placement

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::verify::{Verdict, get, id, skip};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
@@ -43,7 +44,7 @@ impl Step for C7 {
 /// The Failover feature gate in the Karmada chart's values. Whether workloads move is the
 /// runbook's drill (it takes a member down), not something a read can show.
 async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
-    let host = format!("cluster.{}", cx.t.federation.karmada.host_site);
+    let host = Target::cluster(&cx.t.federation.karmada.host_site);
     let chart = id("helm.cattle.io/v1", "HelmChart", "karmada", Some("kube-system"));
     let (verdict, evidence) = match get(cx.targets, &host, chart).await {
         Err(e) => (Verdict::Fail, format!("{host}: {e}")),
@@ -66,7 +67,7 @@ async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
 /// The taint policy for members that are not Ready, in Karmada.
 async fn taint_policy(cx: &VerifyCx<'_>) -> CheckResult {
     let policy = id("policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "fabric-not-ready", None);
-    let (verdict, evidence) = match get(cx.targets, "karmada", policy).await {
+    let (verdict, evidence) = match get(cx.targets, &Target::Karmada, policy).await {
         Err(e) => (Verdict::Fail, format!("karmada: {e}")),
         Ok(None) => (Verdict::Fail, "karmada: ClusterTaintPolicy fabric-not-ready does not exist".to_string()),
         Ok(Some(p)) => {

@@ -7,6 +7,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{conditions, id};
 use super::{CheckResult, Step, VerifyCx, sites_of};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, flavor, is_dispatch_queue, yaml};
@@ -53,7 +54,7 @@ impl Step for D1 {
         let mut objs = Vec::new();
         for s in cx.sites() {
             for q in &s.queues {
-                objs.push((format!("cluster.{}", s.name), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &q.name, None)));
+                objs.push((Target::cluster(&s.name), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &q.name, None)));
             }
         }
         Box::pin(conditions(cx.targets, cx.key, "ClusterQueue Active", objs, "Active"))

@@ -6,6 +6,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{conditions, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, identity};
@@ -38,7 +39,7 @@ impl Step for D2 {
             let server = format!("https://{}:{}", ws.cluster.api_address, ws.cluster.api_port.0);
             let mut secret = o::secret_placeholder(t, &format!("multikueue-{w}"), "kueue-system", "Opaque");
             secret["metadata"]["annotations"] = serde_json::json!({
-                o::COPY_FROM: format!("cluster.{w}/kueue-system/multikueue-worker-token"),
+                o::COPY_FROM: Target::cluster(w).at("kueue-system/multikueue-worker-token").to_string(),
                 o::COPY_AS: "kubeconfig",
                 o::SERVER: server,
             });
@@ -53,9 +54,7 @@ impl Step for D2 {
             Some(mk) => mk
                 .workers
                 .iter()
-                .map(|w| {
-                    (format!("cluster.{}", mk.manager), id("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", w, None))
-                })
+                .map(|w| (Target::cluster(&mk.manager), id("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", w, None)))
                 .collect(),
         };
         Box::pin(conditions(cx.targets, cx.key, "MultiKueue worker Active", objs, "Active"))

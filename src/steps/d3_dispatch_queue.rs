@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{conditions, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, flavor};
@@ -37,7 +38,7 @@ impl Step for D3 {
         let objs = match &cx.t.multikueue {
             None => vec![],
             Some(mk) => {
-                vec![(format!("cluster.{}", mk.manager), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &mk.queue, None))]
+                vec![(Target::cluster(&mk.manager), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &mk.queue, None))]
             }
         };
         Box::pin(conditions(cx.targets, cx.key, "dispatching ClusterQueue Active", objs, "Active"))

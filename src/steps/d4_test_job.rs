@@ -5,6 +5,7 @@ use futures::future::BoxFuture;
 
 use super::verify::{Verdict, get, id};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
@@ -53,7 +54,7 @@ async fn dispatched(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let mut found = Vec::new();
     let mut errors = Vec::new();
     for w in &mk.workers {
-        let target = format!("cluster.{w}");
+        let target = Target::cluster(w);
         match get(cx.targets, &target, id("batch/v1", "Job", "fabric-multikueue-test", Some(&ns))).await {
             Ok(Some(_)) => found.push(w.clone()),
             Ok(None) => {}

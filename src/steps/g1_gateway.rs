@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::verify::{id, rolled_out};
 use super::{CheckResult, Step, VerifyCx};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, text};
@@ -41,7 +42,7 @@ impl Step for G1 {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         Box::pin(async move {
             let Some(g) = &cx.t.gateway else { return vec![] };
-            let target = format!("cluster.{}", g.site);
+            let target = Target::cluster(&g.site);
             let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero"));
             vec![rolled_out(cx.targets, cx.key, &target, "gateway running", oid).await]
         })

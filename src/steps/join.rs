@@ -5,6 +5,7 @@
 
 use super::verify::{Verdict, condition, get, id, skip};
 use super::{CheckResult, VerifyCx, sites_of};
+use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
@@ -39,14 +40,14 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
             );
             // The join token is copied at apply time from a server of the site (never shown).
             let server = s.cluster.nodes.iter().find(|n| n.role == NodeRole::ControlPlane && n.ssh.is_some());
-            let source = server.map(|n| format!("host.{}/file:{K3S_NODE_TOKEN}", n.name)).unwrap_or_default();
+            let source = server.map(|n| Target::host(&n.name).at(format!("file:{K3S_NODE_TOKEN}")));
             let summary = match server {
                 Some(n) => format!("K3s join token, copied from {}", n.name),
                 None => "K3s join token (no control-plane host with SSH to copy it from)".to_string(),
             };
             o.file(&w.name, &s.name, "/etc/rancher/k3s/token", Desired::Secret(source), summary, None);
             o.command(
-                format!("host.{}", w.name),
+                Target::host(&w.name),
                 &s.name,
                 "k3s-agent",
                 "systemctl is-active --quiet k3s-agent".into(),
@@ -67,7 +68,7 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
                 Some(format!("apps/cilium/external-workloads-{}.yaml", s.name)),
             );
             o.command(
-                format!("host.{}", w.name),
+                Target::host(&w.name),
                 &s.name,
                 "cilium-agent",
                 "docker inspect -f '{{.State.Running}}' cilium".into(),
@@ -87,7 +88,7 @@ pub(super) async fn joined(cx: &VerifyCx<'_>, kind: WorkloadKind) -> Vec<CheckRe
     let (taint_key, _) = o::EXTERNAL_TAINT.split_once('=').unwrap_or_default();
     let mut out = Vec::new();
     for s in cx.sites() {
-        let target = format!("cluster.{}", s.name);
+        let target = Target::cluster(&s.name);
         for w in s.external_workloads.iter().filter(|w| w.kind == kind) {
             let (verdict, evidence) = match get(cx.targets, &target, id("v1", "Node", &w.name, None)).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),

@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use crate::addr::Target;
 use crate::live::observe::Targets;
 use crate::providers::kube as k;
 
@@ -42,20 +43,20 @@ impl ReadError {
 pub fn skip(key: &str) -> Vec<CheckResult> {
     vec![CheckResult {
         step: key.into(),
-        check: "-".into(),
+        check: "no automatic check".into(),
         verdict: Verdict::Skip,
-        evidence: "no automatic check for this step in this build; see docs/runbook.md".into(),
+        evidence: "none for this step with this topology; see docs/runbook.md".into(),
     }]
 }
 
 /// A client for a Kubernetes target of the topology.
-pub async fn client(t: &Targets, target: &str) -> Result<kube::Client, ReadError> {
+pub async fn client(t: &Targets, target: &Target) -> Result<kube::Client, ReadError> {
     let access = t.kube.get(target).ok_or_else(|| ReadError(format!("no kubeconfig for {target}")))?;
     k::client(target, access).await.map_err(ReadError::of)
 }
 
 /// An object of a target, None when it does not exist.
-pub async fn get(t: &Targets, target: &str, id: Value) -> Result<Option<Value>, ReadError> {
+pub async fn get(t: &Targets, target: &Target, id: Value) -> Result<Option<Value>, ReadError> {
     k::get(&client(t, target).await?, &id).await.map_err(ReadError::of)
 }
 
@@ -73,7 +74,7 @@ pub async fn conditions(
     targets: &Targets,
     step: &str,
     what: &str,
-    objs: Vec<(String, Value)>,
+    objs: Vec<(Target, Value)>,
     cond: &str,
 ) -> Vec<CheckResult> {
     let mut out = Vec::new();
@@ -101,7 +102,7 @@ pub async fn conditions(
 }
 
 /// A Deployment rolled out and available, as one result.
-pub async fn rolled_out(targets: &Targets, step: &str, target: &str, check: &str, oid: Value) -> CheckResult {
+pub async fn rolled_out(targets: &Targets, step: &str, target: &Target, check: &str, oid: Value) -> CheckResult {
     let name = format!(
         "Deployment {}/{}",
         oid["metadata"]["namespace"].as_str().unwrap_or_default(),
@@ -123,7 +124,7 @@ pub async fn rolled_out(targets: &Targets, step: &str, target: &str, check: &str
 /// A Secret's data (in memory only), None when it does not exist.
 pub async fn secret(
     targets: &Targets,
-    target: &str,
+    target: &Target,
     ns: &str,
     name: &str,
 ) -> Result<Option<serde_json::Map<String, Value>>, ReadError> {

@@ -80,6 +80,8 @@ impl Endpoint {
 /// Why a host could not be used. Every variant names the target and says what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum SshError {
+    #[error("{target}: no SSH access is configured for it")]
+    NoAccess { target: String },
     #[error("{target}: cannot connect to {addr}: {reason}")]
     Connect { target: String, addr: String, reason: String },
     #[error("{target}: no answer from {addr} within {secs} s")]
@@ -99,7 +101,8 @@ pub enum SshError {
 impl SshError {
     pub fn target(&self) -> &str {
         match self {
-            SshError::Connect { target, .. }
+            SshError::NoAccess { target }
+            | SshError::Connect { target, .. }
             | SshError::Timeout { target, .. }
             | SshError::UnknownHost { target, .. }
             | SshError::HostKeyChanged { target, .. }
@@ -112,6 +115,9 @@ impl SshError {
     /// The next thing to try.
     pub fn help(&self) -> String {
         match self {
+            SshError::NoAccess { .. } => {
+                "give the host `ssh:` in the topology (or a Host entry in the ssh config), or leave its step out".into()
+            }
             SshError::Connect { .. } => {
                 "check that the host is up and sshd listens there (the site may be partitioned)".into()
             }

@@ -16,8 +16,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 /// Where a resource lives. The variants are in the order of their text, so targets sort as
 /// their names do.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -191,23 +189,8 @@ impl FromStr for Address {
     }
 }
 
-macro_rules! as_text {
-    ($t:ty) => {
-        impl Serialize for $t {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-as_text!(Target);
-as_text!(Address);
+serde_as_text!(Target);
+serde_as_text!(Address);
 
 #[cfg(test)]
 mod tests {

@@ -153,8 +153,8 @@ mod tests {
     #[test]
     fn roll_back_order_and_reverted_steps() {
         let p = |a: &str| Prior {
-            address: a.into(),
-            target: "t".into(),
+            address: format!("host.h/file:/{a}").as_str().into(),
+            target: "host.h".into(),
             provider: ProviderKind::File,
             sensitive: false,
             prior: Observed::Absent,
@@ -180,8 +180,8 @@ mod tests {
             run: "run1".into(),
             step: "B.1".into(),
             priors: vec![Prior {
-                address: "x".into(),
-                target: "t".into(),
+                address: "router.sp/wireguard:wg0".into(),
+                target: "router.sp".into(),
                 provider: ProviderKind::Wireguard,
                 sensitive: false,
                 prior: Observed::Present("conf\n".into()),

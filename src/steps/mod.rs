@@ -4,30 +4,11 @@
 //!
 //! The catalog in `phases/` stays the seed's table (titles, risks, conditions, decisions); the
 //! tests below tie the two together: every step of the table has exactly one module here, and
-//! the dependencies a module declares include the table's. Adding a step is one module plus its
-//! line in `phases/` (and its entry in [`ALL`]).
+//! the dependencies a module declares include the table's. Adding a step is one module, its line
+//! in the `steps!` list below, and its line in `phases/`.
 
 pub mod verify;
 
-mod a1_new_cluster;
-mod a2_existing_cluster;
-mod a3_vms;
-mod a4_bare_metal;
-mod b1_tunnel;
-mod b2_cluster_mesh;
-mod b3_global_services;
-mod c1_karmada;
-mod c2_members;
-mod c3_argocd;
-mod c4_estimators;
-mod c5_propagation;
-mod c6_overrides;
-mod c7_failover;
-mod d1_kueue;
-mod d2_multikueue;
-mod d3_dispatch_queue;
-mod d4_test_job;
-mod g1_gateway;
 mod join;
 
 use std::collections::BTreeMap;
@@ -72,28 +53,36 @@ pub trait Step: Sync {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>>;
 }
 
-/// Every step, in catalog order.
-pub const ALL: &[&dyn Step] = &[
-    &a1_new_cluster::A1,
-    &a2_existing_cluster::A2,
-    &a3_vms::A3,
-    &a4_bare_metal::A4,
-    &b1_tunnel::B1,
-    &b2_cluster_mesh::B2,
-    &b3_global_services::B3,
-    &c1_karmada::C1,
-    &c2_members::C2,
-    &c3_argocd::C3,
-    &c4_estimators::C4,
-    &c5_propagation::C5,
-    &c6_overrides::C6,
-    &c7_failover::C7,
-    &d1_kueue::D1,
-    &d2_multikueue::D2,
-    &d3_dispatch_queue::D3,
-    &d4_test_job::D4,
-    &g1_gateway::G1,
-];
+/// Declares each step's module and lists its unit struct in [`ALL`]: one line per step.
+macro_rules! steps {
+    ($($module:ident :: $step:ident),* $(,)?) => {
+        $(mod $module;)*
+        /// Every step, in catalog order.
+        pub const ALL: &[&dyn Step] = &[$(&$module::$step),*];
+    };
+}
+
+steps! {
+    a1_new_cluster::A1,
+    a2_existing_cluster::A2,
+    a3_vms::A3,
+    a4_bare_metal::A4,
+    b1_tunnel::B1,
+    b2_cluster_mesh::B2,
+    b3_global_services::B3,
+    c1_karmada::C1,
+    c2_members::C2,
+    c3_argocd::C3,
+    c4_estimators::C4,
+    c5_propagation::C5,
+    c6_overrides::C6,
+    c7_failover::C7,
+    d1_kueue::D1,
+    d2_multikueue::D2,
+    d3_dispatch_queue::D3,
+    d4_test_job::D4,
+    g1_gateway::G1,
+}
 
 /// The module of a catalog step.
 pub fn get(id: &str) -> Option<&'static dyn Step> {

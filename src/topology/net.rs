@@ -10,7 +10,6 @@ use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// `format` names used in the generated schema; `schema_check` validates them.
 pub const FORMAT_CIDR: &str = "ipv4-cidr";
@@ -123,17 +122,7 @@ impl fmt::Display for IfaceAddr {
 
 macro_rules! string_typed {
     ($t:ty, $format:expr, $desc:expr) => {
-        impl Serialize for $t {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
+        serde_as_text!($t);
         impl JsonSchema for $t {
             fn schema_name() -> Cow<'static, str> {
                 stringify!($t).into()

@@ -106,8 +106,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             let ok = !diags.iter().any(|d| d.problem.severity == Severity::Error);
             (diags, ok)
         }
-        Err(e @ LoadError::Io { .. }) => {
-            return Err(super::usage("topology::io", e.to_string(), "check the path given with -f"));
+        Err(e) => {
+            return Err(super::usage("topology::io", e.to_string(), "give a regular file of at most 1 MiB with -f"));
         }
     };
     let json: Vec<DiagJson> = diags.iter().map(DiagJson::from).collect();

@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::model::Topology;
 use super::problem::{Diag, Problem, Severity};
-use super::tree::{Node, Path, Span};
+use super::tree::{Node, Path, Span, Value};
 use super::{rules, schema_check};
 
 /// A topology that passed every check (it may still carry warnings).
@@ -36,6 +36,11 @@ pub enum LoadError {
     },
     #[error("{} in {file}", count(.diags))]
     Invalid { file: String, diags: Vec<Diag> },
+    /// A device, pipe or directory: reading it could block or never end.
+    #[error("{file} is not a regular file")]
+    NotRegular { file: String },
+    #[error("{file} is {size} bytes; a topology is at most {max} bytes")]
+    TooLarge { file: String, size: u64, max: u64 },
 }
 
 fn count(diags: &[Diag]) -> String {
@@ -54,9 +59,32 @@ pub fn schema() -> &'static serde_json::Value {
     SCHEMA.get_or_init(|| serde_json::to_value(schemars::schema_for!(Topology)).expect("schema serializes"))
 }
 
+/// The largest topology file read: the whole seed is under 8 KiB, so this leaves room for
+/// hundreds of sites while `/dev/zero` or a runaway generator is refused at once.
+pub const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
+
+/// Reads a topology file: a regular file of at most [`MAX_TOPOLOGY_BYTES`], read with that
+/// bound (a file that grows while read is refused too), then [`load_str`].
 pub fn load_file(path: &FsPath) -> Result<Loaded, LoadError> {
+    use std::io::Read;
     let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Io { file: file.clone(), source })?;
+    let io = |source| LoadError::Io { file: file.clone(), source };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(LoadError::NotRegular { file });
+    }
+    let too_large = |size| LoadError::TooLarge { file: file.clone(), size, max: MAX_TOPOLOGY_BYTES };
+    if meta.len() > MAX_TOPOLOGY_BYTES {
+        return Err(too_large(meta.len()));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_TOPOLOGY_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_TOPOLOGY_BYTES {
+        return Err(too_large(bytes.len() as u64));
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?;
     load_str(&file, text)
 }
 
@@ -72,6 +100,10 @@ pub fn load_str(file: &str, text: String) -> Result<Loaded, LoadError> {
         Ok(t) => t,
         Err(p) => return Err(invalid(vec![*p], None)),
     };
+    let hidden = control_characters(&tree);
+    if !hidden.is_empty() {
+        return Err(invalid(hidden, Some(&tree)));
+    }
     let structural = schema_check::check(&tree, schema());
     if !structural.is_empty() {
         return Err(invalid(structural, Some(&tree)));
@@ -91,6 +123,50 @@ pub fn load_str(file: &str, text: String) -> Result<Loaded, LoadError> {
     }
     let warnings = problems.into_iter().map(|p| Diag::new(p, Some(&tree), file, &text)).collect();
     Ok(Loaded { topology, tree, file: file.to_string(), text, warnings })
+}
+
+/// Characters no value of a topology may hold: C0 and C1 controls (a newline in a name would
+/// start a new line in a config file or a command) and the bidirectional overrides that make a
+/// terminal show text other than what it is. Tabs are no exception: nothing needs them.
+pub fn is_hidden(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Every key and string value holding a hidden character, each a problem at its place.
+fn control_characters(tree: &Node) -> Vec<Problem> {
+    let mut out = Vec::new();
+    walk_strings(tree, Path::root(), &mut |path, s| {
+        if let Some(c) = s.chars().find(|c| is_hidden(*c)) {
+            out.push(
+                Problem::error(
+                    "topology::control-character",
+                    path,
+                    format!("{:?} holds the control character U+{:04X}", s.chars().take(40).collect::<String>(), c as u32),
+                )
+                .label("control character")
+                .help("names and values are printable text: remove it (a newline here would become a new line in a router's configuration)"),
+            );
+        }
+    });
+    out
+}
+
+fn walk_strings(node: &Node, path: Path, f: &mut dyn FnMut(Path, &str)) {
+    match &node.value {
+        Value::Str(s) => f(path, s),
+        Value::Seq(items) => {
+            for (i, n) in items.iter().enumerate() {
+                walk_strings(n, path.index(i), f);
+            }
+        }
+        Value::Map(entries) => {
+            for e in entries {
+                f(path.key(&e.key), &e.key);
+                walk_strings(&e.value, path.key(&e.key), f);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Deepest nesting accepted in a topology file.

@@ -128,7 +128,25 @@ fn named(t: &Topology) -> Vec<(&str, Path, &'static str)> {
     v
 }
 
+/// A Kubernetes label value: at most 63 characters, alphanumerics with `-`, `_` and `.` inside.
+/// The topology's `name` is one: fabric labels every object it makes with it.
+pub fn is_label_value(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() <= 63
+        && (b.is_empty()
+            || (b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))))
+}
+
 fn dns_names(t: &Topology, out: &mut Vec<Problem>) {
+    if t.name.is_empty() || !is_label_value(&t.name) {
+        out.push(
+            Problem::error("topology::name", path!["name"], format!("the fabric's name `{}` is not a label value", t.name))
+                .label("not a label value")
+                .help("it labels every object fabric makes (app.kubernetes.io/part-of): letters, digits, '-', '_' and '.', starting and ending with a letter or digit, at most 63 characters"),
+        );
+    }
     for (name, p, what) in named(t) {
         if !is_dns_label(name) {
             out.push(

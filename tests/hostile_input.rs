@@ -20,11 +20,8 @@ fn rand_suffix() -> u128 {
 }
 
 fn validate(file: &std::path::Path) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_fabric"))
-        .args(["--no-color", "validate", "-f"])
-        .arg(file)
-        .output()
-        .unwrap();
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_fabric")).args(["--no-color", "validate", "-f"]).arg(file).output().unwrap();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 

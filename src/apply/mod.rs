@@ -23,7 +23,7 @@ use crate::desired::{Address, ProviderKind, Resource, Target};
 use crate::live::observe::{self, Live, Targets};
 pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
-use crate::providers::{self, Observed, PendingChange};
+use crate::providers::{self, Observed, PendingChange, WgKey};
 use crate::topology::Topology;
 use crate::transport::shell;
 use crate::transport::ssh::{Session, SshError};
@@ -146,7 +146,9 @@ async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut
                         reason: format!("{target}: key generation failed: {}", o.stderr_str()),
                     });
                 }
-                providers::public_key(&s, kind, &iface).await?
+                providers::public_key(&s, kind, &iface)
+                    .await
+                    .map_err(|e| ApplyError::Blocked { step: step.key.clone(), reason: e.to_string() })?
             }
             _ => Some(
                 providers::ensure_key(&s, &target, &iface)
@@ -295,7 +297,7 @@ async fn apply_step(
     sh: &Shared<'_>,
     step: &StepWork,
     mut live: Live,
-) -> Result<(bool, BTreeMap<Target, String>), ApplyError> {
+) -> Result<(bool, BTreeMap<Target, WgKey>), ApplyError> {
     if let Some(r) = step.resources.iter().find(|r| live.unreachable.contains_key(r.target())) {
         return Err(ApplyError::Blocked {
             step: step.key.clone(),

@@ -110,11 +110,9 @@ pub fn load(g: &Global) -> Result<Loaded, Report> {
             Err(usage("topology::invalid", e.to_string(), "fix the problems above, then run `fabric validate` again"))
         }
         Err(e @ LoadError::Io { .. }) => Err(usage("topology::io", e.to_string(), "check the path given with -f")),
-        Err(e @ (LoadError::NotRegular { .. } | LoadError::TooLarge { .. })) => Err(usage(
-            "topology::io",
-            e.to_string(),
-            "give a topology file (-f FILE): a regular file of at most 1 MiB",
-        )),
+        Err(e @ (LoadError::NotRegular { .. } | LoadError::TooLarge { .. })) => {
+            Err(usage("topology::io", e.to_string(), "give a topology file (-f FILE): a regular file of at most 1 MiB"))
+        }
     }
 }
 

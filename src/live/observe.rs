@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 use crate::providers::kube::KubeError;
-use crate::providers::{self, Observed};
+use crate::providers::{self, Observed, WgKey};
 use crate::topology::Topology;
 use crate::transport::ssh::{Endpoint, Session};
 use crate::transport::ssh_config::SshConfig;
@@ -67,8 +67,8 @@ impl Targets {
 pub struct Live {
     /// Resource address → state.
     pub observed: BTreeMap<Address, Observed>,
-    /// Router target → WireGuard public key (public: safe to show and store).
-    pub keys: BTreeMap<Target, String>,
+    /// Router target → WireGuard public key (public: safe to show and store), as parsed.
+    pub keys: BTreeMap<Target, WgKey>,
     /// Target → why it could not be read.
     pub unreachable: BTreeMap<Target, String>,
     /// Resource address → why the API server would refuse to apply it (dry run: a conflict with
@@ -86,7 +86,7 @@ impl Live {
     }
 
     pub fn key(&self, target: &Target) -> Option<String> {
-        self.keys.get(target).cloned()
+        self.keys.get(target).map(WgKey::to_string)
     }
 }
 
@@ -185,7 +185,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
 struct Unread(String);
 
 /// What one host holds: each resource's state by address, and its public key.
-type HostState = (Vec<(Address, Observed)>, Option<String>);
+type HostState = (Vec<(Address, Observed)>, Option<WgKey>);
 
 /// What one host's read gave, or why it was not read.
 struct HostRead {
@@ -216,7 +216,7 @@ async fn read_host(
     }
     let key_read = want_key.map(|(kind, iface)| {
         let s = session.clone();
-        tokio::spawn(async move { providers::public_key(&s, kind, &iface).await.ok().flatten() })
+        tokio::spawn(async move { providers::public_key(&s, kind, &iface).await })
     });
     let mut states = Vec::new();
     let mut failure = None;
@@ -227,8 +227,17 @@ async fn read_host(
             Err(e) => failure = failure.or(Some(e.to_string())),
         }
     }
+    // A key that cannot be read is unknown (plan shows it as known after apply); an answer that
+    // is not a key makes the router unreadable: it is never trusted.
     let key = match key_read {
-        Some(h) => h.await.ok().flatten(),
+        Some(h) => match h.await {
+            Ok(Ok(k)) => k,
+            Ok(Err(e @ providers::ProviderError::NotAKey { .. })) => {
+                failure = failure.or(Some(e.to_string()));
+                None
+            }
+            Ok(Err(_)) | Err(_) => None,
+        },
         None => None,
     };
     if let Some(e) = failure {

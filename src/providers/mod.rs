@@ -7,6 +7,7 @@
 
 pub mod kube;
 pub mod secrets;
+pub mod wgkey;
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use crate::addr::{Address, Target};
 use crate::desired::{Desired, ProviderKind, Resource};
 use crate::transport::shell::{self, quote};
 use crate::transport::ssh::{Session, SshError};
+pub use wgkey::WgKey;
 
 /// Live state of one resource.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -38,6 +40,9 @@ pub enum ProviderError {
     Command { address: Address, what: String, status: u32, stderr: String },
     #[error("{address}: {message}")]
     Unsupported { address: Address, message: String },
+    /// A router answered its public key with something else: untrusted, never used.
+    #[error("{target} answered with something that is not its public key: {source}")]
+    NotAKey { target: String, source: wgkey::NotAKey },
 }
 
 fn failed(r: &Resource, what: &str, o: &crate::transport::ssh::Output) -> ProviderError {
@@ -372,6 +377,7 @@ pub fn resolve_keys(text: &str, keys: &dyn Fn(&Target) -> Option<String>) -> Str
 
 /// Peers' public keys as a router's live configuration names them (`router.<peer>` → key): the
 /// last known keys, used when a peer cannot be read (a partition must not rewrite a good peer).
+/// Only what parses as a key counts.
 pub fn keys_in(observed: &str) -> std::collections::BTreeMap<Target, String> {
     let mut out = std::collections::BTreeMap::new();
     let mut peer: Option<String> = None;
@@ -381,20 +387,29 @@ pub fn keys_in(observed: &str) -> std::collections::BTreeMap<Target, String> {
             peer = None;
         } else if let Some(site) = line.strip_prefix("# ").filter(|_| peer.is_none()) {
             peer = Some(site.to_string());
-        } else if let (Some(k), Some(site)) = (line.strip_prefix("PublicKey = "), &peer) {
+        } else if let (Some(k), Some(site)) = (line.strip_prefix("PublicKey = "), &peer)
+            && let Ok(k) = k.parse::<WgKey>()
+        {
             out.insert(Target::router(site), k.to_string());
         }
         // VyOS: `set interfaces wireguard wg0 peer <site> public-key '<key>'`.
         let words: Vec<&str> = line.split_whitespace().collect();
-        if words.len() == 8 && words[0] == "set" && words[4] == "peer" && words[6] == "public-key" {
-            out.insert(Target::router(words[5]), words[7].trim_matches('\'').to_string());
+        if words.len() == 8
+            && words[0] == "set"
+            && words[4] == "peer"
+            && words[6] == "public-key"
+            && let Ok(k) = words[7].trim_matches('\'').parse::<WgKey>()
+        {
+            out.insert(Target::router(words[5]), k.to_string());
         }
     }
     out
 }
 
 /// Reads a router's WireGuard public key (None when it has no key yet).
-pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<Option<String>, SshError> {
+/// A router's answer is parsed as a key ([`wgkey::from_output`]): anything else is an error, never
+/// text that could reach a peer's configuration.
+pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<Option<WgKey>, ProviderError> {
     let o = match kind {
         ProviderKind::Vyos => {
             let script = format!(
@@ -404,12 +419,15 @@ pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<
         }
         _ => s.run(&root(s, &wg_public_key(iface)), None, READ_TIMEOUT).await?,
     };
-    let key = o.stdout_str().trim().to_string();
-    Ok((o.status == 0 && !key.is_empty() && !key.contains(' ')).then_some(key))
+    if o.status != 0 {
+        return Ok(None);
+    }
+    wgkey::from_output(&o.stdout_str())
+        .map_err(|e| ProviderError::NotAKey { target: s.endpoint.target.clone(), source: e })
 }
 
 /// Makes sure a Linux router has its private key; returns the public key.
-pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<String, ProviderError> {
+pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<WgKey, ProviderError> {
     let o = s.run(&root(s, &wg_ensure_key(iface)), None, READ_TIMEOUT).await?;
     if o.status != 0 {
         return Err(ProviderError::Command {
@@ -419,7 +437,13 @@ pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<Str
             stderr: o.stderr_str(),
         });
     }
-    Ok(o.stdout_str().trim().to_string())
+    match wgkey::from_output(&o.stdout_str()) {
+        Ok(Some(k)) => Ok(k),
+        Ok(None) => {
+            Err(ProviderError::NotAKey { target: router.to_string(), source: wgkey::NotAKey { shown: String::new() } })
+        }
+        Err(source) => Err(ProviderError::NotAKey { target: router.to_string(), source }),
+    }
 }
 
 /// Applies a desired text (already resolved) to a resource whose live state is `prior`.
@@ -647,11 +671,18 @@ mod tests {
 
     #[test]
     fn known_keys_from_live_configs() {
-        let wg = "[Interface]\nAddress = 10.0.0.1/30\n\n[Peer]\n# sp\nPublicKey = SPKEY=\nAllowedIPs = 10.0.0.2/32\n";
-        assert_eq!(keys_in(wg).get(&Target::router("sp")).map(String::as_str), Some("SPKEY="));
-        let vyos = "set interfaces wireguard wg0 peer franca allowed-ips '10.0.0.1/32'\nset interfaces wireguard wg0 peer franca public-key 'FRKEY='\n";
-        assert_eq!(keys_in(vyos).get(&Target::router("franca")).map(String::as_str), Some("FRKEY="));
+        const SP: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+        const FR: &str = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
+        let wg =
+            format!("[Interface]\nAddress = 10.0.0.1/30\n\n[Peer]\n# sp\nPublicKey = {SP}\nAllowedIPs = 10.0.0.2/32\n");
+        assert_eq!(keys_in(&wg).get(&Target::router("sp")).map(String::as_str), Some(SP));
+        let vyos = format!(
+            "set interfaces wireguard wg0 peer franca allowed-ips '10.0.0.1/32'\nset interfaces wireguard wg0 peer franca public-key '{FR}'\n"
+        );
+        assert_eq!(keys_in(&vyos).get(&Target::router("franca")).map(String::as_str), Some(FR));
         assert!(keys_in("nothing").is_empty());
+        // What is not a key is not a known key.
+        assert!(keys_in("[Peer]\n# sp\nPublicKey = SPKEY=\n").is_empty());
     }
 
     /// Every remote command line parses in a real POSIX shell.

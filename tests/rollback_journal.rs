@@ -34,13 +34,17 @@ impl Drop for Tmpfs {
     }
 }
 
+/// The run the tests roll back.
+const RUN: &str = "20261201T061502Z-4242";
+
 /// A journal of one applied step whose object is in a cluster the topology does not have (so
 /// putting it back touches nothing), padded to exactly `size` bytes.
 fn journal(size: usize) -> String {
-    let begin = r#"{"event":"begin","run":"R","step":"C.2","priors":[{"address":"cluster.zz/ns/ConfigMap/x","target":"cluster.zz","provider":"kube","sensitive":false,"prior":{"state":"absent"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}}]}"#;
-    let done = r#"{"event":"done","run":"R","step":"C.2"}"#;
+    let begin = &r#"{"event":"begin","run":"{RUN}","step":"C.2","priors":[{"address":"cluster.zz/ns/ConfigMap/x","target":"cluster.zz","provider":"kube","sensitive":false,"prior":{"state":"absent"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}}]}"#
+        .replace("{RUN}", RUN);
+    let done = &r#"{"event":"done","run":"{RUN}","step":"C.2"}"#.replace("{RUN}", RUN);
     let start =
-        |user: &str| format!(r#"{{"event":"start","run":"R","fabric":"lab","topology_digest":"d","user":"{user}"}}"#);
+        |user: &str| format!(r#"{{"event":"start","run":"{RUN}","fabric":"lab","topology_digest":"d","user":"{user}"}}"#);
     let fixed = start("").len() + begin.len() + done.len() + 3;
     format!("{}\n{begin}\n{done}\n", start(&"u".repeat(size - fixed)))
 }
@@ -66,30 +70,34 @@ fn a_rollback_that_cannot_journal_fails_and_says_why() {
     std::fs::create_dir_all(&runs).unwrap();
     let text = journal(4096);
     assert_eq!(text.len(), 4096);
-    std::fs::write(runs.join("R.jsonl"), &text).unwrap();
+    std::fs::write(runs.join(format!("{RUN}.jsonl")), &text).unwrap();
 
-    let out = fabric(&fs.0, &["rollback", "R"]);
+    let out = fabric(&fs.0, &["rollback", RUN]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");
     assert!(stderr.contains("cannot write the journal"), "{stderr}");
     assert!(stderr.contains("No space left on device"), "{stderr}");
     assert!(!stdout.contains("Rolled back run"), "{stdout}");
     // Nothing was recorded as rolled back: the step is still to roll back next time.
-    assert_eq!(std::fs::read_to_string(runs.join("R.jsonl")).unwrap(), text);
+    assert_eq!(std::fs::read_to_string(runs.join(format!("{RUN}.jsonl"))).unwrap(), text);
 
     // With room on the disk, the same rollback succeeds and is journaled.
     drop(fs);
     let dir = tempdir();
     std::fs::create_dir_all(dir.join("runs")).unwrap();
-    std::fs::write(dir.join("runs/R.jsonl"), &text).unwrap();
-    let out = fabric(&dir, &["rollback", "R"]);
+    std::fs::write(dir.join(format!("runs/{RUN}.jsonl")), &text).unwrap();
+    let out = fabric(&dir, &["rollback", RUN]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Rolled back run R: 1 step(s)."));
-    let after = std::fs::read_to_string(dir.join("runs/R.jsonl")).unwrap();
-    assert!(after.ends_with("{\"event\":\"rolled-back\",\"run\":\"R\",\"step\":\"C.2\"}\n"), "{after}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("Rolled back run {RUN}: 1 step(s).")));
+    let after = std::fs::read_to_string(dir.join(format!("runs/{RUN}.jsonl"))).unwrap();
+    assert!(after.ends_with(&format!("{{\"event\":\"rolled-back\",\"run\":\"{RUN}\",\"step\":\"C.2\"}}\n")), "{after}");
     // A second rollback finds nothing left to do.
-    let out = fabric(&dir, &["rollback", "R"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("Nothing to roll back in run R."));
+    let out = fabric(&dir, &["rollback", RUN]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("Nothing to roll back in run {RUN}.")));
+    // A name that is no run id is refused before it is joined into a path.
+    let out = fabric(&dir, &["rollback", "../../etc/x"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a run id"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -84,12 +84,25 @@ impl Journal {
         self.write(e).map_err(|source| JournalError { path: self.path.clone(), source })
     }
 
+    /// Reads a journal back. A journal is input like any other (a file anyone with access to
+    /// the state directory can edit): every address must be one fabric writes ([`sound`]), or
+    /// the journal is refused before anything of it reaches a host.
     pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
+        let bad = |line: usize, e: String| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line}: {e}"))
+        };
         let text = std::fs::read_to_string(path)?;
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e)))
-            .collect()
+        let mut out = Vec::new();
+        for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let e: Entry = serde_json::from_str(l).map_err(|e| bad(i + 1, e.to_string()))?;
+            if let Entry::Begin { priors, .. } = &e
+                && let Some(p) = priors.iter().find(|p| !sound(p))
+            {
+                return Err(bad(i + 1, format!("`{}` is not an address fabric writes", p.address)));
+            }
+            out.push(e);
+        }
+        Ok(out)
     }
 
     /// The newest run in `state_dir`, if any.
@@ -97,6 +110,7 @@ impl Journal {
         let mut runs: Vec<String> = std::fs::read_dir(runs_dir(state_dir))
             .ok()?
             .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".jsonl").map(String::from))
+            .filter(|r| is_run_id(r))
             .collect();
         runs.sort();
         runs.pop()
@@ -132,6 +146,36 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
 }
 
 /// A run id that sorts by time: `20261130T061502Z-4242`.
+/// Whether a journaled prior names what fabric itself would: its target is the address's, and
+/// the path is one of its provider's (a file by absolute path, a WireGuard interface by a
+/// kernel name, a VyOS subtree or a command by plain words, an object by its identity).
+pub fn sound(p: &Prior) -> bool {
+    let a = &p.address;
+    let plain = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b" ./_:-".contains(&b));
+    a.target == p.target
+        && match p.provider {
+            ProviderKind::File => a.file().is_some_and(|f| f.starts_with('/') && plain(f) && !f.contains("..")),
+            ProviderKind::Wireguard => a.wireguard().is_some_and(crate::topology::rules::is_interface_name),
+            ProviderKind::Vyos => a.vyos().is_some_and(plain),
+            ProviderKind::Command => a.command().is_some_and(plain),
+            ProviderKind::Kube => a.target.is_api() && plain(&a.path),
+        }
+}
+
+/// Whether `id` is a run id as [`new_run_id`] makes them (`20261130T061502Z-4242`): only such
+/// an id is ever joined into a path.
+pub fn is_run_id(id: &str) -> bool {
+    let b = id.as_bytes();
+    b.len() > 17
+        && b.len() <= 30
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[8] == b'T'
+        && b[9..15].iter().all(u8::is_ascii_digit)
+        && b[15] == b'Z'
+        && b[16] == b'-'
+        && b[17..].iter().all(u8::is_ascii_digit)
+}
+
 pub fn new_run_id() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs();
     let (days, secs) = (now / 86_400, now % 86_400);
@@ -142,6 +186,52 @@ pub fn new_run_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_run_ids_are_run_ids() {
+        assert!(is_run_id(&new_run_id()));
+        assert!(is_run_id("20261130T061502Z-4242"));
+        for bad in ["", "../../x", "20261130T061502Z-", "20261130T061502Z-42/../x", "R", "20261130T061502Z-4a"] {
+            assert!(!is_run_id(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_journal_naming_what_fabric_does_not_write_is_refused() {
+        let p = |provider: ProviderKind, address: &str| Prior {
+            address: address.into(),
+            target: address.split('/').next().unwrap().into(),
+            provider,
+            sensitive: false,
+            prior: Observed::Absent,
+            object: None,
+        };
+        assert!(sound(&p(ProviderKind::Wireguard, "router.sp/wireguard:wg0")));
+        assert!(sound(&p(ProviderKind::File, "host.h/file:/etc/rancher/k3s/config.yaml")));
+        assert!(sound(&p(ProviderKind::Kube, "cluster.sp/kube-system/HelmChart/cilium")));
+        for (provider, address) in [
+            (ProviderKind::Wireguard, "router.sp/wireguard:wg0; touch /tmp/p"),
+            (ProviderKind::Wireguard, "router.sp/file:/etc/x"),
+            (ProviderKind::File, "host.h/file:relative"),
+            (ProviderKind::File, "host.h/file:/etc/../root/x"),
+            (ProviderKind::File, "host.h/file:/etc/$(reboot)"),
+            (ProviderKind::Kube, "router.sp/ns/Secret/x"),
+        ] {
+            assert!(!sound(&p(provider, address)), "{address}");
+        }
+        let dir = std::env::temp_dir().join(format!("fabric-journal-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("x.jsonl");
+        let e = Entry::Begin {
+            run: "r".into(),
+            step: "B.1".into(),
+            priors: vec![p(ProviderKind::Wireguard, "router.sp/wireguard:wg0;reboot")],
+        };
+        std::fs::write(&f, serde_json::to_string(&e).unwrap() + "\n").unwrap();
+        let err = Journal::read(&f).unwrap_err().to_string();
+        assert!(err.contains("line 1") && err.contains("not an address fabric writes"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn run_ids_sort_by_time() {
@@ -175,7 +265,7 @@ mod tests {
     #[test]
     fn journal_round_trip() {
         let dir = std::env::temp_dir().join(format!("fabric-journal-{}", std::process::id()));
-        let mut j = Journal::create(&dir, "run1").unwrap();
+        let mut j = Journal::create(&dir, "20261201T000000Z-1").unwrap();
         let e = Entry::Begin {
             run: "run1".into(),
             step: "B.1".into(),
@@ -190,7 +280,7 @@ mod tests {
         };
         j.write(&e).unwrap();
         assert_eq!(Journal::read(&j.path).unwrap(), vec![e]);
-        assert_eq!(Journal::latest(&dir).as_deref(), Some("run1"));
+        assert_eq!(Journal::latest(&dir).as_deref(), Some("20261201T000000Z-1"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

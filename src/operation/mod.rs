@@ -61,6 +61,8 @@ pub enum OpError {
     Apply { run: String, error: Box<ApplyError> },
     #[error("no run journal in {0}")]
     NoRun(String),
+    #[error("`{0}` is not a run id")]
+    NotARunId(String),
     #[error("cannot read {path}: {source}")]
     ReadJournal { path: String, source: std::io::Error },
     #[error("rollback of run {run} is incomplete: {}", .failed.join(" | "))]
@@ -84,6 +86,7 @@ impl Diagnostic for OpError {
             OpError::JournalCreate { .. } | OpError::Journal(_) => "apply::journal",
             OpError::Apply { .. } => "apply::failed",
             OpError::NoRun(_) => "rollback::none",
+            OpError::NotARunId(_) => "rollback::run-id",
             OpError::ReadJournal { .. } => "rollback::journal",
             OpError::RollbackIncomplete { .. } => "rollback::failed",
         };
@@ -109,6 +112,7 @@ impl Diagnostic for OpError {
             OpError::JournalCreate { .. } | OpError::Journal(_) => "make the directory writable".into(),
             OpError::Apply { error, .. } => error.help(),
             OpError::NoRun(_) => "apply first, or give --state-dir".into(),
+            OpError::NotARunId(_) => "give a run id as listed in .fabric/runs (like 20261130T061502Z-4242)".into(),
             OpError::ReadJournal { .. } => "give a run id listed in .fabric/runs".into(),
             OpError::RollbackIncomplete { .. } => "fix the named targets and run rollback again".into(),
         };

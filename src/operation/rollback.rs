@@ -18,8 +18,14 @@ pub struct RolledBack {
 
 /// The run to roll back: the one named, or the newest in `state_dir`.
 pub fn choose_run(state_dir: &Path, run: Option<String>) -> Result<String, OpError> {
-    run.or_else(|| Journal::latest(state_dir))
-        .ok_or_else(|| OpError::NoRun(journal::runs_dir(state_dir).display().to_string()))
+    let run = run
+        .or_else(|| Journal::latest(state_dir))
+        .ok_or_else(|| OpError::NoRun(journal::runs_dir(state_dir).display().to_string()))?;
+    // Only a run id is joined into a path: `../../x` names no run.
+    if !journal::is_run_id(&run) {
+        return Err(OpError::NotARunId(run));
+    }
+    Ok(run)
 }
 
 /// Reverts every step of `run` that is still applied. Each step put back is journaled before

@@ -108,7 +108,9 @@ pub fn wg_restart(iface: &str) -> String {
         "wg-quick down {i} >/dev/null 2>&1; \
          if ! ip link add fabric-probe type wireguard 2>/dev/null; then export WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go; \
          else ip link del fabric-probe; fi; \
-         wg-quick up {i} </dev/null >/tmp/fabric-wg-quick-{iface}.log 2>&1 || {{ cat /tmp/fabric-wg-quick-{iface}.log >&2; exit 1; }}; \
+         d=$(mktemp -d /run/fabric.XXXXXXXX) || exit 1; \
+         if ! wg-quick up {i} </dev/null >\"$d/wg-quick.log\" 2>&1; then cat -- \"$d/wg-quick.log\" >&2; rm -rf -- \"$d\"; exit 1; fi; \
+         rm -rf -- \"$d\"; \
          for a in $(wg show {i} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait; \
          if [ -d /run/systemd/system ]; then \
          if [ -n \"$WG_QUICK_USERSPACE_IMPLEMENTATION\" ]; then mkdir -p /etc/systemd/system/wg-quick@.service.d && \
@@ -666,7 +668,11 @@ mod tests {
             "if [ -s /etc/wireguard/wg0.key ]; then wg pubkey < /etc/wireguard/wg0.key; else exit 3; fi"
         );
         assert!(wg_restart("wg0").contains("WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go"));
-        assert!(wg_restart("wg0").contains("wg-quick up wg0 </dev/null >/tmp/fabric-wg-quick-wg0.log 2>&1"));
+        // wg-quick's output goes to a private directory of its own under root's /run, never to
+        // a path another user could have planted a link at.
+        assert!(wg_restart("wg0").contains("d=$(mktemp -d /run/fabric.XXXXXXXX) || exit 1;"));
+        assert!(wg_restart("wg0").contains("wg-quick up wg0 </dev/null >\"$d/wg-quick.log\" 2>&1"));
+        assert!(!wg_restart("wg0").contains("/tmp/"));
     }
 
     #[test]

@@ -43,8 +43,9 @@ fn journal(size: usize) -> String {
     let begin = &r#"{"event":"begin","run":"{RUN}","step":"C.2","priors":[{"address":"cluster.zz/ns/ConfigMap/x","target":"cluster.zz","provider":"kube","sensitive":false,"prior":{"state":"absent"},"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"x","namespace":"ns"}}}]}"#
         .replace("{RUN}", RUN);
     let done = &r#"{"event":"done","run":"{RUN}","step":"C.2"}"#.replace("{RUN}", RUN);
-    let start =
-        |user: &str| format!(r#"{{"event":"start","run":"{RUN}","fabric":"lab","topology_digest":"d","user":"{user}"}}"#);
+    let start = |user: &str| {
+        format!(r#"{{"event":"start","run":"{RUN}","fabric":"lab","topology_digest":"d","user":"{user}"}}"#)
+    };
     let fixed = start("").len() + begin.len() + done.len() + 3;
     format!("{}\n{begin}\n{done}\n", start(&"u".repeat(size - fixed)))
 }

@@ -88,9 +88,8 @@ impl Journal {
     /// the state directory can edit): every address must be one fabric writes ([`sound`]), or
     /// the journal is refused before anything of it reaches a host.
     pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
-        let bad = |line: usize, e: String| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line}: {e}"))
-        };
+        let bad =
+            |line: usize, e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line}: {e}"));
         let text = std::fs::read_to_string(path)?;
         let mut out = Vec::new();
         for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {

@@ -11,7 +11,7 @@ use super::{Done, usage};
 use crate::command::args::Global;
 use crate::operation::apply::{self as apply_op, Request};
 use crate::plan::view;
-use crate::style::Style;
+use crate::style::{Style, terminal_safe};
 
 /// Apply the changes of the selected steps, in order, with rollback points
 ///
@@ -59,7 +59,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {
-        print!("{}", view::human(&ready.plan, &st));
+        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
         return Err(blocked.into());
     }
     if !ready.plan.has_changes() {
@@ -69,7 +69,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         return Ok(Done::Ok);
     }
     if !g.quiet || !o.auto_approve {
-        print!("{}", view::human(&ready.plan, &st));
+        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
     }
     if !o.auto_approve {
         approve()?;
@@ -90,6 +90,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     });
     let spinner = bar.clone();
     let progress = move |line: &str| match &spinner {
+        _ if line.chars().any(char::is_control) => println_progress(&spinner, quiet, &terminal_safe(line, false)),
         Some(b) if line.contains("applying") => b.set_message(line.to_string()),
         Some(b) => b.println(format!("fabric: {line}")),
         None if !quiet => eprintln!("fabric: {line}"),
@@ -109,6 +110,15 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         );
     }
     Ok(Done::Ok)
+}
+
+/// A progress line that needed escaping: printed whole, never as the spinner's message.
+fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line: &str) {
+    match spinner {
+        Some(b) => b.println(format!("fabric: {line}")),
+        None if !quiet => eprintln!("fabric: {line}"),
+        None => {}
+    }
 }
 
 /// Asks for `yes` at the terminal, as terraform does.

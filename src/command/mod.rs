@@ -23,7 +23,7 @@ use crate::live::observe::{Live, Targets};
 use crate::operation::Workspace;
 use crate::operation::read::ReadReport;
 use crate::providers::Observed;
-use crate::style::Style;
+use crate::style::{Style, terminal_safe};
 use crate::topology::{self, LoadError, Loaded};
 use crate::transport::ssh_config::SshConfig;
 
@@ -163,7 +163,7 @@ pub fn print_read(g: &Global, report: &ReadReport, live: &Live) {
     eprintln!("fabric: read {} target(s) in {} ms", report.per_target.len(), report.took.as_millis());
     for (t, n) in &report.per_target {
         match live.unreachable.get(t) {
-            Some(reason) => eprintln!("fabric:   {t}: unreachable: {reason}"),
+            Some(reason) => eprintln!("fabric:   {t}: unreachable: {}", terminal_safe(reason, false)),
             None => eprintln!(
                 "fabric:   {t}: {n} resource(s){}",
                 if live.keys.contains_key(t) { ", public key" } else { "" }
@@ -187,12 +187,13 @@ pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {
     }
 }
 
-/// Renders a diagnostic with miette's graphical handler (colors only when asked).
+/// Renders a diagnostic with miette's graphical handler (colors only when asked). What it
+/// quotes (a host's stderr, an API server's message) is made safe for the terminal.
 pub fn render_diag(d: &dyn Diagnostic, color: bool) -> String {
     let theme = if color { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
     let handler = miette::GraphicalReportHandler::new_themed(theme).with_context_lines(1);
     let mut s = String::new();
     // Writing into a String cannot fail.
     let _ = handler.render_report(&mut s, d);
-    s
+    crate::style::terminal_safe(&s, color)
 }

@@ -9,7 +9,7 @@ use super::{Done, usage};
 use crate::command::args::{Format, Global};
 use crate::operation::plan::{self as plan_op, Source};
 use crate::plan::{planfile, view};
-use crate::style::Style;
+use crate::style::{Style, terminal_safe};
 
 /// Show what `apply` would change, step by step
 ///
@@ -68,7 +68,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         Format::Markdown => view::markdown(&p),
     };
     if !(g.quiet && format == Format::Human) {
-        print!("{text}");
+        print!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
     }
     if let Some(path) = out {
         planfile::write(&path, &p)

@@ -26,7 +26,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let quiet = g.quiet;
     let progress = move |line: &str| {
         if !quiet {
-            eprintln!("fabric: {line}");
+            eprintln!("fabric: {}", crate::style::terminal_safe(line, false));
         }
     };
     let done = rollback_op::run(&ws, &g.state_dir, &run, &targets, &progress, &rt)?;

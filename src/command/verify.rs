@@ -6,7 +6,7 @@ use miette::Report;
 use super::{Done, usage};
 use crate::command::args::Global;
 use crate::steps::Verdict;
-use crate::style::Style;
+use crate::style::{Style, terminal_safe};
 
 /// Run the seed's validation checks against live state (changes nothing)
 ///
@@ -46,7 +46,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                     Verdict::Fail => st.red("FAIL"),
                     Verdict::Skip => st.dim("SKIP"),
                 };
-                println!("{v}  {:<12} {}: {}", r.step, r.check, r.evidence);
+                println!("{v}  {:<12} {}: {}", r.step, r.check, terminal_safe(&r.evidence, false));
             }
             let passed = results.iter().filter(|r| r.verdict == Verdict::Pass).count();
             println!(

@@ -49,6 +49,13 @@ pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
     })
 }
 
+/// Text for a wg-quick comment line: wg-quick reads a file line by line, so a line break in a
+/// name would start a line of its own (`PostUp = …` runs as root). Control characters (the
+/// topology refuses them) become U+FFFD.
+pub fn wg_comment(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect()
+}
+
 /// wg-quick file of a Linux router (B.1). The private key stays on the host.
 pub fn wireguard_conf(t: &Topology, s: &Site) -> String {
     let wg = &s.router.wireguard;
@@ -57,13 +64,18 @@ pub fn wireguard_conf(t: &Topology, s: &Site) -> String {
          # The private key is generated on the host (/etc/wireguard/{}.key, mode 0600) and never copied.\n\
          [Interface]\nAddress = {}\nListenPort = {}\nPostUp = wg set %i private-key /etc/wireguard/%i.key\n\
          PostUp = sysctl -q -w net.ipv4.ip_forward=1\n",
-        wg.interface, s.name, t.name, wg.interface, wg.address, wg.listen_port.0
+        wg.interface,
+        wg_comment(&s.name),
+        wg_comment(&t.name),
+        wg.interface,
+        wg.address,
+        wg.listen_port.0
     );
     for p in t.sites.iter().filter(|p| p.name != s.name) {
         let _ = write!(
             out,
             "\n[Peer]\n# {}\nPublicKey = {}\nAllowedIPs = {}/32, {}\n",
-            p.name,
+            wg_comment(&p.name),
             public_key_placeholder(&p.name),
             p.router.wireguard.address.addr,
             p.lan

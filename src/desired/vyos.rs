@@ -13,9 +13,27 @@ pub fn public_key_placeholder(site: &str) -> String {
     format!("<public-key:router.{site}>")
 }
 
-/// Quotes a value as `show configuration commands` prints it.
+/// Quotes a value as `show configuration commands` prints it, and as `vbash` (bash) reads it
+/// back as one word: single quotes, a quote inside as `'\''`. A character no configuration
+/// value holds (a control character: the topology refuses them) becomes U+FFFD, so no value
+/// can end a line of the script and start another command.
+pub fn quote(v: impl std::fmt::Display) -> String {
+    let v: String = v.to_string().chars().map(|c| if c.is_control() { '\u{fffd}' } else { c }).collect();
+    format!("'{}'", v.replace('\'', r"'\''"))
+}
+
+/// A tag node's name (a peer's site): bare when it is a plain word, as VyOS prints it, else
+/// quoted.
+pub fn word(v: &str) -> String {
+    if !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_') {
+        v.to_string()
+    } else {
+        quote(v)
+    }
+}
+
 fn q(v: impl std::fmt::Display) -> String {
-    format!("'{v}'")
+    quote(v)
 }
 
 /// The site's public address, when other sites may dial it.
@@ -46,7 +64,7 @@ pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
         format!("{base} port {}", q(wg.listen_port.0)),
     ];
     for p in t.sites.iter().filter(|p| p.name != s.name) {
-        let peer = format!("{base} peer {}", p.name);
+        let peer = format!("{base} peer {}", word(&p.name));
         out.push(format!("{peer} allowed-ips {}", q(format!("{}/32", p.router.wireguard.address.addr))));
         out.push(format!("{peer} allowed-ips {}", q(p.lan)));
         if let Some(addr) = endpoint(t, p) {

@@ -9,6 +9,6 @@ pub mod tree;
 
 mod load;
 
-pub use load::{LoadError, Loaded, load_file, load_str, schema};
+pub use load::{LoadError, Loaded, MAX_TOPOLOGY_BYTES, is_hidden, load_file, load_str, schema};
 pub use model::Topology;
 pub mod schema_doc;

@@ -115,7 +115,7 @@ fn main() {
             let t = Instant::now();
             rt.block_on(async {
                 let s = fabric::transport::ssh::Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}"));
-                s.run("true", None, Duration::from_secs(10)).await.unwrap();
+                s.run(&fabric::transport::shell::Sh::lit("true"), None, Duration::from_secs(10)).await.unwrap();
                 s.close().await;
             });
             times.push(t.elapsed());

@@ -6,6 +6,7 @@ use fabric_testkit::{lab, run};
 use std::time::{Duration, Instant};
 
 use fabric::topology::model::SshAccess;
+use fabric::transport::shell::Sh;
 use fabric::transport::ssh::{Endpoint, Session, SshError};
 use fabric::transport::ssh_config::SshConfig;
 
@@ -47,9 +48,9 @@ async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
     let mut ep = endpoint(lab, "sp-lan");
     ep.user = "fabricop".into();
     let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
-    let o = s.run("id -un", None, Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&Sh::lit("id -un"), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.stdout_str().trim(), "fabricop");
-    let o = s.run(&as_root("fabricop", "id -u"), None, Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&as_root("fabricop", &Sh::lit("id -u")), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!((o.status, o.stdout_str().trim(), o.stderr_str()), (0, "0", String::new()));
     let r = Resource {
         address: "host.sp-lan/file:/etc/rancher/k3s/sudo-test.yaml".parse().unwrap(),
@@ -61,7 +62,7 @@ async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
         file: None,
     };
     providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None).await.unwrap();
-    let stat = as_root("fabricop", "stat -c '%U %a' /etc/rancher/k3s/sudo-test.yaml");
+    let stat = as_root("fabricop", &Sh::lit("stat -c '%U %a' /etc/rancher/k3s/sudo-test.yaml"));
     let o = s.run(&stat, None, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.stdout_str().trim(), "root 644", "written as root through sudo");
     assert_eq!(providers::read(&s, &r).await.unwrap(), Observed::Present("a: 1\n".into()));
@@ -104,9 +105,9 @@ async fn commands_and_exit_status(lab: &lab::Lab) {
     let ep = endpoint(lab, "franca-router");
     assert_eq!(ep.host, lab.mgmt_ip("franca-router"));
     let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
-    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&Sh::lit("hostname"), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!((o.status, o.stdout_str().trim()), (0, "franca-router"));
-    let o = s.run("cat; echo err >&2; exit 7", Some(b"from stdin\n"), Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&Sh::lit("cat; echo err >&2; exit 7"), Some(b"from stdin\n"), Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.status, 7);
     assert_eq!(o.stdout_str(), "from stdin\n");
     assert_eq!(o.stderr_str(), "err");
@@ -168,7 +169,7 @@ async fn wrong_key_fails_auth(lab: &lab::Lab) {
 async fn command_timeout(lab: &lab::Lab) {
     let s = Session::connect(&endpoint(lab, "franca-lan")).await.unwrap();
     let t = Instant::now();
-    match s.run("sleep 10", None, Duration::from_secs(1)).await {
+    match s.run(&Sh::lit("sleep 10"), None, Duration::from_secs(1)).await {
         Err(SshError::CommandTimeout { secs: 1, .. }) => {}
         other => panic!("expected a command timeout, got {:?}", other.map(|o| o.status)),
     }
@@ -180,7 +181,9 @@ async fn many_channels_on_one_connection(lab: &lab::Lab) {
     let mut set = tokio::task::JoinSet::new();
     for i in 0..20 {
         let s = s.clone();
-        set.spawn(async move { (i, s.run(&format!("sleep 0.2; echo {i}"), None, Duration::from_secs(10)).await) });
+        set.spawn(
+            async move { (i, s.run(&fabric::sh!("sleep 0.2; echo {}", i), None, Duration::from_secs(10)).await) },
+        );
     }
     let t = Instant::now();
     let mut n = 0;
@@ -213,7 +216,7 @@ async fn proxy_jump(lab: &lab::Lab) {
         j.known_hosts = vec![known];
     }
     let s = Session::connect(&ep).await.unwrap_or_else(|e| panic!("{e}: {}", e.help()));
-    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&Sh::lit("hostname"), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.stdout_str().trim(), "franca-lan");
 }
 
@@ -258,6 +261,6 @@ async fn key_from_ssh_agent(lab: &lab::Lab) {
     let _ = agent.kill();
     let _ = agent.wait();
     let s = r.unwrap_or_else(|e| panic!("the agent's key was not used: {e}"));
-    let o = s.run("hostname", None, Duration::from_secs(5)).await.unwrap();
+    let o = s.run(&Sh::lit("hostname"), None, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.stdout_str().trim(), "sp-lan");
 }

@@ -13,7 +13,8 @@ use crate::apply::LOCK_PATH;
 use crate::desired::{ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
-use crate::transport::shell::{self, quote};
+use crate::sh;
+use crate::transport::shell::{self, Sh};
 use crate::transport::ssh::Session;
 
 /// Why a router's change could not be confirmed. Each router reverts by itself when its
@@ -38,26 +39,28 @@ fn canary(iface: &str) -> String {
 
 /// Saves the interface's current file and schedules its restoration unless confirmed. A router
 /// that had to revert by itself also releases the run's lock: that run cannot reach it anymore.
-pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> String {
-    let conf = providers::wg_conf_path(iface);
-    let prev = format!("{conf}.fabric-prev");
-    let (c, p) = (quote(&conf), quote(&prev));
-    let backup = format!("if [ -e {c} ]; then cp -p -- {c} {p}; else rm -f -- {p}; fi");
-    let revert = format!(
-        "if [ -e {p} ]; then mv -f -- {p} {c}; {}; else {}; fi; {}",
+pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> Sh {
+    let c = providers::wg_conf_path(iface);
+    let p = format!("{c}.fabric-prev");
+    let backup = sh!("if [ -e {} ]; then cp -p -- {} {}; else rm -f -- {}; fi", c, c, p, p);
+    let revert = sh!(
+        "if [ -e {} ]; then mv -f -- {} {}; {}; else {}; fi; {}",
+        p,
+        p,
+        c,
         providers::wg_restart(iface),
         providers::wg_remove(iface),
         shell::release_lock(LOCK_PATH, holder)
     );
-    format!("{backup} && {}", shell::schedule_revert(&canary(iface), seconds, &revert))
+    sh!("{} && {}", backup, shell::schedule_revert(&canary(iface), seconds, &revert))
 }
 
 /// Cancels the scheduled restoration and drops the saved file.
-pub fn disarm_linux_revert(iface: &str) -> String {
-    format!(
+pub fn disarm_linux_revert(iface: &str) -> Sh {
+    sh!(
         "{} && rm -f -- {}",
         shell::cancel_revert(&canary(iface)),
-        quote(&format!("{}.fabric-prev", providers::wg_conf_path(iface)))
+        format!("{}.fabric-prev", providers::wg_conf_path(iface))
     )
 }
 
@@ -84,7 +87,9 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets)
                     fresh.run(&cmd, None, Duration::from_secs(20)).await
                 }
                 ProviderKind::Vyos => {
-                    fresh.run("vbash -s", Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await
+                    fresh
+                        .run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60))
+                        .await
                 }
                 _ => continue,
             };

@@ -137,9 +137,10 @@ async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut
         let key = match kind {
             ProviderKind::Vyos => {
                 let script = format!(
-                    "source /opt/vyatta/etc/functions/script-template\nconfigure\nrun generate pki wireguard key-pair install interface {iface}\ncommit\nsave\nexit\n"
+                    "source /opt/vyatta/etc/functions/script-template\nconfigure\nrun generate pki wireguard key-pair install interface {}\ncommit\nsave\nexit\n",
+                    crate::desired::vyos::word(&iface)
                 );
-                let o = s.run("vbash -s", Some(script.as_bytes()), Duration::from_secs(60)).await?;
+                let o = s.run(&providers::vbash(), Some(script.as_bytes()), Duration::from_secs(60)).await?;
                 if o.status != 0 {
                     return Err(ApplyError::Blocked {
                         step: step.key.clone(),

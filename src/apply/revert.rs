@@ -11,7 +11,7 @@ use crate::apply::journal::Prior;
 use crate::desired::{ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
-use crate::transport::shell;
+use crate::transport::shell::{self, Sh};
 
 /// Puts applied resources back, newest first; returns what could not be put back.
 pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
@@ -88,7 +88,7 @@ pub fn resource_from_prior(p: &Prior) -> Resource {
         ProviderKind::File => Desired::File(String::new()),
         ProviderKind::Wireguard => Desired::Wireguard(String::new()),
         ProviderKind::Vyos => Desired::Vyos(vec![]),
-        ProviderKind::Command => Desired::Command { probe: "true".into(), apply: "true".into() },
+        ProviderKind::Command => Desired::Command { probe: Sh::lit("true"), apply: Sh::lit("true") },
         ProviderKind::Kube => Desired::Kube(p.object.clone().unwrap_or(serde_json::Value::Null)),
     };
     Resource {

@@ -10,6 +10,7 @@
 use serde::Serialize;
 
 pub use crate::addr::{Address, Target};
+use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod objects;
@@ -48,7 +49,7 @@ pub enum Desired {
     /// A wg-quick configuration (Linux routers).
     Wireguard(String),
     /// A command that makes the state so, with the probe that tells whether it is.
-    Command { probe: String, apply: String },
+    Command { probe: Sh, apply: Sh },
     /// A secret file fabric copies at apply time from another host's file (its address,
     /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
     Secret(Option<Address>),
@@ -168,7 +169,7 @@ impl<'a> Out<'a> {
             file,
         });
     }
-    pub fn command(&mut self, target: Target, site: &str, name: &str, probe: String, apply: String, summary: &str) {
+    pub fn command(&mut self, target: Target, site: &str, name: &str, probe: Sh, apply: Sh, summary: &str) {
         self.push(Resource {
             address: target.at(format!("command:{name}")),
             site: Some(site.into()),

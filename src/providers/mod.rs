@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use crate::addr::{Address, Target};
 use crate::desired::{Desired, ProviderKind, Resource};
-use crate::transport::shell::{self, quote};
+use crate::sh;
+use crate::transport::shell::{self, Sh};
 use crate::transport::ssh::{Session, SshError};
 pub use wgkey::WgKey;
 
@@ -63,7 +64,7 @@ fn failed_at(address: &Address, what: &str, o: &crate::transport::ssh::Output) -
 }
 
 /// Remote user of the session, for sudo.
-fn root(s: &Session, cmd: &str) -> String {
+fn root(s: &Session, cmd: &Sh) -> Sh {
     shell::as_root(&s.endpoint.user, cmd)
 }
 
@@ -85,15 +86,15 @@ pub fn wg_conf_path(iface: &str) -> String {
 
 /// Creates the private key on the host if it has none (0600, never copied off the host) and
 /// prints the public key.
-pub fn wg_ensure_key(iface: &str) -> String {
-    let key = quote(&format!("/etc/wireguard/{iface}.key"));
-    format!("umask 077 && mkdir -p /etc/wireguard && {{ [ -s {key} ] || wg genkey > {key}; }} && wg pubkey < {key}")
+pub fn wg_ensure_key(iface: &str) -> Sh {
+    let key = format!("/etc/wireguard/{iface}.key");
+    sh!("umask 077 && mkdir -p /etc/wireguard && { [ -s {} ] || wg genkey > {}; } && wg pubkey < {}", key, key, key)
 }
 
 /// Prints the public key if the host has a private key, else exits [`shell::ABSENT`].
-pub fn wg_public_key(iface: &str) -> String {
-    let key = quote(&format!("/etc/wireguard/{iface}.key"));
-    format!("if [ -s {key} ]; then wg pubkey < {key}; else exit {}; fi", shell::ABSENT)
+pub fn wg_public_key(iface: &str) -> Sh {
+    let key = format!("/etc/wireguard/{iface}.key");
+    sh!("if [ -s {} ]; then wg pubkey < {}; else exit 3; fi", key, key)
 }
 
 /// (Re)starts the interface from its wg-quick file. wireguard-go serves where the kernel has no
@@ -102,41 +103,53 @@ pub fn wg_public_key(iface: &str) -> String {
 /// still holding a session with the old instance renegotiates now rather than in 15 s or more.
 /// Under systemd the interface is enabled at boot (`wg-quick@<if>`, with wireguard-go where the
 /// kernel has no WireGuard), so the file written is also what comes back after a reboot.
-pub fn wg_restart(iface: &str) -> String {
-    let i = quote(iface);
-    format!(
-        "wg-quick down {i} >/dev/null 2>&1; \
+pub fn wg_restart(iface: &str) -> Sh {
+    sh!(
+        "wg-quick down {} >/dev/null 2>&1; \
          if ! ip link add fabric-probe type wireguard 2>/dev/null; then export WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go; \
          else ip link del fabric-probe; fi; \
          d=$(mktemp -d /run/fabric.XXXXXXXX) || exit 1; \
-         if ! wg-quick up {i} </dev/null >\"$d/wg-quick.log\" 2>&1; then cat -- \"$d/wg-quick.log\" >&2; rm -rf -- \"$d\"; exit 1; fi; \
+         if ! wg-quick up {} </dev/null >\"$d/wg-quick.log\" 2>&1; then cat -- \"$d/wg-quick.log\" >&2; rm -rf -- \"$d\"; exit 1; fi; \
          rm -rf -- \"$d\"; \
-         for a in $(wg show {i} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait; \
+         for a in $(wg show {} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait; \
          if [ -d /run/systemd/system ]; then \
          if [ -n \"$WG_QUICK_USERSPACE_IMPLEMENTATION\" ]; then mkdir -p /etc/systemd/system/wg-quick@.service.d && \
          printf '[Service]\\nEnvironment=WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go\\n' > /etc/systemd/system/wg-quick@.service.d/fabric-userspace.conf && systemctl daemon-reload; fi; \
-         systemctl enable wg-quick@{i} >/dev/null 2>&1 || true; fi"
+         systemctl enable wg-quick@{} >/dev/null 2>&1 || true; fi",
+        iface,
+        iface,
+        iface,
+        // systemd's instance name: the interface, as one word.
+        iface
     )
 }
 
 /// Stops the interface and removes its file (the key stays: it is the host's identity).
-pub fn wg_remove(iface: &str) -> String {
-    let i = quote(iface);
-    format!("wg-quick down {i} >/dev/null 2>&1; rm -f -- {}", quote(&wg_conf_path(iface)))
+pub fn wg_remove(iface: &str) -> Sh {
+    sh!("wg-quick down {} >/dev/null 2>&1; rm -f -- {}", iface, wg_conf_path(iface))
 }
 
 /// Prints the wg-quick file if the interface is configured and up, else exits ABSENT. A file
 /// without a running interface is drift too: it reads as the file with a marker line.
-pub fn wg_read(iface: &str) -> String {
-    let f = quote(&wg_conf_path(iface));
-    let i = quote(iface);
-    format!(
-        "if [ -e {f} ]; then cat -- {f}; if ! wg show {i} >/dev/null 2>&1; then echo '# (interface {iface} is down)'; fi; else exit {}; fi",
-        shell::ABSENT
+pub fn wg_read(iface: &str) -> Sh {
+    let f = wg_conf_path(iface);
+    let down = format!("# (interface {iface} is down)");
+    sh!(
+        "if [ -e {} ]; then cat -- {}; if ! wg show {} >/dev/null 2>&1; then echo {}; fi; else exit 3; fi",
+        f,
+        f,
+        iface,
+        down
     )
 }
 
 // ---- VyOS ---------------------------------------------------------------------------------
+
+/// VyOS's shell reading a script from stdin (the script is VyOS lines, their values quoted by
+/// `desired::vyos::quote`).
+pub fn vbash() -> Sh {
+    Sh::lit("vbash -s")
+}
 
 /// The op-mode read of the running configuration through VyOS's script template.
 pub const VYOS_SHOW: &str = "source /opt/vyatta/etc/functions/script-template\nrun show configuration commands\n";
@@ -158,6 +171,21 @@ pub fn vyos_filter(config: &str, subtree: &str) -> Vec<String> {
         .collect();
     lines.sort();
     lines
+}
+
+/// Whether a `set` line is one fabric takes from a router (or a journal) into a script: `set`
+/// and words that are either plain (`[A-Za-z0-9._/:@+,=-]`) or one single-quoted value without
+/// a quote or a control character inside. Nothing else can reach vbash from a host's answer.
+pub fn vyos_line_ok(line: &str) -> bool {
+    let Some(path) = line.strip_prefix("set ") else { return false };
+    let plain = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_alphanumeric() || b"._/:@+,=-".contains(&b));
+    let quoted = |w: &str| {
+        w.len() >= 2
+            && w.starts_with('\'')
+            && w.ends_with('\'')
+            && !w[1..w.len() - 1].chars().any(|c| c == '\'' || c.is_control())
+    };
+    path.chars().filter(|c| *c == '\'').count() % 2 == 0 && vyos_words(path).iter().all(|w| plain(w) || quoted(w))
 }
 
 /// Words of a configuration path; a single-quoted value (which may hold spaces) is one word.
@@ -237,7 +265,10 @@ pub fn vyos_script(
         s.push('\n');
     }
     if let Some(iface) = generate_key {
-        s.push_str(&format!("run generate pki wireguard key-pair install interface {iface}\n"));
+        s.push_str(&format!(
+            "run generate pki wireguard key-pair install interface {}\n",
+            crate::desired::vyos::word(iface)
+        ));
     }
     for line in to.iter().filter(|l| !from.contains(l)) {
         s.push_str(line);
@@ -258,10 +289,11 @@ pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template
 /// reads `/etc/rancher/k3s/config.yaml` when it starts: a server (`k3s`) or an agent
 /// (`k3s-agent`) that is installed is restarted; one that is not yet installed reads the file when
 /// it is.
-pub fn restart_after(path: &str) -> Option<String> {
+pub fn restart_after(path: &str) -> Option<Sh> {
     (path == "/etc/rancher/k3s/config.yaml").then(|| {
-        "for u in k3s k3s-agent; do if systemctl cat \"$u\" >/dev/null 2>&1; then systemctl restart \"$u\" || exit 1; fi; done"
-            .to_string()
+        Sh::lit(
+            "for u in k3s k3s-agent; do if systemctl cat \"$u\" >/dev/null 2>&1; then systemctl restart \"$u\" || exit 1; fi; done",
+        )
     })
 }
 
@@ -289,7 +321,7 @@ pub async fn read_secret_file(s: &Session, address: &Address) -> Result<String, 
 pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> {
     match (&r.provider, &r.desired) {
         (_, Desired::Secret(_)) => {
-            let o = s.run(&root(s, &format!("test -e {}", quote(file_path(r)))), None, READ_TIMEOUT).await?;
+            let o = s.run(&root(s, &sh!("test -e {}", file_path(r))), None, READ_TIMEOUT).await?;
             Ok(if o.status == 0 { Observed::Present(SENSITIVE.into()) } else { Observed::Absent })
         }
         (ProviderKind::File, _) => {
@@ -313,11 +345,22 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
             Ok(if o.status == 0 { Observed::Present("ok\n".into()) } else { Observed::Absent })
         }
         (ProviderKind::Vyos, _) => {
-            let o = s.run("vbash -s", Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
+            let o = s.run(&vbash(), Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
             if o.status != 0 {
                 return Err(failed(r, "show configuration commands", &o));
             }
             let lines = vyos_filter(&o.stdout_str(), vyos_subtree(r));
+            // The router's answer is input: a line becomes `delete …` or, on revert, `set …` in a
+            // script vbash runs, so only lines of plain words and quoted values are taken.
+            if let Some(bad) = lines.iter().find(|l| !vyos_line_ok(l)) {
+                return Err(ProviderError::Unsupported {
+                    address: r.address.clone(),
+                    message: format!(
+                        "the router shows a line fabric does not take: {:?}",
+                        bad.chars().take(80).collect::<String>()
+                    ),
+                });
+            }
             Ok(if lines.is_empty() { Observed::Absent } else { Observed::Present(lines.join("\n") + "\n") })
         }
         (ProviderKind::Kube, _) => Err(ProviderError::Unsupported {
@@ -415,9 +458,10 @@ pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<
     let o = match kind {
         ProviderKind::Vyos => {
             let script = format!(
-                "source /opt/vyatta/etc/functions/script-template\nrun show interfaces wireguard {iface} public-key\n"
+                "source /opt/vyatta/etc/functions/script-template\nrun show interfaces wireguard {} public-key\n",
+                crate::desired::vyos::word(iface)
             );
-            s.run("vbash -s", Some(script.as_bytes()), READ_TIMEOUT).await?
+            s.run(&vbash(), Some(script.as_bytes()), READ_TIMEOUT).await?
         }
         _ => s.run(&root(s, &wg_public_key(iface)), None, READ_TIMEOUT).await?,
     };
@@ -521,7 +565,7 @@ pub async fn apply(
                 confirm_minutes,
                 needs_key.then_some(iface.as_str()),
             );
-            let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
+            let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "commit-confirm", &o)) } else { Ok(()) }
         }
         (ProviderKind::Kube, _) | (ProviderKind::Command, _) => Err(ProviderError::Unsupported {
@@ -570,7 +614,7 @@ pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u
     };
     let roots: Vec<String> = rs.iter().map(|r| vyos_subtree(r).to_string()).collect();
     let script = vyos_script(&from, &to, &roots, Some(confirm_minutes.max(1)), needs_key.as_deref());
-    let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
+    let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
     if o.status != 0 { Err(failed_at(&at, "commit-confirm", &o)) } else { Ok(()) }
 }
 
@@ -578,7 +622,16 @@ pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u
 /// commit-confirm first, then commits and saves the prior configuration.
 pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<(), ProviderError> {
     let Some(at) = items.first().map(|(r, _)| r.address.clone()) else { return Ok(()) };
-    let _ = s.run("vbash -s", Some(VYOS_CONFIRM.as_bytes()), APPLY_TIMEOUT).await;
+    if let Some(bad) = items.iter().flat_map(|(_, p)| lines(p)).find(|l| !vyos_line_ok(l)) {
+        return Err(ProviderError::Unsupported {
+            address: at,
+            message: format!(
+                "the rollback point holds a line fabric does not take: {:?}",
+                bad.chars().take(80).collect::<String>()
+            ),
+        });
+    }
+    let _ = s.run(&vbash(), Some(VYOS_CONFIRM.as_bytes()), APPLY_TIMEOUT).await;
     let mut now = Vec::new();
     let mut to = Vec::new();
     for (r, prior) in items {
@@ -591,7 +644,7 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
         return Ok(());
     }
     let roots: Vec<String> = items.iter().map(|(r, _)| vyos_subtree(r).to_string()).collect();
-    let o = s.run("vbash -s", Some(vyos_script(&now, &to, &roots, None, None).as_bytes()), APPLY_TIMEOUT).await?;
+    let o = s.run(&vbash(), Some(vyos_script(&now, &to, &roots, None, None).as_bytes()), APPLY_TIMEOUT).await?;
     if o.status != 0 { Err(failed_at(&at, "revert", &o)) } else { Ok(()) }
 }
 
@@ -625,7 +678,7 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
                 return Ok(());
             }
             let script = vyos_script(&now, &to, &[vyos_subtree(r).to_string()], None, None);
-            let o = s.run("vbash -s", Some(script.as_bytes()), APPLY_TIMEOUT).await?;
+            let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "revert", &o)) } else { Ok(()) }
         }
         (ProviderKind::Command, _) => Ok(()), // commands are probes plus idempotent actions: nothing to undo
@@ -676,6 +729,28 @@ mod tests {
     }
 
     #[test]
+    fn only_plain_vyos_lines_are_taken_from_a_router() {
+        for ok in [
+            "set interfaces wireguard wg0 address '10.0.0.1/30'",
+            "set interfaces wireguard wg0 description 'fabric lab: site-to-site'",
+            "set interfaces wireguard wg0 peer sp public-key '<public-key:router.sp>'",
+            "set protocols static route 10.2.0.0/16 interface wg0",
+        ] {
+            assert!(vyos_line_ok(ok), "{ok}");
+        }
+        for bad in [
+            "set interfaces wireguard wg0 description 'x'; touch /tmp/p; echo ''",
+            "set interfaces wireguard wg0 description x$(reboot)",
+            "set interfaces wireguard wg0 description 'unterminated",
+            "delete interfaces wireguard wg0",
+            "set interfaces wireguard wg0 description `id`",
+            "set a b; reboot",
+        ] {
+            assert!(!vyos_line_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
     fn known_keys_from_live_configs() {
         const SP: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
         const FR: &str = "HIgo9xNzJMWLKASShiTqIybxZ0U3wGLiUeJ1PKf8ykw=";
@@ -695,7 +770,7 @@ mod tests {
     #[test]
     fn builders_are_valid_shell() {
         for cmd in [wg_ensure_key("wg0"), wg_public_key("wg0"), wg_restart("wg0"), wg_remove("wg0"), wg_read("wg0")] {
-            let o = std::process::Command::new("sh").arg("-n").arg("-c").arg(&cmd).output().unwrap();
+            let o = std::process::Command::new("sh").arg("-n").arg("-c").arg(cmd.as_str()).output().unwrap();
             assert!(o.status.success(), "{cmd}\n{}", String::from_utf8_lossy(&o.stderr));
         }
     }

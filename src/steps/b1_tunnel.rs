@@ -13,6 +13,8 @@ use futures::future::BoxFuture;
 use super::verify::Verdict;
 use super::{CheckCx, CheckError, CheckResult, Step, VerifyCx};
 use crate::addr::Target;
+use crate::sh;
+use crate::transport::shell::Sh;
 use crate::catalog::Instance;
 use crate::desired::{Desired, Out, ProviderKind, Resource, text, vyos};
 use crate::live::pool::Pool;
@@ -60,7 +62,7 @@ fn router_marker(s: &Site) -> Resource {
         provider: ProviderKind::Command,
         summary: String::new(),
         sensitive: false,
-        desired: Desired::Command { probe: "true".into(), apply: "true".into() },
+        desired: Desired::Command { probe: Sh::lit("true"), apply: Sh::lit("true") },
         file: None,
     }
 }
@@ -87,9 +89,7 @@ async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
                 (true, Some(n)) => n.address,
                 _ => p.router.wireguard.address.addr,
             };
-            let cmd = format!(
-                "for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {addr} >/dev/null 2>&1 && exit 0; done; exit 1"
-            );
+            let cmd = sh!("for i in 1 2 3 4 5 6 7 8 9 10; do ping -c 1 -W 2 {} >/dev/null 2>&1 && exit 0; done; exit 1", addr);
             let o = session.run(&cmd, None, Duration::from_secs(40)).await?;
             if o.status != 0 {
                 return Err(CheckError::NoPath {
@@ -171,8 +171,8 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
                     target.clone(),
                     &s.name,
                     &format!("route {}", p.lan),
-                    format!("ip route show {} dev {}", p.lan, wg.interface),
-                    format!("ip route replace {} dev {}", p.lan, wg.interface),
+                    sh!("ip route show {} dev {}", p.lan.to_string(), wg.interface.clone()),
+                    sh!("ip route replace {} dev {}", p.lan.to_string(), wg.interface.clone()),
                     &format!("route to {} via {}", p.name, wg.interface),
                 );
             }

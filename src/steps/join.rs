@@ -9,7 +9,9 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
+use crate::sh;
 use crate::topology::model::*;
+use crate::transport::shell::Sh;
 
 /// Every external workload of `kind` at the instance's sites.
 pub(super) fn join_all(inst: &Instance, out: &mut Out<'_>, kind: WorkloadKind) {
@@ -50,11 +52,11 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
                 Target::host(&w.name),
                 &s.name,
                 "k3s-agent",
-                "systemctl is-active --quiet k3s-agent".into(),
+                Sh::lit("systemctl is-active --quiet k3s-agent"),
                 // The agent runs the servers' version: K3s supports no skew the other way.
-                format!(
+                sh!(
                     "curl -sfL https://get.k3s.io | INSTALL_K3S_VERSION={} INSTALL_K3S_EXEC=agent sh -",
-                    crate::transport::shell::quote(&t.versions.k3s)
+                    t.versions.k3s.clone()
                 ),
                 "install and start k3s-agent",
             );
@@ -71,8 +73,8 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
                 Target::host(&w.name),
                 &s.name,
                 "cilium-agent",
-                "docker inspect -f '{{.State.Running}}' cilium".into(),
-                "cilium clustermesh vm install install-external-workload.sh && ./install-external-workload.sh".into(),
+                Sh::lit("docker inspect -f '{{.State.Running}}' cilium"),
+                Sh::lit("cilium clustermesh vm install install-external-workload.sh && ./install-external-workload.sh"),
                 "install cilium-agent as an external workload",
             );
         }

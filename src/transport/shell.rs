@@ -1,7 +1,11 @@
 //! Remote command lines, built by pure functions and tested against the exact strings.
 //!
-//! Every value that reaches a remote shell goes through [`quote`], so a hostile name in the
-//! topology cannot become shell syntax. Builders never interpolate unquoted input.
+//! A command line is an [`Sh`]: it can only be made from shell text written in fabric's source
+//! (a `&'static str`) and values that are quoted on the way in ([`quote`], through [`sh!`] or
+//! [`Sh::fill`]). No value from a topology, a journal or a host's answer can become shell
+//! syntax: the type has no constructor that takes a runtime string as code.
+
+use std::fmt;
 
 /// POSIX single-quoting: `it's` → `'it'\''s'`. Safe for any byte string without NUL.
 pub fn quote(s: &str) -> String {
@@ -11,31 +15,141 @@ pub fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
+/// A command line for a remote shell (see the module's documentation).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Sh(String);
+
+/// What may fill a `{}` of a command template: a value (quoted) or a command line (as it is).
+pub trait ShArg: Sync {
+    fn shell_text(&self) -> String;
+}
+
+impl ShArg for Sh {
+    fn shell_text(&self) -> String {
+        self.0.clone()
+    }
+}
+
+impl ShArg for &str {
+    fn shell_text(&self) -> String {
+        quote(self)
+    }
+}
+
+impl ShArg for String {
+    fn shell_text(&self) -> String {
+        quote(self)
+    }
+}
+
+macro_rules! quoted_display {
+    ($($t:ty),*) => {$(
+        impl ShArg for $t {
+            fn shell_text(&self) -> String {
+                quote(&self.to_string())
+            }
+        }
+    )*};
+}
+quoted_display!(i32, u16, u32, u64, usize, std::net::Ipv4Addr);
+
+impl Sh {
+    /// Shell text from fabric's source.
+    pub fn lit(code: &'static str) -> Sh {
+        Sh(code.to_string())
+    }
+
+    /// `template` (shell text from fabric's source) with each `{}` replaced by the next of
+    /// `args`: values quoted, command lines kept. Nothing else in the template is special.
+    pub fn fill(template: &'static str, args: &[&dyn ShArg]) -> Sh {
+        let mut out = String::with_capacity(template.len() + 16 * args.len());
+        let mut parts = template.split("{}");
+        out.push_str(parts.next().unwrap_or_default());
+        let mut used = 0;
+        for part in parts {
+            match args.get(used) {
+                Some(a) => out.push_str(&a.shell_text()),
+                None => out.push_str("{}"),
+            }
+            used += 1;
+            out.push_str(part);
+        }
+        debug_assert_eq!(used, args.len(), "the template `{template}` takes {used} value(s)");
+        Sh(out)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Read access to the text (for tests and logs); nothing turns text into an `Sh`.
+impl std::ops::Deref for Sh {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Sh {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Shown (never read back: a command line is only ever built by fabric).
+impl serde::Serialize for Sh {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl fmt::Display for Sh {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `sh!("wg-quick up {}", iface)`: a command line from a template literal and values (see
+/// [`Sh::fill`]).
+#[macro_export]
+macro_rules! sh {
+    ($template:literal $(, $arg:expr)* $(,)?) => {
+        $crate::transport::shell::Sh::fill($template, &[$(&$arg as &dyn $crate::transport::shell::ShArg),*])
+    };
+}
+
 /// Runs `cmd` as root: unchanged for root, through `sudo -n` (never prompting) otherwise.
-pub fn as_root(user: &str, cmd: &str) -> String {
-    if user == "root" { cmd.to_string() } else { format!("sudo -n sh -c {}", quote(cmd)) }
+pub fn as_root(user: &str, cmd: &Sh) -> Sh {
+    if user == "root" { cmd.clone() } else { sh!("sudo -n sh -c {}", cmd.0.clone()) }
 }
 
 /// Exit status a read command uses for "absent".
 pub const ABSENT: u32 = 3;
 
 /// Prints a file, or exits with [`ABSENT`] when it does not exist.
-pub fn read_file(path: &str) -> String {
-    let p = quote(path);
-    format!("if [ -e {p} ]; then cat -- {p}; else exit {ABSENT}; fi")
+pub fn read_file(path: &str) -> Sh {
+    sh!("if [ -e {} ]; then cat -- {}; else exit 3; fi", path, path)
 }
 
 /// Writes stdin to `path` atomically with `mode` (octal), creating the directory.
-pub fn write_file(path: &str, mode: u32) -> String {
-    let p = quote(path);
-    let dir = quote(parent(path));
-    let tmp = quote(&format!("{path}.fabric-tmp"));
-    format!("umask 077 && mkdir -p -- {dir} && cat > {tmp} && chmod {mode:o} {tmp} && mv -f -- {tmp} {p}")
+pub fn write_file(path: &str, mode: u32) -> Sh {
+    let tmp = format!("{path}.fabric-tmp");
+    let mode = format!("{mode:o}");
+    sh!(
+        "umask 077 && mkdir -p -- {} && cat > {} && chmod {} {} && mv -f -- {} {}",
+        parent(path),
+        tmp,
+        mode,
+        tmp,
+        tmp,
+        path
+    )
 }
 
 /// Removes a file (no error when absent).
-pub fn remove_file(path: &str) -> String {
-    format!("rm -f -- {}", quote(path))
+pub fn remove_file(path: &str) -> Sh {
+    sh!("rm -f -- {}", path)
 }
 
 fn parent(path: &str) -> &str {
@@ -48,35 +162,34 @@ fn parent(path: &str) -> &str {
 
 /// Takes the lock file `path` for `holder`, or prints the current holder and exits 75
 /// (EX_TEMPFAIL). `noclobber` makes the creation atomic.
-pub fn take_lock(path: &str, holder: &str) -> String {
-    let p = quote(path);
-    format!(
-        "if ( set -o noclobber; printf '%s\\n' {} > {p} ) 2>/dev/null; then exit 0; else cat -- {p} 2>/dev/null; exit 75; fi",
-        quote(holder)
+pub fn take_lock(path: &str, holder: &str) -> Sh {
+    sh!(
+        "if ( set -o noclobber; printf '%s\\n' {} > {} ) 2>/dev/null; then exit 0; else cat -- {} 2>/dev/null; exit 75; fi",
+        holder,
+        path,
+        path
     )
 }
 
 /// Releases the lock if `holder` still holds it.
-pub fn release_lock(path: &str, holder: &str) -> String {
-    let p = quote(path);
-    format!("if [ \"$(cat -- {p} 2>/dev/null)\" = {} ]; then rm -f -- {p}; fi", quote(holder))
+pub fn release_lock(path: &str, holder: &str) -> Sh {
+    sh!("if [ \"$(cat -- {} 2>/dev/null)\" = {} ]; then rm -f -- {}; fi", path, holder, path)
 }
 
 /// Schedules `revert` to run after `seconds` unless the canary file is removed first: the host
 /// reverts a change that cut the management path by itself (deploy-rs's idea). The job is
 /// detached from the SSH session (setsid, no terminal, output to a log) so a dropped connection
 /// cannot stop it.
-pub fn schedule_revert(canary: &str, seconds: u32, revert: &str) -> String {
-    let c = quote(canary);
-    let job = format!("sleep {seconds}; if [ -e {c} ]; then {revert}; rm -f -- {c}; fi");
+pub fn schedule_revert(canary: &str, seconds: u32, revert: &Sh) -> Sh {
+    let job = sh!("sleep {}; if [ -e {} ]; then {}; rm -f -- {}; fi", seconds, canary, revert.clone(), canary);
     // `( … & )`: the job is started from a subshell that exits at once, so nothing waits for it
     // and the SSH channel closes (a plain `a && b &` would keep a waiting subshell on it).
-    format!("touch -- {c} && ( setsid sh -c {} </dev/null >>{} 2>&1 & )", quote(&job), quote(&format!("{canary}.log")))
+    sh!("touch -- {} && ( setsid sh -c {} </dev/null >>{} 2>&1 & )", canary, job.0, format!("{canary}.log"))
 }
 
 /// Cancels a scheduled revert by removing its canary (the job then does nothing).
-pub fn cancel_revert(canary: &str) -> String {
-    format!("rm -f -- {}", quote(canary))
+pub fn cancel_revert(canary: &str) -> Sh {
+    sh!("rm -f -- {}", canary)
 }
 
 #[cfg(test)]
@@ -98,23 +211,25 @@ mod tests {
     #[test]
     fn builders_are_exact() {
         assert_eq!(
-            read_file("/etc/rancher/k3s/config.yaml"),
+            read_file("/etc/rancher/k3s/config.yaml").as_str(),
             "if [ -e /etc/rancher/k3s/config.yaml ]; then cat -- /etc/rancher/k3s/config.yaml; else exit 3; fi"
         );
         assert_eq!(
-            write_file("/etc/wireguard/wg0.conf", 0o600),
+            write_file("/etc/wireguard/wg0.conf", 0o600).as_str(),
             "umask 077 && mkdir -p -- /etc/wireguard && cat > /etc/wireguard/wg0.conf.fabric-tmp && chmod 600 /etc/wireguard/wg0.conf.fabric-tmp && mv -f -- /etc/wireguard/wg0.conf.fabric-tmp /etc/wireguard/wg0.conf"
         );
-        assert_eq!(as_root("root", "id"), "id");
-        assert_eq!(as_root("ops", "cat /x"), "sudo -n sh -c 'cat /x'");
-        assert_eq!(remove_file("/a b"), "rm -f -- '/a b'");
+        assert_eq!(as_root("root", &Sh::lit("id")).as_str(), "id");
+        assert_eq!(as_root("ops", &Sh::lit("cat /x")).as_str(), "sudo -n sh -c 'cat /x'");
+        assert_eq!(remove_file("/a b").as_str(), "rm -f -- '/a b'");
+        // A value is quoted, a command line is kept, nothing else in a template is special.
+        assert_eq!(sh!("a {} b {} c ${x}", "it's", Sh::lit("ls -l")).as_str(), r"a 'it'\''s' b ls -l c ${x}");
     }
 
     #[test]
     fn hostile_paths_stay_quoted() {
-        let cmd = write_file("/tmp/x'; reboot; '", 0o644);
+        let cmd = write_file("/tmp/x'; reboot; '", 0o644).to_string();
         assert!(cmd.contains(r"'/tmp/x'\''; reboot; '\''.fabric-tmp'"), "{cmd}");
-        let cmd = take_lock("/run/fabric.lock", "apply $(id) by x");
+        let cmd = take_lock("/run/fabric.lock", "apply $(id) by x").to_string();
         assert!(cmd.contains("'apply $(id) by x'"), "{cmd}");
     }
 
@@ -125,9 +240,14 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fabric-shell-{}", std::process::id()));
         let path = dir.join("sub dir/it's $(x).conf");
         let path = path.to_str().unwrap();
-        let run = |cmd: &str, stdin: &str| {
-            let mut c =
-                Command::new("sh").arg("-c").arg(cmd).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let run = |cmd: &Sh, stdin: &str| {
+            let mut c = Command::new("sh")
+                .arg("-c")
+                .arg(cmd.as_str())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
             use std::io::Write;
             c.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
             let o = c.wait_with_output().unwrap();

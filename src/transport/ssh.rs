@@ -13,6 +13,7 @@ use russh::client;
 use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertificate};
 use russh::{ChannelMsg, Disconnect};
 
+use super::shell::Sh;
 use super::ssh_config::SshConfig;
 use crate::topology::model::SshAccess;
 
@@ -281,12 +282,12 @@ impl Session {
     }
 
     /// Runs `command` in a new channel, feeding `stdin`, within `timeout`.
-    pub async fn run(&self, command: &str, stdin: Option<&[u8]>, timeout: Duration) -> Result<Output, SshError> {
+    pub async fn run(&self, command: &Sh, stdin: Option<&[u8]>, timeout: Duration) -> Result<Output, SshError> {
         let ep = &self.endpoint;
         let fut = async {
             let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
             let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
-            ch.exec(true, command).await.map_err(proto)?;
+            ch.exec(true, command.as_str()).await.map_err(proto)?;
             if let Some(data) = stdin {
                 ch.data(data).await.map_err(proto)?;
             }
@@ -311,7 +312,7 @@ impl Session {
             Ok(r) => r,
             Err(_) => Err(SshError::CommandTimeout {
                 target: ep.target.clone(),
-                command: command.chars().take(80).collect(),
+                command: command.as_str().chars().take(80).collect(),
                 secs: timeout.as_secs(),
             }),
         }

@@ -38,6 +38,11 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        // The directory goes with the last file (removing a directory that still holds another
+        // test's file fails, and that test removes it).
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir(dir);
+        }
     }
 }
 

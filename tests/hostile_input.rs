@@ -80,6 +80,23 @@ fn terminal_escapes_and_bidi_overrides_are_refused_anywhere() {
 }
 
 #[test]
+fn an_ssh_host_that_would_be_read_as_an_option_is_refused() {
+    let d = dir();
+    let f = d.join("t.yaml");
+    let text = EXAMPLE.replacen(
+        "ssh: { host: 192.168.0.1, user: vyos }",
+        "ssh: { host: \"-oProxyCommand=touch /tmp/p\", user: vyos }",
+        1,
+    );
+    assert_ne!(text, EXAMPLE, "the example's router has this ssh line");
+    std::fs::write(&f, &text).unwrap();
+    let (code, err) = validate(&f);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("topology::ssh") && err.contains("is not a host"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
 fn a_device_or_a_huge_file_is_refused_at_once() {
     let started = Instant::now();
     let (code, err) = validate(std::path::Path::new("/dev/zero"));

@@ -28,6 +28,7 @@ fn ssh_transport_against_real_sshd() {
         commands_and_exit_status(&lab).await;
         unknown_host_is_refused(&lab).await;
         changed_host_key_is_refused(&lab).await;
+        revoked_host_key_is_refused(&lab).await;
         wrong_key_fails_auth(&lab).await;
         command_timeout(&lab).await;
         many_channels_on_one_connection(&lab).await;
@@ -145,6 +146,23 @@ async fn changed_host_key_is_refused(lab: &lab::Lab) {
         }
         Err(e) => panic!("expected HostKeyChanged, got {e}"),
         Ok(_) => panic!("a changed host key was accepted"),
+    }
+}
+
+/// A key marked `@revoked` is refused even when another line of the file trusts it, as OpenSSH
+/// does (issue "Safe under hostile input and faults", item 9).
+async fn revoked_host_key_is_refused(lab: &lab::Lab) {
+    let mut ep = endpoint(lab, "sp-router");
+    let own = lab.host_key_pub("sp-router");
+    let fields: Vec<&str> = own.split_whitespace().collect();
+    let file = lab.dir.join("known_hosts.revoked");
+    let trusted = std::fs::read_to_string(lab.known_hosts()).unwrap();
+    std::fs::write(&file, format!("{trusted}@revoked * {} {}\n", fields[0], fields[1])).unwrap();
+    ep.known_hosts = vec![file];
+    match Session::connect(&ep).await {
+        Err(e @ SshError::HostKeyRevoked { .. }) => assert!(e.to_string().contains("is revoked"), "{e}"),
+        Err(e) => panic!("expected HostKeyRevoked, got {e}"),
+        Ok(_) => panic!("a revoked host key was accepted"),
     }
 }
 

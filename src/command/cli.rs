@@ -11,7 +11,7 @@ pub use super::args::{Format, Global, SelectionArgs};
     version,
     about = "Plan and apply a multi-site K3s fabric (Cilium, WireGuard, Karmada, Kueue) from one topology file",
     long_about = "fabric reads one topology file describing every site, builds the dependency graph of the \
-                  seed's steps A.1–D.4, shows what would change (plan) and changes it step by step (apply).",
+                  seed's steps A.1–D.4 (and the gateway's G.1), shows what would change (plan) and changes it step by step (apply).",
     after_help = "Examples:\n  fabric --example plan --offline       plan the embedded example, contacting nothing\n  \
                   fabric -f topology.yaml validate      check a topology and show every problem\n  \
                   fabric graph --format mermaid         the step graph as a Mermaid diagram"

@@ -7,7 +7,7 @@ use super::Done;
 use crate::catalog::view;
 use crate::command::args::Global;
 
-/// Print the step graph (A.1–D.4 instantiated per site) of the topology
+/// Print the step graph (A.1–D.4 and G.1, instantiated per site) of the topology
 ///
 /// Per-site steps appear once per site as `STEP@SITE` (`A.3@sp`); fabric-wide steps as `STEP`.
 #[derive(Debug, Args)]

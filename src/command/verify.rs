@@ -10,10 +10,13 @@ use crate::style::{Style, terminal_safe};
 
 /// Run the seed's validation checks against live state (changes nothing)
 ///
-/// B.1: each site's LAN host reaches the other sites' through the tunnel. A.x: Cilium agents
-/// ready. C.2: every Karmada member Ready. C.5: the services' Deployments propagated. D.1:
-/// ClusterQueues Active. D.2: MultiKueue workers Active. Other steps say they have no automatic
-/// check. Exit 1 when any check fails.
+/// Every step has checks, each PASS or FAIL with its evidence: A.1/A.2 Cilium agents and
+/// operator; A.3/A.4 each VM and host a Ready, tainted node; B.1 each site's LAN reaches the
+/// others through the tunnel; B.2 clustermesh-apiserver, peers and one CA; B.3 global service
+/// backends; C.1 Karmada's control plane; C.2 members Ready; C.3 ArgoCD synced; C.4 estimators;
+/// C.5 Deployments propagated; C.6 GPU selectors; C.7 failover configured; D.1–D.3 queues and
+/// workers Active; D.4 the test Job dispatched; G.1 the gateway running. A check that does not
+/// apply to the topology (an estimator that is off) says SKIP. Exit 1 when any check fails.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric verify --step B.1\n  fabric verify --phase C --format json")]
 pub struct Opts {

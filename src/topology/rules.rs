@@ -25,6 +25,7 @@ type Rule = fn(&Topology, &mut Vec<Problem>);
 const RULES: &[Rule] = &[
     format_version,
     dns_names,
+    ssh_hosts,
     unique_names,
     references,
     prefixes_do_not_overlap,
@@ -180,6 +181,57 @@ fn dns_names(t: &Topology, out: &mut Vec<Problem>) {
                 .label("not an interface name")
                 .help(format!("use {want}, e.g. `wg0`")),
             );
+        }
+    }
+}
+
+/// Every SSH access of the topology, with its path.
+fn ssh_accesses(t: &Topology) -> Vec<(&SshAccess, Path)> {
+    let mut v = Vec::new();
+    for (i, s) in t.sites.iter().enumerate() {
+        v.push((&s.router.ssh, path!["sites", i, "router", "ssh"]));
+        for (j, n) in s.cluster.nodes.iter().enumerate() {
+            if let Some(a) = &n.ssh {
+                v.push((a, path!["sites", i, "cluster", "nodes", j, "ssh"]));
+            }
+        }
+        for (j, w) in s.external_workloads.iter().enumerate() {
+            v.push((&w.ssh, path!["sites", i, "external_workloads", j, "ssh"]));
+        }
+    }
+    if let Some(vm) = &t.federation.karmada.vm {
+        v.push((&vm.ssh, path!["federation", "karmada", "vm", "ssh"]));
+    }
+    v
+}
+
+/// A host to connect to is a name or an address: never something an ssh program would read as
+/// an option (`-oProxyCommand=…`), and no spaces.
+fn is_host(s: &str) -> bool {
+    !s.is_empty() && !s.starts_with('-') && !s.chars().any(char::is_whitespace)
+}
+
+fn ssh_hosts(t: &Topology, out: &mut Vec<Problem>) {
+    for (a, p) in ssh_accesses(t) {
+        let mut check = |value: &str, key: &str, what: &str| {
+            if !is_host(value) {
+                out.push(
+                    Problem::error("topology::ssh", p.key(key), format!("{what} `{value}` is not a host"))
+                        .label("not a host")
+                        .help("a host name or address, not starting with '-' and without spaces"),
+                );
+            }
+        };
+        check(&a.host, "host", "ssh host");
+        if let Some(u) = &a.user {
+            check(u, "user", "ssh user");
+        }
+        if let Some(j) = &a.proxy_jump {
+            let host = j.rsplit_once('@').map_or(j.as_str(), |(_, h)| h);
+            check(j, "proxy_jump", "proxy_jump");
+            if host.starts_with('-') {
+                check(host, "proxy_jump", "proxy_jump's host");
+            }
         }
     }
 }

@@ -30,16 +30,20 @@ pub enum ConfirmError {
     /// The confirming command ran and failed.
     #[error("confirm on {target} failed: {stderr}")]
     Failed { target: String, stderr: String },
+    /// The router's own timer fired before the confirmation: it reverted by itself.
+    #[error("{target} had already reverted by itself (its confirmation came too late)")]
+    Reverted { target: String },
 }
 
-/// The file whose presence keeps an interface's scheduled restoration due.
-fn canary(iface: &str) -> String {
-    format!("/run/fabric-confirm-{iface}")
+/// The file whose presence keeps an interface's scheduled restoration due: one per run and
+/// interface, so a timer an earlier run left can never be taken for this run's.
+fn canary(iface: &str, run: &str) -> String {
+    format!("/run/fabric-confirm-{iface}-{run}")
 }
 
 /// Saves the interface's current file and schedules its restoration unless confirmed. A router
 /// that had to revert by itself also releases the run's lock: that run cannot reach it anymore.
-pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> Sh {
+pub fn arm_linux_revert(iface: &str, run: &str, seconds: u32, holder: &str) -> Sh {
     let c = providers::wg_conf_path(iface);
     let p = format!("{c}.fabric-prev");
     let backup = sh!("if [ -e {} ]; then cp -p -- {} {}; else rm -f -- {}; fi", c, c, p, p);
@@ -52,57 +56,88 @@ pub fn arm_linux_revert(iface: &str, seconds: u32, holder: &str) -> Sh {
         providers::wg_remove(iface),
         shell::release_lock(LOCK_PATH, holder)
     );
-    sh!("{} && {}", backup, shell::schedule_revert(&canary(iface), seconds, &revert))
+    sh!("{} && {}", backup, shell::schedule_revert(&canary(iface, run), seconds, &revert))
 }
 
-/// Cancels the scheduled restoration and drops the saved file.
-pub fn disarm_linux_revert(iface: &str) -> Sh {
+/// Cancels the scheduled restoration and drops the saved file; exits [`shell::LOST`] when the
+/// router had already reverted by itself.
+pub fn disarm_linux_revert(iface: &str, run: &str) -> Sh {
     sh!(
         "{} && rm -f -- {}",
-        shell::cancel_revert(&canary(iface)),
+        shell::cancel_revert(&canary(iface, run)),
         format!("{}.fabric-prev", providers::wg_conf_path(iface))
     )
 }
 
-/// Confirms every router the step changed, each over a new connection: a change that cut the
-/// management path fails here, and the router reverts by itself when its timer runs out.
-pub(super) async fn confirm(applied: &[(Resource, Observed)], targets: &Targets) -> Result<(), ConfirmError> {
+/// A confirmation that did not go through, and whether some router was confirmed before it
+/// failed: such a router no longer reverts by itself, so the step must be put back explicitly.
+#[derive(Debug)]
+pub struct Unconfirmed {
+    pub error: ConfirmError,
+    pub any_confirmed: bool,
+}
+
+/// Confirms every router the step changed, over new connections, in two phases: first every
+/// router is reached (a change that cut a management path fails here, before anything is
+/// confirmed, and every router reverts by itself when its timer runs out), then each is
+/// confirmed. A Linux router whose timer fired first says so ([`shell::LOST`]).
+pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets: &Targets) -> Result<(), Unconfirmed> {
     let mut by_target: BTreeMap<Target, Vec<&Resource>> = BTreeMap::new();
-    for (r, _) in applied {
+    for (r, _) in applied.iter().filter(|(r, _)| matches!(r.provider, ProviderKind::Wireguard | ProviderKind::Vyos)) {
         by_target.entry(r.target().clone()).or_default().push(r);
     }
+    let none = |error| Unconfirmed { error, any_confirmed: false };
+    let mut sessions = Vec::new();
     for (target, rs) in by_target {
-        let needs = rs.iter().any(|r| matches!(r.provider, ProviderKind::Wireguard | ProviderKind::Vyos));
-        if !needs {
-            continue;
-        }
-        let ep = targets.ssh.get(&target).ok_or_else(|| ConfirmError::NoAccess { target: target.to_string() })?;
-        let fresh = Session::connect(ep)
-            .await
-            .map_err(|e| ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() })?;
-        for r in rs {
-            let o = match r.provider {
-                ProviderKind::Wireguard => {
-                    let cmd = shell::as_root(&fresh.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
-                    fresh.run(&cmd, None, Duration::from_secs(20)).await
+        let ep = targets.ssh.get(&target).ok_or_else(|| none(ConfirmError::NoAccess { target: target.to_string() }))?;
+        match Session::connect(ep).await {
+            Ok(s) => sessions.push((target, rs, s)),
+            Err(e) => {
+                for (_, _, s) in sessions {
+                    s.close().await;
                 }
-                ProviderKind::Vyos => {
-                    fresh
-                        .run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60))
-                        .await
-                }
-                _ => continue,
-            };
-            match o {
-                Ok(o) if o.status == 0 => {}
-                Ok(o) => return Err(ConfirmError::Failed { target: target.to_string(), stderr: o.stderr_str() }),
-                Err(e) => return Err(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }),
+                return Err(none(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }));
             }
-            if r.provider == ProviderKind::Vyos {
-                break; // one confirm covers the router's whole commit
+        }
+    }
+    let mut confirmed = 0;
+    let mut failure = None;
+    for (target, rs, fresh) in sessions {
+        if failure.is_none() {
+            match confirm_router(&fresh, &target, &rs, run).await {
+                Ok(()) => confirmed += 1,
+                Err(e) => failure = Some(e),
             }
         }
         fresh.close().await;
+    }
+    match failure {
+        None => Ok(()),
+        Some(error) => Err(Unconfirmed { error, any_confirmed: confirmed > 0 }),
+    }
+}
+
+/// One router's confirmation over its fresh connection.
+async fn confirm_router(fresh: &Session, target: &Target, rs: &[&Resource], run: &str) -> Result<(), ConfirmError> {
+    for r in rs {
+        let o = match r.provider {
+            ProviderKind::Wireguard => {
+                let cmd = shell::as_root(&fresh.endpoint.user, &disarm_linux_revert(providers::wg_interface(r), run));
+                fresh.run(&cmd, None, Duration::from_secs(20)).await
+            }
+            _ => {
+                fresh.run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await
+            }
+        };
+        match o {
+            Ok(o) if o.status == 0 => {}
+            Ok(o) if o.status == shell::LOST => return Err(ConfirmError::Reverted { target: target.to_string() }),
+            Ok(o) => return Err(ConfirmError::Failed { target: target.to_string(), stderr: o.stderr_str() }),
+            Err(e) => return Err(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }),
+        }
+        if r.provider == ProviderKind::Vyos {
+            break; // one confirm covers the router's whole commit
+        }
     }
     Ok(())
 }
@@ -113,14 +148,14 @@ mod tests {
 
     #[test]
     fn linux_revert_is_armed_with_a_canary() {
-        let cmd = arm_linux_revert("wg0", 30, "run x");
-        assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0 && ( setsid sh -c "), "{cmd}");
+        let run = "20261201T000000Z-7";
+        let cmd = arm_linux_revert("wg0", run, 30, "run x");
+        assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0-20261201T000000Z-7 && ( setsid sh -c "), "{cmd}");
         assert!(cmd.contains("sleep 30;"), "{cmd}");
         assert!(cmd.contains("/run/lock/fabric.lock"), "the job releases the run's lock: {cmd}");
-        assert_eq!(
-            disarm_linux_revert("wg0"),
-            "rm -f -- /run/fabric-confirm-wg0 && rm -f -- /etc/wireguard/wg0.conf.fabric-prev"
-        );
+        let disarm = disarm_linux_revert("wg0", run);
+        assert!(disarm.starts_with("if mv -- /run/fabric-confirm-wg0-20261201T000000Z-7 /run/fabric-confirm-wg0-20261201T000000Z-7.confirmed"), "{disarm}");
+        assert!(disarm.ends_with("&& rm -f -- /etc/wireguard/wg0.conf.fabric-prev"), "{disarm}");
     }
 
     #[tokio::test]
@@ -134,7 +169,7 @@ mod tests {
             desired: crate::desired::Desired::Wireguard(String::new()),
             file: None,
         };
-        let e = confirm(&[(wg, Observed::Absent)], &Targets::default()).await.unwrap_err();
+        let e = confirm(&[(wg, Observed::Absent)], "r", &Targets::default()).await.unwrap_err().error;
         assert_eq!(e, ConfirmError::NoAccess { target: "router.sp".into() });
         assert_eq!(e.to_string(), "router.sp: no SSH access");
         let e = ConfirmError::Failed { target: "router.sp".into(), stderr: "no such file".into() };

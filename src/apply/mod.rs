@@ -323,9 +323,15 @@ async fn apply_step(
         return Err(revert_step(sh, step, &applied, reason).await?);
     }
     // Confirm over new connections: proof that the management path survived the change.
-    if let Err(reason) = confirm(&applied, sh.targets).await {
+    if let Err(u) = confirm(&applied, &sh.opts.run, sh.targets).await {
+        if u.any_confirmed || matches!(u.error, crate::apply::confirm::ConfirmError::Reverted { .. }) {
+            // Some router no longer reverts by itself (confirmed), or one already did: the step
+            // is put back explicitly, everywhere, so no site is left with half a change.
+            return Err(revert_step(sh, step, &applied, format!("not confirmed: {}", u.error)).await?);
+        }
         let reason = format!(
-            "{reason}; the change may have cut the management path: each router reverts by itself within {} s",
+            "{}; nothing was confirmed, so each router reverts by itself within {} s (the change may have cut the management path)",
+            u.error,
             sh.opts.confirm_timeout.as_secs()
         );
         sh.journal(&Entry::Failed { run: sh.opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
@@ -457,7 +463,12 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
             continue;
         }
-        let cx = crate::apply::host::Context { holder: holder(&opts.run), confirm_secs, confirm_minutes };
+        let cx = crate::apply::host::Context {
+            holder: holder(&opts.run),
+            run: opts.run.clone(),
+            confirm_secs,
+            confirm_minutes,
+        };
         let s = sh.pool.get(targets, &target).await?;
         // Secret files are copied from their source host (over the run's connection to it).
         for c in items.iter_mut() {
@@ -521,7 +532,7 @@ async fn revert_step(
     reason: String,
 ) -> Result<ApplyError, ApplyError> {
     (sh.progress)(&format!("{}: {reason}; reverting", step.key));
-    let leftover = revert_all(applied, &sh.pool, sh.targets).await;
+    let leftover = revert_all(applied, &sh.opts.run, &sh.pool, sh.targets).await;
     let run = sh.opts.run.clone();
     if leftover.is_empty() {
         sh.journal(&Entry::Reverted { run, step: step.key.clone(), reason: reason.clone() })?;

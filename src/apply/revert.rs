@@ -14,7 +14,7 @@ use crate::providers::{self, Observed};
 use crate::transport::shell::{self, Sh};
 
 /// Puts applied resources back, newest first; returns what could not be put back.
-pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: &Targets) -> Vec<String> {
+pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool, targets: &Targets) -> Vec<String> {
     let mut left = Vec::new();
     // VyOS routers: all of a router's resources in one commit.
     let mut vyos: BTreeMap<Target, Vec<(Resource, Observed)>> = BTreeMap::new();
@@ -59,7 +59,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], pool: &Pool, targets: 
             }
         };
         if r.provider == ProviderKind::Wireguard {
-            let cmd = shell::as_root(&s.endpoint.user, &disarm_linux_revert(providers::wg_interface(r)));
+            let cmd = shell::as_root(&s.endpoint.user, &disarm_linux_revert(providers::wg_interface(r), run));
             let _ = s.run(&cmd, None, Duration::from_secs(20)).await;
         }
         if let Err(e) = providers::revert(&s, r, prior).await {

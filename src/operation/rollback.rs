@@ -56,7 +56,7 @@ pub fn run(
         let mut result = Ok(());
         for (step, priors) in &steps {
             let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
-            let left = revert::revert_all(&applied, &pool, targets).await;
+            let left = revert::revert_all(&applied, run, &pool, targets).await;
             if !left.is_empty() {
                 failed.push(format!("{step}: {}", left.join("; ")));
                 continue;

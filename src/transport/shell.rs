@@ -176,20 +176,49 @@ pub fn release_lock(path: &str, holder: &str) -> Sh {
     sh!("if [ \"$(cat -- {} 2>/dev/null)\" = {} ]; then rm -f -- {}; fi", path, holder, path)
 }
 
-/// Schedules `revert` to run after `seconds` unless the canary file is removed first: the host
-/// reverts a change that cut the management path by itself (deploy-rs's idea). The job is
-/// detached from the SSH session (setsid, no terminal, output to a log) so a dropped connection
-/// cannot stop it.
+/// Exit status of [`cancel_revert`] when the job had already claimed the canary: the change was
+/// (or is being) reverted on the host.
+pub const LOST: u32 = 4;
+
+/// Schedules `revert` to run after `seconds` unless confirmed first: the host reverts a change
+/// that cut the management path by itself (deploy-rs's idea). The job is detached from the SSH
+/// session (setsid, no terminal, output to a log) so a dropped connection cannot stop it.
+///
+/// The canary is claimed by renaming it, which is atomic: the job renames it to `.reverting`
+/// before it reverts, a confirmation to `.confirmed` ([`cancel_revert`]); exactly one of them
+/// wins, and the loser knows. The job's process group is in `<canary>.pid`, so the confirmation
+/// that wins also ends the waiting `sleep`: no timer is left behind.
 pub fn schedule_revert(canary: &str, seconds: u32, revert: &Sh) -> Sh {
-    let job = sh!("sleep {}; if [ -e {} ]; then {}; rm -f -- {}; fi", seconds, canary, revert.clone(), canary);
+    let (pid, reverting) = (format!("{canary}.pid"), format!("{canary}.reverting"));
+    let job = sh!(
+        "echo $$ > {}; sleep {}; if mv -- {} {} 2>/dev/null; then {}; rm -f -- {}; fi; rm -f -- {}",
+        pid,
+        seconds,
+        canary,
+        reverting,
+        revert.clone(),
+        reverting,
+        pid
+    );
     // `( … & )`: the job is started from a subshell that exits at once, so nothing waits for it
     // and the SSH channel closes (a plain `a && b &` would keep a waiting subshell on it).
     sh!("touch -- {} && ( setsid sh -c {} </dev/null >>{} 2>&1 & )", canary, job.0, format!("{canary}.log"))
 }
 
-/// Cancels a scheduled revert by removing its canary (the job then does nothing).
+/// Confirms a scheduled revert: claims the canary (exit 0; the job is killed and nothing
+/// reverts), or finds the job claimed it first (exit [`LOST`]: the host reverted by itself).
 pub fn cancel_revert(canary: &str) -> Sh {
-    sh!("rm -f -- {}", canary)
+    let (pid, confirmed) = (format!("{canary}.pid"), format!("{canary}.confirmed"));
+    sh!(
+        "if mv -- {} {} 2>/dev/null; then if [ -s {} ]; then kill -- -\"$(cat -- {})\" 2>/dev/null; fi; rm -f -- {} {} {}; exit 0; else exit 4; fi",
+        canary,
+        confirmed,
+        pid,
+        pid,
+        confirmed,
+        pid,
+        format!("{canary}.log")
+    )
 }
 
 #[cfg(test)]
@@ -231,6 +260,36 @@ mod tests {
         assert!(cmd.contains(r"'/tmp/x'\''; reboot; '\''.fabric-tmp'"), "{cmd}");
         let cmd = take_lock("/run/fabric.lock", "apply $(id) by x").to_string();
         assert!(cmd.contains("'apply $(id) by x'"), "{cmd}");
+    }
+
+    /// The self-revert's claim, for real in a local `sh`: a confirmation before the timer wins
+    /// (exit 0, the waiting job is gone, nothing reverts); one after it loses and says so (exit
+    /// LOST, the revert ran). Never both, never neither.
+    #[test]
+    fn a_confirmation_and_a_timer_never_both_win() {
+        use std::process::Command;
+        let dir = std::env::temp_dir().join(format!("fabric-canary-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sh = |cmd: &Sh| Command::new("sh").arg("-c").arg(cmd.as_str()).status().unwrap().code();
+        let canary = dir.join("c").to_str().unwrap().to_string();
+        let marker = dir.join("reverted").to_str().unwrap().to_string();
+        let revert = sh!("touch -- {}", marker.clone());
+        // In time: the confirmation wins and ends the timer.
+        assert_eq!(sh(&schedule_revert(&canary, 2, &revert)), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let pid = std::fs::read_to_string(format!("{canary}.pid")).unwrap();
+        assert_eq!(sh(&cancel_revert(&canary)), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        assert!(!std::path::Path::new(&marker).exists(), "a confirmed change was reverted");
+        let alive = Command::new("kill").args(["-0", pid.trim()]).status().unwrap().success();
+        assert!(!alive, "the timer was left behind");
+        assert!(!std::path::Path::new(&canary).exists());
+        // Too late: the timer fired first; the confirmation loses and says so.
+        assert_eq!(sh(&schedule_revert(&canary, 1, &revert)), Some(0));
+        std::thread::sleep(std::time::Duration::from_millis(1800));
+        assert!(std::path::Path::new(&marker).exists(), "the timer did not revert");
+        assert_eq!(sh(&cancel_revert(&canary)), Some(LOST as i32));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The builders run for real in a local shell: the quoting survives a real `sh`.

@@ -344,9 +344,25 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     assert!(o.status.success(), "{}", out(&o));
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(2), "the moved port shows against the original topology");
+    if kind == Kind::Linux {
+        // A rollback takes the routers' locks like an apply: while another holds one, it is
+        // refused naming the holder, and changes nothing.
+        lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
+        let o = run.fabric(&topo, &["rollback"]);
+        assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+        assert!(out(&o).contains("router.sp is locked by another apply: fabric run other by ops@laptop (pid 1)"), "{}", out(&o));
+        let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+        assert_eq!(o.status.code(), Some(2), "a refused rollback changed nothing");
+        lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
+    }
     let o = run.fabric(&topo, &["rollback"]);
     assert!(o.status.success(), "{}", out(&o));
     assert!(out(&o).contains("Rolled back run"), "{}", out(&o));
+    if kind == Kind::Linux {
+        let held = lab.exec("sp-router", "cat /run/lock/fabric.lock 2>/dev/null; true");
+        let held = String::from_utf8_lossy(&held.stdout);
+        assert!(held.trim().is_empty(), "the rollback released its lock: {held}");
+    }
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "after rollback the routers are as before: {}", out(&o));
     assert!(lab.ping_within("franca-lan", "172.30.2.10", 35));

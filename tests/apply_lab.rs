@@ -350,7 +350,11 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
         let o = run.fabric(&topo, &["rollback"]);
         assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-        assert!(out(&o).contains("router.sp is locked by another apply: fabric run other by ops@laptop (pid 1)"), "{}", out(&o));
+        assert!(
+            out(&o).contains("router.sp is locked by another apply: fabric run other by ops@laptop (pid 1)"),
+            "{}",
+            out(&o)
+        );
         let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
         assert_eq!(o.status.code(), Some(2), "a refused rollback changed nothing");
         lab.exec("sp-router", "rm -f /run/lock/fabric.lock");

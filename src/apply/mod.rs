@@ -97,11 +97,60 @@ impl ApplyError {
 /// Progress, as plain lines (the command decides how to show them).
 pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
 
-/// The identity written into host locks.
+/// The identity written into host locks: the run, who ran it, from where, and its pid.
 pub fn holder(run: &str) -> String {
-    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let user = std::env::var("USER").or_else(|_| std::env::var("LOGNAME")).unwrap_or_else(|_| uid());
     let host = std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default();
     format!("fabric run {run} by {user}@{host} (pid {})", std::process::id())
+}
+
+/// `uid N` of this process (for a holder when neither USER nor LOGNAME is set).
+fn uid() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:").map(|u| u.split_whitespace().next().unwrap_or("?").to_string()))
+        })
+        .map_or_else(|| "unknown user".into(), |u| format!("uid {u}"))
+}
+
+/// Whether `target` is locked with a file: SSH hosts yes (a target without SSH access has no
+/// file to lock: reaching it fails on its own); VyOS routers no (their configuration
+/// refuses a second commit while a commit-confirm is pending); Kubernetes APIs no (server-side
+/// apply's field ownership guards them).
+fn file_locked(targets: &Targets, target: &Target) -> bool {
+    let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
+    !vyos && targets.ssh.contains_key(target)
+}
+
+/// Locks every host of `hosts` that is locked with a file, adding each to `locked` as it is
+/// taken (so the caller releases exactly those, even after a refusal).
+pub async fn lock_all(
+    pool: &Pool,
+    targets: &Targets,
+    hosts: &BTreeSet<Target>,
+    run: &str,
+    locked: &std::sync::Mutex<Vec<Target>>,
+) -> Result<(), ApplyError> {
+    for target in hosts.iter().filter(|t| file_locked(targets, t)) {
+        if locked.lock().expect("lock list").contains(target) {
+            continue;
+        }
+        let s = pool.get(targets, target).await?;
+        lock(&s, run).await?;
+        locked.lock().expect("lock list").push(target.clone());
+    }
+    Ok(())
+}
+
+/// Releases the locks `run` took on `locked`.
+pub async fn unlock_all(pool: &Pool, targets: &Targets, locked: &[Target], run: &str) {
+    for target in locked {
+        if let Ok(s) = pool.get(targets, target).await {
+            unlock(&s, run).await;
+        }
+    }
 }
 
 async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
@@ -196,11 +245,7 @@ pub async fn run(
     };
     let result = run_steps(&shared, steps, live).await;
     let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
-    for target in &locked {
-        if let Ok(s) = shared.pool.get(targets, target).await {
-            unlock(&s, &opts.run).await;
-        }
-    }
+    unlock_all(&shared.pool, targets, &locked, &opts.run).await;
     let Shared { pool, journal, .. } = shared;
     pool.close().await;
     let journal = journal.into_inner().expect("journal lock");
@@ -342,21 +387,9 @@ async fn apply_step(
     Ok((true, live.keys))
 }
 
-/// Locks every host of the step before touching any of them. VyOS routers are not locked with a
-/// file: their own configuration lock refuses a second commit while a commit-confirm is pending.
-/// Kubernetes objects are guarded by server-side apply's field ownership instead.
+/// Locks every host of the step before touching any of them (see [`lock_all`]).
 async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> {
-    let targets = sh.targets;
-    for target in step.resources.iter().map(|r| r.target().clone()).collect::<BTreeSet<_>>() {
-        let vyos = targets.router_kind.get(&target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-        let kube = targets.kube.contains_key(&target);
-        if !vyos && !kube && !sh.locked.lock().expect("lock list").contains(&target) {
-            let s = sh.pool.get(targets, &target).await?;
-            lock(&s, &sh.opts.run).await?;
-            sh.locked.lock().expect("lock list").push(target);
-        }
-    }
-    Ok(())
+    lock_all(&sh.pool, sh.targets, &step_targets(step), &sh.opts.run, &sh.locked).await
 }
 
 /// Re-reads the step's resources once the keys exist (the rollback point is what is live right

@@ -3,7 +3,10 @@
 
 use std::path::Path;
 
+use std::collections::BTreeSet;
+
 use super::{OpError, Workspace};
+use crate::addr::Target;
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::revert;
 use crate::live::observe::Targets;
@@ -51,10 +54,18 @@ pub fn run(
         .map_err(|source| OpError::JournalCreate { dir: state_dir.display().to_string(), source })?;
     let mut failed = Vec::new();
     let mut done = Vec::new();
+    // The hosts the rollback touches are locked like an apply's, for the whole rollback: it must
+    // not run while an apply (or another rollback) changes them.
+    let hosts: BTreeSet<Target> = steps.iter().flat_map(|(_, ps)| ps.iter().map(|p| p.target.clone())).collect();
+    let holder_run = format!("{run} (rollback)");
     let result: Result<(), OpError> = rt.block_on(async {
         let pool = Pool::default();
-        let mut result = Ok(());
-        for (step, priors) in &steps {
+        let locked = std::sync::Mutex::new(Vec::new());
+        let mut result = match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
+            Ok(()) => Ok(()),
+            Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+        };
+        for (step, priors) in steps.iter().filter(|_| result.is_ok()) {
             let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
             let left = revert::revert_all(&applied, run, &pool, targets).await;
             if !left.is_empty() {
@@ -68,6 +79,8 @@ pub fn run(
             progress(&format!("{step}: rolled back"));
             done.push(step.clone());
         }
+        let locked = locked.into_inner().expect("lock list");
+        crate::apply::unlock_all(&pool, targets, &locked, &holder_run).await;
         pool.close().await;
         result
     });

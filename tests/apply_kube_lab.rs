@@ -138,5 +138,41 @@ fn phase_a_files_and_helmcharts() {
     let o = fabric(&["rollback"]);
     assert!(o.status.success(), "{}", out(&o));
     assert!(sp.objects().iter().any(|o| o["metadata"]["name"] == "old-chart"), "rollback re-creates the pruned object");
+
+    // 7. SIGINT while a step waits for its chart's install Job: the step goes back to its
+    // rollback point (the K3s file too), the journal says so and ends, no lock is left, and the
+    // exit status is 130.
+    std::fs::write(
+        dir.join("topology.yaml"),
+        topology(
+            &TOPOLOGY.replace(
+                "      api_address: 172.30.2.10\n",
+                "      api_address: 172.30.2.10\n      kube_proxy: true\n",
+            ),
+        ),
+    )
+    .unwrap();
+    sp.hold("Job", true);
+    let args = ["apply", "--step", "A.1@sp", "--auto-approve", "--wait-timeout", "120"];
+    let child = run::fabric_spawn(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), &args);
+    let started = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(std::process::Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+    let o = child.wait_with_output().unwrap();
+    sp.hold("Job", false);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(130), "{text}");
+    assert!(text.contains("interrupted") && text.contains("was reverted"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(60), "stopped at once: {:?}", started.elapsed());
+    let after = String::from_utf8_lossy(&lab.exec("sp-lan", "cat /etc/rancher/k3s/config.yaml").stdout).to_string();
+    assert_eq!(after, conf, "the interrupted step is back at its rollback point");
+    let lock =
+        String::from_utf8_lossy(&lab.exec("sp-lan", "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).to_string();
+    assert!(lock.trim().is_empty(), "no lock left: {lock}");
+    let newest =
+        std::fs::read_dir(dir.join(".fabric/runs")).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).max().unwrap();
+    let journal = std::fs::read_to_string(newest).unwrap();
+    assert!(journal.contains("\"event\":\"reverted\"") && journal.contains("interrupted"), "{journal}");
+    assert!(journal.trim_end().ends_with("\"ok\":false}"), "{journal}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -8,6 +8,7 @@
 
 pub mod confirm;
 pub mod host;
+pub mod interrupt;
 pub mod journal;
 pub mod kube;
 pub mod revert;
@@ -67,6 +68,8 @@ pub enum ApplyError {
     Stuck { step: String, reason: String },
     #[error("step {step} cannot be applied: {reason}")]
     Blocked { step: String, reason: String },
+    #[error("interrupted: {0}")]
+    Interrupted(String),
     #[error("cannot write the journal {path}: {reason}")]
     Journal { path: String, reason: String },
 }
@@ -89,6 +92,9 @@ impl ApplyError {
                 "check the named targets by hand; `fabric rollback` retries the journaled rollback points".into()
             }
             ApplyError::Blocked { .. } => "make the targets reachable, or leave the step out with --site/--step".into(),
+            ApplyError::Interrupted(_) => {
+                "the steps before stayed applied (the journal lists them); `fabric plan` shows what is left".into()
+            }
             ApplyError::Journal { .. } => "fabric journals before it changes anything: make .fabric writable".into(),
         }
     }
@@ -309,6 +315,10 @@ async fn run_steps(sh: &Shared<'_>, steps: &[StepWork], mut live: Live) -> Resul
     let mut done = Vec::new();
     let mut pending: Vec<&StepWork> = steps.iter().collect();
     while !pending.is_empty() {
+        if interrupt::requested() {
+            let left: Vec<&str> = pending.iter().map(|s| s.key.as_str()).collect();
+            return Err(ApplyError::Interrupted(format!("not started: {}", left.join(", "))));
+        }
         let wave: Vec<&StepWork> = next_wave(&pending).into_iter().map(|i| pending[i]).collect();
         if wave.len() > 1 {
             let keys: Vec<&str> = wave.iter().map(|s| s.key.as_str()).collect();
@@ -363,6 +373,10 @@ async fn apply_step(
     let (applied, mut failure) = apply_rounds(sh, step, changes).await?;
     if failure.is_none() {
         failure = run_check(sh, step).await;
+    }
+    // A stop asked for while the step ran: it goes back to its rollback point, not half-way.
+    if failure.is_none() && interrupt::requested() {
+        failure = Some("interrupted before it was confirmed".into());
     }
     if let Some(reason) = failure {
         return Err(revert_step(sh, step, &applied, reason).await?);

@@ -27,6 +27,9 @@ pub enum WaitError {
     /// It will not become ready without a change (a failed install Job).
     #[error("{what}: {reason}")]
     Failed { what: String, reason: String },
+    /// The run was asked to stop (SIGINT, SIGTERM) while it waited.
+    #[error("{what}: interrupted while waiting")]
+    Interrupted { what: String },
 }
 
 /// What the controllers say about an object.
@@ -194,6 +197,9 @@ where
             // A read can fail while a component restarts: keep trying until the budget ends.
             Err(e) => format!("cannot read it: {e}"),
         };
+        if crate::apply::interrupt::requested() {
+            return Err(WaitError::Interrupted { what: what.to_string() });
+        }
         if start.elapsed() >= budget.timeout {
             return Err(WaitError::Timeout { what: what.to_string(), waited: budget.timeout, last: line });
         }

@@ -58,6 +58,8 @@ pub fn exit_code(r: &Result<Done, Report>) -> ExitCode {
     match r {
         Ok(Done::Ok) => ExitCode::SUCCESS,
         Ok(Done::Changes) => ExitCode::from(2),
+        // As a shell reports a command ended by SIGINT; the journal says what was put back.
+        Err(e) if e.downcast_ref::<crate::operation::OpError>().is_some_and(|o| o.interrupted()) => ExitCode::from(130),
         Err(_) => ExitCode::from(1),
     }
 }

@@ -130,7 +130,10 @@ pub fn run(
         force_conflicts: opts.force_conflicts,
         wait_timeout: opts.wait_timeout,
     };
-    let result = rt.block_on(engine::run(ws.topology(), &steps, targets, o.live, &engine_opts, &mut j, progress));
+    let result = rt.block_on(async {
+        crate::apply::interrupt::listen();
+        engine::run(ws.topology(), &steps, targets, o.live, &engine_opts, &mut j, progress).await
+    });
     match result {
         Ok(changed) => Ok(Applied { run, changed, journal: j.path.clone() }),
         Err(error) => Err(OpError::Apply { run, error: Box::new(error) }),

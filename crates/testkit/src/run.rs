@@ -26,6 +26,22 @@ pub fn fabric_in(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) 
         .expect("run fabric")
 }
 
+/// `fabric_in`, started and left running (to be signalled), its output piped.
+pub fn fabric_spawn(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> std::process::Child {
+    Command::new(fabric_bin())
+        .arg("-f")
+        .arg(topology)
+        .arg("--ssh-config")
+        .arg(ssh_config)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run fabric")
+}
+
 /// stdout and stderr together, for assertions and failure messages.
 pub fn out(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))

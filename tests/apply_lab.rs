@@ -250,6 +250,24 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
                 "{}",
                 out(&o)
             );
+            // `fabric lock` sees it, leaves a live holder's lock alone, and breaks it with --force.
+            let o = run.fabric(&topo, &["lock", "status"]);
+            assert!(out(&o).contains("router.sp: held by fabric run other by ops@laptop (pid 1)"), "{}", out(&o));
+            assert!(out(&o).contains("router.franca: free"), "{}", out(&o));
+            let o = run.fabric(&topo, &["lock", "release"]);
+            assert!(out(&o).contains("No lock to release"), "{}", out(&o));
+            let o = run.fabric(&topo, &["lock", "release", "--force"]);
+            assert!(out(&o).contains("released router.sp: fabric run other by ops@laptop (pid 1)"), "{}", out(&o));
+            let held = lab.exec("sp-router", "cat /run/lock/fabric.lock 2>/dev/null; true");
+            assert!(String::from_utf8_lossy(&held.stdout).trim().is_empty(), "broken");
+            // A lock whose holder died on this machine is stale: plain `release` removes it.
+            let here = std::fs::read_to_string("/etc/hostname").unwrap().trim().to_string();
+            let dead = format!("fabric run x by ops@{here} (pid 4194303, since 1)");
+            lab.exec("sp-router", &format!("printf '%s\\n' '{dead}' > /run/lock/fabric.lock"));
+            let o = run.fabric(&topo, &["lock", "status"]);
+            assert!(out(&o).contains("(stale: its process 4194303"), "{}", out(&o));
+            let o = run.fabric(&topo, &["lock", "release"]);
+            assert!(out(&o).contains(&format!("released router.sp: {dead}")), "{}", out(&o));
             lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
         }
         Kind::Vyos => {

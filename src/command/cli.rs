@@ -36,6 +36,7 @@ pub enum Command {
     Completions(crate::command::completions::Opts),
     Man(crate::command::completions::ManOpts),
     Schema(crate::command::schema::Opts),
+    Lock(crate::command::lock::Opts),
 }
 
 /// A shell's completion script, generated from the CLI definition (so it never drifts).

@@ -5,6 +5,7 @@ pub mod args;
 pub mod cli;
 pub mod completions;
 pub mod graph;
+pub mod lock;
 pub mod plan;
 pub mod render;
 pub mod rollback;
@@ -51,6 +52,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Completions(o) => completions::run(&cli::completions(o.shell)),
         Command::Man(_) => completions::man(cli::man_page()),
         Command::Schema(o) => schema::run(&global, o),
+        Command::Lock(o) => lock::run(&global, o),
     }
 }
 

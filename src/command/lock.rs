@@ -1,0 +1,90 @@
+//! `fabric lock status` and `fabric lock release`: see and break the hosts' locks.
+
+use clap::{Args, Subcommand};
+use miette::Report;
+
+use super::Done;
+use crate::command::args::Global;
+use crate::operation::lock as lock_op;
+use crate::style::{Style, terminal_safe};
+
+/// See or break the locks an apply or rollback takes on the hosts
+///
+/// An apply or rollback writes /run/lock/fabric.lock on every SSH host it changes, naming the
+/// run, user, machine, pid and time, and removes it when done. A lock whose holder is gone (its
+/// process died on this machine, or it is older than 6 h) is stale.
+#[derive(Debug, Args)]
+pub struct Opts {
+    #[command(subcommand)]
+    pub command: LockCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LockCommand {
+    Status(StatusOpts),
+    Release(ReleaseOpts),
+}
+
+/// Show every host's lock (holder, stale or not) and pending self-reverts
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  fabric lock status\n  fabric lock status --format json")]
+pub struct StatusOpts {
+    /// Output format
+    #[arg(long, value_enum, default_value_t = crate::command::verify::VerifyFormat::Human)]
+    pub format: crate::command::verify::VerifyFormat,
+}
+
+/// Remove stale locks (their holder is gone); with --force, every lock
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  fabric lock release\n  fabric lock release --force   # break-glass: only when the holder is known dead"
+)]
+pub struct ReleaseOpts {
+    /// Also remove locks whose holder may still run (break-glass)
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    let ws = super::workspace(g)?;
+    let targets = super::targets(g, &ws)?;
+    let rt = crate::operation::runtime()?;
+    match o.command {
+        LockCommand::Status(s) => {
+            let held = lock_op::status(&ws, &targets, &rt)?;
+            if s.format == crate::command::verify::VerifyFormat::Json {
+                println!("{}", serde_json::to_string_pretty(&held).expect("locks serialize"));
+                return Ok(Done::Ok);
+            }
+            let st = Style::stdout(g.no_color);
+            for h in &held {
+                let line = match (&h.unreachable, &h.lock) {
+                    (Some(e), _) => format!("{}  {}: unreachable: {e}", st.yellow("?"), h.target),
+                    (None, None) => format!("{}  {}: free", st.green("-"), h.target),
+                    (None, Some(l)) => match &l.stale {
+                        Some(why) => format!("{}  {}: held by {} (stale: {why})", st.yellow("!"), h.target, l.holder),
+                        None => format!("{}  {}: held by {}", st.red("L"), h.target, l.holder),
+                    },
+                };
+                println!("{}", terminal_safe(&line, st.color));
+                for c in &h.pending_reverts {
+                    println!("{}", terminal_safe(&format!("   pending self-revert: {c}"), false));
+                }
+            }
+            Ok(Done::Ok)
+        }
+        LockCommand::Release(r) => {
+            let released = lock_op::release(&ws, &targets, r.force, &rt)?;
+            for (t, holder) in &released {
+                println!("{}", terminal_safe(&format!("released {t}: {holder}"), false));
+            }
+            if released.is_empty() && !g.quiet {
+                println!(
+                    "No lock to release{}.",
+                    if r.force { "" } else { " (none is stale; --force breaks a live one)" }
+                );
+            }
+            Ok(Done::Ok)
+        }
+    }
+}

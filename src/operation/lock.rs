@@ -1,0 +1,111 @@
+//! Host locks as operators see them: `fabric lock status` reads the lock and the pending
+//! self-reverts of every SSH host of the topology (all at once), and `fabric lock release`
+//! removes the stale ones (their holder is gone), or any one with `--force` (break-glass, when
+//! the operator knows the holder is dead).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::{OpError, Workspace};
+use crate::addr::Target;
+use crate::apply::{HeldLock, LOCK_PATH};
+use crate::live::observe::Targets;
+use crate::live::pool::Pool;
+use crate::sh;
+use crate::transport::shell::{self, Sh};
+
+/// What a host holds.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct HostLocks {
+    pub target: Target,
+    /// Why the host could not be read.
+    pub unreachable: Option<String>,
+    pub lock: Option<HeldLock>,
+    /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
+    pub pending_reverts: Vec<String>,
+}
+
+/// Prints the lock file's line, then `revert <canary>` for each pending self-revert.
+fn read_locks() -> Sh {
+    sh!(
+        "cat -- {} 2>/dev/null; for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+        LOCK_PATH
+    )
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn here() -> String {
+    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
+}
+
+/// Whether process `pid` runs on this machine.
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The locks of every SSH host of the workspace, read at once.
+pub fn status(ws: &Workspace, targets: &Targets, rt: &tokio::runtime::Runtime) -> Result<Vec<HostLocks>, OpError> {
+    ws.live_allowed("it holds production addresses: look at the locks of a topology of your own")?;
+    let pool = Pool::default();
+    let out = rt.block_on(async {
+        let reads = targets.ssh.keys().map(|t| read_host(&pool, targets, t));
+        let out = futures::future::join_all(reads).await;
+        pool.close().await;
+        out
+    });
+    Ok(out)
+}
+
+async fn read_host(pool: &Pool, targets: &Targets, target: &Target) -> HostLocks {
+    let mut h = HostLocks { target: target.clone(), unreachable: None, lock: None, pending_reverts: vec![] };
+    let s = match pool.get(targets, target).await {
+        Ok(s) => s,
+        Err(e) => {
+            h.unreachable = Some(e.to_string());
+            return h;
+        }
+    };
+    let cmd = shell::as_root(&s.endpoint.user, &read_locks());
+    match s.run(&cmd, None, Duration::from_secs(15)).await {
+        Ok(o) => {
+            for line in o.stdout_str().lines().filter(|l| !l.trim().is_empty()) {
+                match line.strip_prefix("revert ") {
+                    Some(c) => h.pending_reverts.push(c.to_string()),
+                    None if h.lock.is_none() => h.lock = Some(HeldLock::parse(line, &here(), now(), &alive)),
+                    None => {}
+                }
+            }
+        }
+        Err(e) => h.unreachable = Some(e.to_string()),
+    }
+    h
+}
+
+/// Releases stale locks (or, with `force`, every lock) and says which, by host.
+pub fn release(
+    ws: &Workspace,
+    targets: &Targets,
+    force: bool,
+    rt: &tokio::runtime::Runtime,
+) -> Result<BTreeMap<Target, String>, OpError> {
+    let held = status(ws, targets, rt)?;
+    let pool = Pool::default();
+    let released = rt.block_on(async {
+        let mut released = BTreeMap::new();
+        for h in held {
+            let Some(lock) = h.lock.filter(|l| force || l.stale.is_some()) else { continue };
+            let Ok(s) = pool.get(targets, &h.target).await else { continue };
+            // Only that holder's lock goes: one taken meanwhile by a new run stays.
+            let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &lock.holder));
+            if s.run(&cmd, None, Duration::from_secs(15)).await.is_ok_and(|o| o.status == 0) {
+                released.insert(h.target, lock.holder);
+            }
+        }
+        pool.close().await;
+        released
+    });
+    Ok(released)
+}

@@ -243,6 +243,9 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         Kind::Linux => {
             lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
             hand_edit(lab, kind, "sp-router", "s/^ListenPort = 51820/ListenPort = 51998/", "");
+            // The plan says who holds the lock before anyone tries to apply.
+            let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
+            assert!(out(&o).contains("locked: router.sp: fabric run other by ops@laptop (pid 1)"), "{}", out(&o));
             let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve"]);
             assert_eq!(o.status.code(), Some(1));
             assert!(

@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
+use crate::live::locks::{self, Hold};
 use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed, WgKey};
 use crate::topology::Topology;
@@ -75,6 +76,10 @@ pub struct Live {
     /// another field manager, an invalid field).
     #[serde(default)]
     pub refusals: BTreeMap<Address, String>,
+    /// Hosts' locks and pending self-reverts, as read: shown by plan, never part of what a
+    /// plan's fingerprint compares (a lock is not state fabric manages).
+    #[serde(skip)]
+    pub held: BTreeMap<Target, Hold>,
 }
 
 impl Live {
@@ -166,8 +171,11 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
     while let Some(joined) = set.join_next().await {
         let Ok(HostRead { target, outcome }) = joined else { continue };
         match outcome {
-            Ok((states, key)) => {
+            Ok((states, key, hold)) => {
                 live.observed.extend(states);
+                if !hold.is_empty() {
+                    live.held.insert(target.clone(), hold);
+                }
                 if let Some(k) = key {
                     live.keys.insert(target, k);
                 }
@@ -185,7 +193,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
 struct Unread(String);
 
 /// What one host holds: each resource's state by address, and its public key.
-type HostState = (Vec<(Address, Observed)>, Option<WgKey>);
+type HostState = (Vec<(Address, Observed)>, Option<WgKey>, Hold);
 
 /// What one host's read gave, or why it was not read.
 struct HostRead {
@@ -214,6 +222,13 @@ async fn read_host(
         let s = session.clone();
         reads.spawn(async move { (r.address.clone(), providers::read(&s, &r).await.map_err(|e| e.to_string())) });
     }
+    let hold_read = {
+        let s = session.clone();
+        tokio::spawn(async move {
+            let cmd = crate::transport::shell::as_root(&s.endpoint.user, &locks::read_locks());
+            s.run(&cmd, None, std::time::Duration::from_secs(15)).await.map(|o| locks::parse_hold(&o.stdout_str()))
+        })
+    };
     let key_read = want_key.map(|(kind, iface)| {
         let s = session.clone();
         tokio::spawn(async move { providers::public_key(&s, kind, &iface).await })
@@ -240,13 +255,14 @@ async fn read_host(
         },
         None => None,
     };
+    let hold = hold_read.await.ok().and_then(Result::ok).unwrap_or_default();
     if let Some(e) = failure {
         return HostRead { target, outcome: Err(Unread(e)) };
     }
     if let Ok(s) = Arc::try_unwrap(session) {
         s.close().await;
     }
-    HostRead { target, outcome: Ok((states, key)) }
+    HostRead { target, outcome: Ok((states, key, hold)) }
 }
 
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan

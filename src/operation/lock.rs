@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use super::{OpError, Workspace};
 use crate::addr::Target;
-use crate::apply::{HeldLock, LOCK_PATH};
+use crate::live::locks::{self, HeldLock, LOCK_PATH};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
-use crate::sh;
-use crate::transport::shell::{self, Sh};
+use crate::transport::shell;
 
 /// What a host holds.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -23,27 +22,6 @@ pub struct HostLocks {
     pub lock: Option<HeldLock>,
     /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
     pub pending_reverts: Vec<String>,
-}
-
-/// Prints the lock file's line, then `revert <canary>` for each pending self-revert.
-fn read_locks() -> Sh {
-    sh!(
-        "cat -- {} 2>/dev/null; for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
-        LOCK_PATH
-    )
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-fn here() -> String {
-    std::fs::read_to_string("/etc/hostname").map(|h| h.trim().to_string()).unwrap_or_default()
-}
-
-/// Whether process `pid` runs on this machine.
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
 /// The locks of every SSH host of the workspace, read at once.
@@ -68,16 +46,12 @@ async fn read_host(pool: &Pool, targets: &Targets, target: &Target) -> HostLocks
             return h;
         }
     };
-    let cmd = shell::as_root(&s.endpoint.user, &read_locks());
+    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
     match s.run(&cmd, None, Duration::from_secs(15)).await {
         Ok(o) => {
-            for line in o.stdout_str().lines().filter(|l| !l.trim().is_empty()) {
-                match line.strip_prefix("revert ") {
-                    Some(c) => h.pending_reverts.push(c.to_string()),
-                    None if h.lock.is_none() => h.lock = Some(HeldLock::parse(line, &here(), now(), &alive)),
-                    None => {}
-                }
-            }
+            let hold = locks::parse_hold(&o.stdout_str());
+            h.lock = hold.lock.map(|l| HeldLock::parse(&l, &locks::here(), locks::now(), &locks::alive));
+            h.pending_reverts = hold.pending_reverts;
         }
         Err(e) => h.unreachable = Some(e.to_string()),
     }

@@ -50,6 +50,7 @@ pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan 
         mode: h.mode,
         steps,
         unreachable: Vec::new(),
+        held: Vec::new(),
         summary: Default::default(),
     };
     // Only targets that hold selected resources count; a peer read only for its public key keeps
@@ -64,8 +65,37 @@ pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan 
             }
         }
     }
+    if let Some(l) = live {
+        plan.held = held(&plan, l);
+    }
     plan.summarize();
     plan
+}
+
+/// The locks and pending self-reverts on the hosts the plan's changes touch.
+fn held(plan: &Plan, live: &Live) -> Vec<model::Held> {
+    let touched: BTreeSet<&crate::addr::Target> =
+        plan.steps.iter().flat_map(|s| s.changes.iter().map(|c| &c.target)).collect();
+    live.held
+        .iter()
+        .filter(|(t, _)| touched.contains(t))
+        .map(|(t, h)| {
+            let lock = h.lock.as_ref().map(|l| {
+                crate::live::locks::HeldLock::parse(
+                    l,
+                    &crate::live::locks::here(),
+                    crate::live::locks::now(),
+                    &crate::live::locks::alive,
+                )
+            });
+            model::Held {
+                target: t.clone(),
+                stale: lock.as_ref().and_then(|l| l.stale.clone()),
+                lock: lock.map(|l| l.holder),
+                pending_reverts: h.pending_reverts.clone(),
+            }
+        })
+        .collect()
 }
 
 fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {

@@ -9,8 +9,9 @@ use super::select::Selection;
 use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 
-/// Bumped whenever a consumer of `--format json` must change; documented in docs/plan-format.md.
-pub const FORMAT_VERSION: &str = "1.0";
+/// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
+/// when fields are added, the major one when a consumer must change. 1.1 added `held`.
+pub const FORMAT_VERSION: &str = "1.1";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -129,7 +130,21 @@ pub struct Plan {
     pub mode: Mode,
     pub steps: Vec<StepPlan>,
     pub unreachable: Vec<Unreachable>,
+    /// Locks and pending self-reverts on the plan's hosts: another apply or rollback may be
+    /// running, or one died and left them (display only; `fabric lock` works on them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub held: Vec<Held>,
     pub summary: Summary,
+}
+
+/// What a host of the plan holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Held {
+    pub target: Target,
+    /// The lock's holder, and why it is stale if it is.
+    pub lock: Option<String>,
+    pub stale: Option<String>,
+    pub pending_reverts: Vec<String>,
 }
 
 impl Plan {

@@ -31,7 +31,9 @@ pub fn read(path: &Path) -> Result<Plan, PlanfileError> {
     let version = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
         .and_then(|v| v["format_version"].as_str().map(String::from));
-    if let Some(found) = version.filter(|v| v != FORMAT_VERSION) {
+    // The same major version reads: a minor one only adds fields.
+    let major = |v: &str| v.split('.').next().unwrap_or_default().to_string();
+    if let Some(found) = version.filter(|v| major(v) != major(FORMAT_VERSION)) {
         return Err(PlanfileError::Version { path: path.into(), found });
     }
     serde_json::from_str(&text).map_err(|source| PlanfileError::Parse { path: path.into(), source })
@@ -73,6 +75,7 @@ mod tests {
                 unreachable: vec![],
             }],
             unreachable: vec![Unreachable { target: "router.franca".into(), reason: "down".into() }],
+            held: vec![],
             summary: Default::default(),
         };
         p.summarize();
@@ -99,7 +102,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fabric-planfile-v-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("p.plan");
-        let text = view::json(&plan()).replace("\"format_version\": \"1.0\"", "\"format_version\": \"9.0\"");
+        let text = view::json(&plan())
+            .replace(&format!("\"format_version\": \"{FORMAT_VERSION}\""), "\"format_version\": \"9.0\"");
         std::fs::write(&path, text).unwrap();
         let e = read(&path).unwrap_err();
         assert!(e.to_string().contains("format 9.0"), "{e}");

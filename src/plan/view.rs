@@ -85,6 +85,24 @@ pub fn human(p: &Plan, st: &Style) -> String {
     for u in &p.unreachable {
         let _ = writeln!(out, "{} {}: {}", st.red("unreachable:"), u.target, u.reason);
     }
+    for h in &p.held {
+        if let Some(l) = &h.lock {
+            let stale = h
+                .stale
+                .as_ref()
+                .map(|s| format!(" (stale: {s}; `fabric lock release` removes it)"))
+                .unwrap_or_default();
+            let _ = writeln!(out, "{} {}: {l}{stale}", st.yellow("locked:"), h.target);
+        }
+        for r in &h.pending_reverts {
+            let _ = writeln!(
+                out,
+                "{} {}: {r} (a run's change not yet confirmed: it may revert by itself)",
+                st.yellow("pending self-revert:"),
+                h.target
+            );
+        }
+    }
     let _ = writeln!(out, "{}", st.bold(&summary_line(p)));
     out
 }

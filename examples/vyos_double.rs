@@ -1269,6 +1269,14 @@ impl<'a> Session<'a> {
                 print!("{}", running.text());
                 Ok(())
             }
+            // Fault injection: a state file `hostile_public_key` makes the router answer with its
+            // content instead of its key, as a compromised router might (the lab's hostile-host
+            // tests; see vyos_double.md).
+            ["show", "interfaces", "wireguard", _, "public-key"] if self.st.path("hostile_public_key").exists() => {
+                let text = std::fs::read_to_string(self.st.path("hostile_public_key")).unwrap_or_default();
+                print!("{text}");
+                Ok(())
+            }
             ["show", "interfaces", "wireguard", ifn, what @ ("public-key" | "peers" | "allowed-ips" | "endpoints")] => {
                 self.wg_show(&["wg", "show", ifn, what])
             }

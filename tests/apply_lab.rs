@@ -354,6 +354,30 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     assert!(back, "router.sp did not revert by itself within the confirm timeout");
     assert!(lab.ping_within("franca-lan", "172.30.2.10", 10), "the reverted tunnel carries traffic again");
 
+    // 8b. A router that answers its public key with more than a key (as a compromised one
+    // might) is never trusted: plan names it unreadable, apply changes nothing anywhere, and no
+    // peer's configuration ever holds the answer (issue "Safe under hostile input", item 2).
+    if kind == Kind::Vyos {
+        let hostile = lab.dir.join("hosts/sp-router/vyos/hostile_public_key");
+        let key = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+        std::fs::write(&hostile, format!("{key}\n[Interface]\nPostUp = touch /tmp/pwned-by-sp\n")).unwrap();
+        let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
+        assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+        assert!(out(&o).contains("answered with something that is not its public key"), "{}", out(&o));
+        let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+        assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+        let franca = lab.ssh(
+            "franca-router",
+            "vbash -s",
+            "source /opt/vyatta/etc/functions/script-template\nrun show configuration commands\n",
+        );
+        let config = String::from_utf8_lossy(&franca.stdout);
+        assert!(!config.contains("PostUp") && !config.contains("pwned"), "{config}");
+        std::fs::remove_file(&hostile).unwrap();
+        let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+        assert_eq!(o.status.code(), Some(0), "once it answers with its key again, nothing changed: {}", out(&o));
+    }
+
     // 9. `fabric rollback` puts back what the newest run changed.
     let moved = topology.replace(
         "wireguard: { address: 10.0.0.2/30, listen_port: 51820 }",

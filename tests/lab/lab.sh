@@ -515,8 +515,10 @@ cmd_up() {
 	ip route add blackhole "$LAB_MGMT_NET.0.0/16"
 	# The same for the lab's fake internet and LANs: they exist only inside
 	# namespaces, so from the root namespace they must never route outwards.
-	ip route replace blackhole 198.18.0.0/15
-	ip route replace blackhole 172.30.0.0/16
+	# Every lab shares them: each lab registers itself, and the last one to go
+	# removes them, only if a lab added them (a route that was there before any
+	# lab is never touched).
+	shared_blackholes_up
 
 	setup_wan
 	for s in "${SITES[@]}"; do setup_site "$s"; done
@@ -557,6 +559,53 @@ kill_ns_processes() {
 	done
 }
 
+# The shared blackholes (198.18.0.0/15, 172.30.0.0/16) and who needs them:
+# one file per running lab under $SHARED/users, and $SHARED/added-<net> when a
+# lab added that route (rather than finding it there).
+SHARED=/run/fabric-lab-shared
+SHARED_NETS=(198.18.0.0/15 172.30.0.0/16)
+
+shared_blackholes_up() {
+	local net key
+	mkdir -p "$SHARED/users"
+	(
+		flock 9
+		for net in "${SHARED_NETS[@]}"; do
+			key=${net//\//_}
+			if ! ip route show type blackhole "$net" | grep -q .; then
+				ip route add blackhole "$net"
+				touch "$SHARED/added-$key"
+			fi
+		done
+		touch "$SHARED/users/$P"
+	) 9>"$SHARED/lock"
+}
+
+shared_blackholes_down() {
+	local net key
+	[[ -d "$SHARED" ]] || return 0
+	(
+		flock 9
+		rm -f "$SHARED/users/$P"
+		# Another lab still up keeps them; a lab that died without `down` is
+		# one whose namespaces are gone.
+		local u live=0
+		for u in "$SHARED"/users/*; do
+			[[ -e "$u" ]] || continue
+			if ip netns list 2>/dev/null | awk '{print $1}' | grep -q "^$(basename "$u")-"; then live=1; else rm -f "$u"; fi
+		done
+		if ((live == 0)); then
+			for net in "${SHARED_NETS[@]}"; do
+				key=${net//\//_}
+				if [[ -e "$SHARED/added-$key" ]]; then
+					ip route del blackhole "$net" 2>/dev/null || true
+					rm -f "$SHARED/added-$key"
+				fi
+			done
+		fi
+	) 9>"$SHARED/lock"
+}
+
 cmd_down() {
 	validate_env
 	local ns l
@@ -577,10 +626,7 @@ cmd_down() {
 		net=$(sed -n 's/^LAB_MGMT_NET=//p' "$LAB_DIR/lab.env")
 		ip route del blackhole "$net.0.0/16" 2>/dev/null || true
 	fi
-	if [[ -z "$(ip netns list 2>/dev/null)" ]]; then
-		ip route del blackhole 198.18.0.0/15 2>/dev/null || true
-		ip route del blackhole 172.30.0.0/16 2>/dev/null || true
-	fi
+	shared_blackholes_down
 	if [[ -e "$LAB_DIR/$MARKER" ]]; then rm -rf -- "$LAB_DIR"; fi
 	log "lab '$P' down"
 }

@@ -70,6 +70,68 @@ fn b1_on_vyos_routers() {
 }
 
 /// Builds the VyOS test double (an example of this crate) and returns its path.
+fn lock_of(lab: &lab::Lab, router: &str) -> String {
+    String::from_utf8_lossy(&lab.exec(router, "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).trim().to_string()
+}
+
+/// Two operators apply the same change at once: one applies it, the other is refused naming the
+/// holder (or, started after the first finished, finds nothing to do); no lock is left.
+fn two_applies_at_once(lab: &lab::Lab, run: &Run, topo: &Path) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51997/", "");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"];
+    let a = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    let b = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+    assert!(ok >= 1, "one of them applies:\n{}\n{}", out(&a), out(&b));
+    for o in [&a, &b].iter().filter(|o| !o.status.success()) {
+        assert!(out(o).contains("is locked by another apply: fabric run"), "{}", out(o));
+    }
+    let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "applied once, completely: {}", out(&o));
+    assert_eq!(lock_of(lab, "sp-router"), "", "no lock left on sp");
+    assert_eq!(lock_of(lab, "franca-router"), "", "no lock left on franca");
+}
+
+/// An apply killed (SIGKILL: no handler runs) while it changes the routers: each router that
+/// was changed puts itself back when its timer fires and releases the dead run's lock; a lock
+/// the dead run left elsewhere is stale and `fabric lock release` removes it. Then plan shows
+/// the change as still to do, and a new apply makes it.
+fn an_apply_killed_mid_way(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51996/", "");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let mut child = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    // Killed once it holds the locks and has begun (the journal's `begin` is written).
+    let runs = run.dir.join(".fabric/runs");
+    let started = std::time::Instant::now();
+    let begun = || {
+        std::fs::read_dir(&runs).into_iter().flatten().filter_map(|e| e.ok()).any(|e| {
+            let t = std::fs::read_to_string(e.path()).unwrap_or_default();
+            t.contains("\"event\":\"begin\"") && !t.contains("\"event\":\"end\"")
+        })
+    };
+    while !begun() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    let _ = child.wait();
+    // Past the confirm timeout, the routers' own timers have run.
+    std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
+    let o = run.fabric(topo, &["lock", "release"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(lock_of(lab, "sp-router"), "", "no lock left on sp: {}", out(&o));
+    assert_eq!(lock_of(lab, "franca-router"), "", "no lock left on franca: {}", out(&o));
+    // Either the change was confirmed before the kill (plan: nothing to do), or it is not there
+    // at all and plan shows it still to do; never half-way.
+    let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert!(matches!(o.status.code(), Some(0 | 2)), "the routers are at one state: {}", out(&o));
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
+    let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+}
+
 fn vyos_double() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let st = std::process::Command::new(env!("CARGO"))
@@ -108,6 +170,10 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
 
     // 1. The tunnel does not exist: the LANs cannot reach each other.
     assert!(!lab.ping("franca-lan", "172.30.2.10"), "the LANs are connected before any apply");
+    if kind == Kind::Linux {
+        // sp's router does not forward yet: B.1 turns it on, and rolling B.1 back turns it off.
+        lab.exec("sp-router", "sysctl -qw net.ipv4.ip_forward=0");
+    }
 
     // Without --auto-approve, apply shows the plan and accepts only `yes` (at a terminal: a pty
     // from `script`). Anything else changes nothing.
@@ -287,6 +353,13 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
 
+    // 6b. Faults (Linux): two applies at once, and one killed mid-way. Once the confirm timeout
+    // has passed, every router is fully at one state, no lock remains, and plan tells the truth.
+    if kind == Kind::Linux {
+        two_applies_at_once(lab, &run, &topo);
+        an_apply_killed_mid_way(lab, &run, &topo, confirm);
+    }
+
     // 7. With one site cut off, plan names it within 10 s and still plans the other site.
     let o = lab.cmd(&["cut-mgmt", "sp-router"]);
     assert!(o.status.success());
@@ -415,5 +488,29 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "after rollback the routers are as before: {}", out(&o));
     assert!(lab.ping_within("franca-lan", "172.30.2.10", 35));
+
+    // 10. Rolling back the run that made the tunnel removes it, and turns forwarding back off
+    // where it was off before (item 9: the prior value is restored, not left at 1).
+    if kind == Kind::Linux {
+        let forward =
+            |r: &str| String::from_utf8_lossy(&lab.exec(r, "sysctl -n net.ipv4.ip_forward").stdout).trim().to_string();
+        assert_eq!(forward("sp-router"), "1");
+        let mut runs: Vec<String> = std::fs::read_dir(run.dir.join(".fabric/runs"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".jsonl").map(String::from))
+            .collect();
+        runs.sort();
+        let first = runs.iter().find(|r| {
+            std::fs::read_to_string(run.dir.join(format!(".fabric/runs/{r}.jsonl")))
+                .unwrap()
+                .contains("command:ip-forward")
+        });
+        let first = first.expect("a run turned forwarding on").clone();
+        let o = run.fabric(&topo, &["rollback", &first]);
+        assert!(o.status.success(), "{}", out(&o));
+        assert_eq!(forward("sp-router"), "0", "forwarding is back off on sp");
+        assert_eq!(forward("franca-router"), "1", "franca forwarded before: it still does");
+        assert!(!lab.ping("franca-lan", "172.30.2.10"), "the tunnel is gone");
+    }
     std::fs::remove_dir_all(&run.dir).unwrap();
 }

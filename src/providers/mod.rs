@@ -648,6 +648,15 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
     if o.status != 0 { Err(failed_at(&at, "revert", &o)) } else { Ok(()) }
 }
 
+/// How to undo a command fabric ran, by its name: fixed here, never read from a journal (a
+/// journal names the command; the code says what undoing it means).
+pub fn undo_of(address: &Address) -> Option<Sh> {
+    match address.command()? {
+        "ip-forward" => Some(Sh::lit("sysctl -q -w net.ipv4.ip_forward=0")),
+        _ => None,
+    }
+}
+
 /// Puts a resource back to `prior` (its state before the step).
 pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), ProviderError> {
     match (&r.provider, prior) {
@@ -681,7 +690,16 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
             let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "revert", &o)) } else { Ok(()) }
         }
-        (ProviderKind::Command, _) => Ok(()), // commands are probes plus idempotent actions: nothing to undo
+        // A command whose probe failed before the step is undone when fabric knows how (see
+        // `undo_of`); the others are idempotent actions with nothing to undo.
+        (ProviderKind::Command, Observed::Absent) => match undo_of(&r.address) {
+            Some(undo) => {
+                let o = s.run(&root(s, &undo), None, APPLY_TIMEOUT).await?;
+                if o.status != 0 { Err(failed(r, "undo", &o)) } else { Ok(()) }
+            }
+            None => Ok(()),
+        },
+        (ProviderKind::Command, _) => Ok(()),
         (_, Observed::Present(t)) => apply(s, r, t, prior, None).await,
         (_, Observed::Absent) => Ok(()),
     }

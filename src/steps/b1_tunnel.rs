@@ -166,6 +166,17 @@ fn tunnel(o: &mut Out<'_>, s: &Site) {
                 desired: Desired::Wireguard(text::wireguard_conf(t, s)),
                 file: Some(format!("config/wireguard/{}.conf", s.name)),
             });
+            // Forwarding between the tunnel and the LAN; its state before is journaled, so a
+            // rollback turns it off again where fabric turned it on (wg-quick's PostUp sets it
+            // too, for reboots).
+            o.command(
+                target.clone(),
+                &s.name,
+                "ip-forward",
+                Sh::lit("[ \"$(sysctl -n net.ipv4.ip_forward)\" = 1 ]"),
+                Sh::lit("sysctl -q -w net.ipv4.ip_forward=1"),
+                "IPv4 forwarding on (turned off again on rollback if it was off)",
+            );
             for p in t.sites.iter().filter(|p| p.name != s.name) {
                 o.command(
                     target.clone(),

@@ -14,7 +14,7 @@ struct Tmpfs(PathBuf);
 
 impl Tmpfs {
     fn mount(size: &str) -> Tmpfs {
-        let dir = std::env::temp_dir().join(format!("fabric-full-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("fabric-full-{}-{size}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -100,6 +100,26 @@ fn a_rollback_that_cannot_journal_fails_and_says_why() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a run id"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A rollback whose state directory is read-only (a full or remounted disk) changes nothing and
+/// says why: the journal comes before any change.
+#[test]
+fn a_read_only_state_directory_stops_a_rollback_before_it_changes_anything() {
+    require_root();
+    let fs = Tmpfs::mount("64k");
+    let runs = fs.0.join("runs");
+    std::fs::create_dir_all(&runs).unwrap();
+    let text = journal(1000);
+    std::fs::write(runs.join(format!("{RUN}.jsonl")), &text).unwrap();
+    let ok = Command::new("mount").args(["-o", "remount,ro"]).arg(&fs.0).status().unwrap().success();
+    assert!(ok, "remount read-only");
+    let out = fabric(&fs.0, &["rollback", RUN]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");
+    assert!(stderr.contains("cannot create the journal") && stderr.contains("Read-only file system"), "{stderr}");
+    assert!(!stdout.contains("Rolled back run"), "{stdout}");
+    assert_eq!(std::fs::read_to_string(runs.join(format!("{RUN}.jsonl"))).unwrap(), text);
 }
 
 fn tempdir() -> PathBuf {

@@ -32,6 +32,11 @@ fn phase_a_files_and_helmcharts() {
     std::fs::write(dir.join("topology.yaml"), topology(TOPOLOGY)).unwrap();
     let fabric =
         |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
+    // sp keeps kube-proxy: a change to both its K3s file and its chart.
+    let keep_kube_proxy = topology(
+        &TOPOLOGY
+            .replace("      api_address: 172.30.2.10\n", "      api_address: 172.30.2.10\n      kube_proxy: true\n"),
+    );
 
     // 1. Phase A: A.1 at both sites, at the same time (no shared target).
     let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
@@ -76,16 +81,7 @@ fn phase_a_files_and_helmcharts() {
     // 4. A 422 in the middle of a step reverts the step's earlier changes: keeping kube-proxy
     // changes both the K3s config file and the chart; the chart is refused, so the file written
     // in the same step is put back.
-    std::fs::write(
-        dir.join("topology.yaml"),
-        topology(
-            &TOPOLOGY.replace(
-                "      api_address: 172.30.2.10\n",
-                "      api_address: 172.30.2.10\n      kube_proxy: true\n",
-            ),
-        ),
-    )
-    .unwrap();
+    std::fs::write(dir.join("topology.yaml"), &keep_kube_proxy).unwrap();
     sp.fail_next("apply", "HelmChart", 422);
     let o = fabric(&["apply", "--step", "A.1@sp", "--auto-approve"]);
     let text = out(&o);
@@ -142,16 +138,7 @@ fn phase_a_files_and_helmcharts() {
     // 7. SIGINT while a step waits for its chart's install Job: the step goes back to its
     // rollback point (the K3s file too), the journal says so and ends, no lock is left, and the
     // exit status is 130.
-    std::fs::write(
-        dir.join("topology.yaml"),
-        topology(
-            &TOPOLOGY.replace(
-                "      api_address: 172.30.2.10\n",
-                "      api_address: 172.30.2.10\n      kube_proxy: true\n",
-            ),
-        ),
-    )
-    .unwrap();
+    std::fs::write(dir.join("topology.yaml"), &keep_kube_proxy).unwrap();
     sp.hold("Job", true);
     let args = ["apply", "--step", "A.1@sp", "--auto-approve", "--wait-timeout", "120"];
     let child = run::fabric_spawn(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), &args);

@@ -13,29 +13,20 @@ fn fabric_bin() -> PathBuf {
 }
 
 /// `fabric -f TOPOLOGY --ssh-config SSH_CONFIG ARGS…` in `dir`, without colors.
+fn command(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(fabric_bin());
+    c.arg("-f").arg(topology).arg("--ssh-config").arg(ssh_config).args(args).env("NO_COLOR", "1").current_dir(dir);
+    c
+}
+
+/// Runs `fabric` (see [`command`]) to its end.
 pub fn fabric_in(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Output {
-    Command::new(fabric_bin())
-        .arg("-f")
-        .arg(topology)
-        .arg("--ssh-config")
-        .arg(ssh_config)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .current_dir(dir)
-        .output()
-        .expect("run fabric")
+    command(dir, topology, ssh_config, args).output().expect("run fabric")
 }
 
 /// `fabric_in`, started and left running (to be signalled), its output piped.
 pub fn fabric_spawn(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> std::process::Child {
-    Command::new(fabric_bin())
-        .arg("-f")
-        .arg(topology)
-        .arg("--ssh-config")
-        .arg(ssh_config)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .current_dir(dir)
+    command(dir, topology, ssh_config, args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -102,17 +102,7 @@ fn an_apply_killed_mid_way(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
     let mut child = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
     // Killed once it holds the locks and has begun (the journal's `begin` is written).
-    let runs = run.dir.join(".fabric/runs");
-    let started = std::time::Instant::now();
-    let begun = || {
-        std::fs::read_dir(&runs).into_iter().flatten().filter_map(|e| e.ok()).any(|e| {
-            let t = std::fs::read_to_string(e.path()).unwrap_or_default();
-            t.contains("\"event\":\"begin\"") && !t.contains("\"event\":\"end\"")
-        })
-    };
-    while !begun() && started.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_begin(run);
     std::thread::sleep(Duration::from_millis(300));
     child.kill().unwrap();
     let _ = child.wait();
@@ -130,6 +120,50 @@ fn an_apply_killed_mid_way(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str
     assert!(o.status.success(), "{}", out(&o));
     let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+}
+
+/// Waits until a run's journal has begun a step that has not ended.
+fn wait_for_begin(run: &Run) {
+    let runs = run.dir.join(".fabric/runs");
+    let started = std::time::Instant::now();
+    let begun = || {
+        std::fs::read_dir(&runs).into_iter().flatten().filter_map(|e| e.ok()).any(|e| {
+            let t = std::fs::read_to_string(e.path()).unwrap_or_default();
+            t.contains("\"event\":\"begin\"") && !t.contains("\"event\":\"end\"")
+        })
+    };
+    while !begun() && started.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// franca's router becomes unreachable over SSH (its management link cut) while the step is
+/// applied: fabric cannot confirm it, so it confirms nothing, says so, and each router puts
+/// itself back; once the link is back and stale locks are released, plan tells the truth.
+fn a_peer_lost_mid_apply(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51995/", "");
+    hand_edit(lab, Kind::Linux, "franca-router", "s/^ListenPort = 51820/ListenPort = 51995/", "");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let child = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    wait_for_begin(run);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(lab.cmd(&["cut-mgmt", "franca-router"]).status.success());
+    let o = child.wait_with_output().unwrap();
+    let applied = o.status.success();
+    std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
+    assert!(lab.cmd(&["restore-mgmt", "franca-router"]).status.success());
+    let released = run.fabric(topo, &["lock", "release"]);
+    assert_eq!(lock_of(lab, "sp-router"), "", "{}", out(&released));
+    assert_eq!(lock_of(lab, "franca-router"), "", "{}", out(&released));
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    if applied {
+        assert_eq!(plan.status.code(), Some(0), "reported applied, so it is: {}\n{}", out(&o), out(&plan));
+    } else {
+        assert_eq!(plan.status.code(), Some(2), "reported failed, so nothing stayed: {}\n{}", out(&o), out(&plan));
+        assert!(!out(&o).contains("Apply complete"), "{}", out(&o));
+    }
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
 }
 
 fn vyos_double() -> PathBuf {
@@ -358,6 +392,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     if kind == Kind::Linux {
         two_applies_at_once(lab, &run, &topo);
         an_apply_killed_mid_way(lab, &run, &topo, confirm);
+        a_peer_lost_mid_apply(lab, &run, &topo, confirm);
     }
 
     // 7. With one site cut off, plan names it within 10 s and still plans the other site.

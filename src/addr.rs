@@ -133,9 +133,26 @@ impl Address {
     }
 }
 
+impl Target {
+    /// The text, in pieces (kind prefix, name): `Display` without allocating.
+    fn pieces(&self) -> [&str; 2] {
+        match self {
+            Target::Router(s) => ["router.", s],
+            Target::Host(h) => ["host.", h],
+            Target::Cluster(s) => ["cluster.", s],
+            Target::Karmada => ["karmada", ""],
+        }
+    }
+}
+
 impl Ord for Address {
+    /// As the texts compare, without building them (maps of addresses compare often).
     fn cmp(&self, other: &Address) -> std::cmp::Ordering {
-        self.to_string().cmp(&other.to_string())
+        let [k1, n1] = self.target.pieces();
+        let [k2, n2] = other.target.pieces();
+        let a = k1.bytes().chain(n1.bytes()).chain(std::iter::once(b'/')).chain(self.path.bytes());
+        let b = k2.bytes().chain(n2.bytes()).chain(std::iter::once(b'/')).chain(other.path.bytes());
+        a.cmp(b)
     }
 }
 
@@ -232,6 +249,20 @@ mod tests {
         assert_eq!(serde_json::from_str::<Address>(&json).unwrap(), a);
         let map: std::collections::BTreeMap<Target, u8> = [(Target::router("sp"), 1)].into();
         assert_eq!(serde_json::to_string(&map).unwrap(), "{\"router.sp\":1}");
+    }
+
+    #[test]
+    fn addresses_sort_as_their_texts() {
+        let mut a: Vec<Address> =
+            ["host.a-b/file:/x", "host.a/file:/x", "cluster.sp/x", "karmada/y", "router.sp/vyos:z"]
+                .iter()
+                .map(|t| t.parse().unwrap())
+                .collect();
+        a.sort();
+        let text: Vec<String> = a.iter().map(Address::to_string).collect();
+        let mut sorted = text.clone();
+        sorted.sort();
+        assert_eq!(text, sorted);
     }
 
     #[test]

@@ -61,7 +61,7 @@ pub fn exit_code(r: &Result<Done, Report>) -> ExitCode {
         Ok(Done::Ok) => ExitCode::SUCCESS,
         Ok(Done::Changes) => ExitCode::from(2),
         // As a shell reports a command ended by SIGINT; the journal says what was put back.
-        Err(e) if e.downcast_ref::<crate::operation::OpError>().is_some_and(|o| o.interrupted()) => ExitCode::from(130),
+        Err(_) if crate::apply::interrupt::requested() => ExitCode::from(130),
         Err(_) => ExitCode::from(1),
     }
 }

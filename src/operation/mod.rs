@@ -121,22 +121,6 @@ impl Diagnostic for OpError {
     }
 }
 
-impl OpError {
-    /// An apply stopped by SIGINT or SIGTERM (its step in progress put back): exit status 130.
-    pub fn interrupted(&self) -> bool {
-        match self {
-            OpError::Apply { error, .. } => match error.as_ref() {
-                ApplyError::Interrupted(_) => true,
-                ApplyError::Reverted { reason, .. } | ApplyError::Stuck { reason, .. } => {
-                    reason.contains("interrupted")
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-}
-
 /// The async runtime operations that read or change targets run on.
 pub fn runtime() -> Result<tokio::runtime::Runtime, OpError> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().map_err(OpError::Runtime)

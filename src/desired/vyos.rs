@@ -57,7 +57,7 @@ pub fn keepalive(_t: &Topology, s: &Site) -> Option<u16> {
 /// The managed subtrees, in a stable order: the interface with its peers, then the routes.
 pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
     let wg = &s.router.wireguard;
-    let base = format!("set interfaces wireguard {}", wg.interface);
+    let base = format!("set interfaces wireguard {}", word(&wg.interface));
     let mut out = vec![
         format!("{base} address {}", q(wg.address)),
         format!("{base} description {}", q(format!("fabric {}: site-to-site", t.name))),
@@ -77,7 +77,7 @@ pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
         out.push(format!("{peer} public-key {}", q(public_key_placeholder(&p.name))));
     }
     for p in t.sites.iter().filter(|p| p.name != s.name) {
-        out.push(format!("set protocols static route {} interface {}", p.lan, wg.interface));
+        out.push(format!("set protocols static route {} interface {}", p.lan, word(&wg.interface)));
     }
     // commit-confirm reverts a change that cut the management path; reload instead of the
     // default reboot.

@@ -166,6 +166,163 @@ fn a_peer_lost_mid_apply(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) 
     assert!(o.status.success(), "{}", out(&o));
 }
 
+/// What a run left on a router besides its change: a lock, or a pending self-revert (a canary
+/// or its job's pid file; a job's log may stay).
+fn leftovers(lab: &lab::Lab, router: &str) -> String {
+    let o = lab.exec(
+        router,
+        "cat /run/lock/fabric.lock 2>/dev/null; ls /run/fabric-confirm-* 2>/dev/null | grep -v '[.]log$'; true",
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// The routers a B.1 plan has changes for (the `~`, `+` or `-` lines' targets).
+fn routers_in_plan(plan: &str) -> Vec<&'static str> {
+    ["router.franca/", "router.sp/"]
+        .into_iter()
+        .filter(|r| plan.lines().any(|l| l.trim_start().get(2..).is_some_and(|a| a.starts_with(r))))
+        .collect()
+}
+
+/// An apply whose state directory is read-only (a disk remounted read-only) cannot journal its
+/// run, so it stops before it takes a lock or changes anything, and says why.
+fn read_only_state_dir(lab: &lab::Lab, run: &Run, topo: &Path) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51990/", "");
+    let state = run.dir.join("ro-state");
+    std::fs::create_dir_all(&state).unwrap();
+    let mount = |args: &[&str]| std::process::Command::new("mount").args(args).arg(&state).status().unwrap().success();
+    assert!(mount(&["-t", "tmpfs", "-o", "size=64k,ro", "tmpfs"]), "mount a read-only tmpfs");
+    let args = ["--state-dir", state.to_str().unwrap(), "apply", "--step", "B.1", "--auto-approve"];
+    let o = run.fabric(topo, &args);
+    let _ = std::process::Command::new("umount").arg(&state).status();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("cannot create the journal") && out(&o).contains("Read-only file system"), "{}", out(&o));
+    for r in ["sp-router", "franca-router"] {
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
+    }
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "nothing changed: {}", out(&plan));
+}
+
+/// SIGKILL once the hosts are locked, before anything is journaled, armed or changed: nothing
+/// reverts (nothing was armed), the dead run's locks are stale and `lock release` removes them;
+/// the routers are as they were and plan still shows the change.
+fn killed_before_arming(lab: &lab::Lab, run: &Run, topo: &Path) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51994/", "");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"];
+    let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "locked", 60);
+    assert!(p.wait_for_pause(Duration::from_secs(30)), "the run reached its locks");
+    p.kill();
+    let o = p.finish();
+    assert!(lock_of(lab, "sp-router").contains("fabric run"), "the dead run's lock is there: {}", out(&o));
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert!(out(&plan).contains("locked: router.sp: fabric run"), "plan names the lock: {}", out(&plan));
+    let status = run.fabric(topo, &["lock", "status"]);
+    assert!(out(&status).contains("(stale: its process"), "{}", out(&status));
+    let released = run.fabric(topo, &["lock", "release"]);
+    assert!(released.status.success(), "{}", out(&released));
+    for r in ["sp-router", "franca-router"] {
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&released));
+    }
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(2), "nothing was changed: {}", out(&plan));
+    assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "{}", out(&plan));
+}
+
+/// SIGINT (Ctrl-C) once the hosts are locked: the step is not started, the locks are released,
+/// the journal ends, and the exit status says the run was interrupted.
+fn interrupted_before_changing(lab: &lab::Lab, run: &Run, topo: &Path) {
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"];
+    let p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "locked", 3);
+    assert!(p.wait_for_pause(Duration::from_secs(30)), "the run reached its locks");
+    p.interrupt();
+    let o = p.finish();
+    assert_eq!(o.status.code(), Some(130), "{}", out(&o));
+    assert!(out(&o).contains("not started: B.1"), "{}", out(&o));
+    for r in ["sp-router", "franca-router"] {
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
+    }
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(plan.status.code(), Some(2), "nothing was changed: {}", out(&plan));
+}
+
+/// SIGKILL between the two routers' confirmations: the confirmed router keeps the change, the
+/// other puts itself back when its timer fires and frees its lock. Each router is wholly at one
+/// state, and plan shows exactly the unconfirmed router's change; an apply completes it.
+fn killed_during_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51993/", "");
+    hand_edit(lab, Kind::Linux, "franca-router", "s/^ListenPort = 51820/ListenPort = 51993/", "");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "confirming", 60);
+    assert!(p.wait_for_pause(Duration::from_secs(60)), "the run reached its confirmation");
+    p.kill();
+    let o = p.finish();
+    std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
+    let released = run.fabric(topo, &["lock", "release"]);
+    assert!(released.status.success(), "{}", out(&released));
+    for r in ["sp-router", "franca-router"] {
+        assert_eq!(leftovers(lab, r), "", "{r}: {}\n{}", out(&o), out(&released));
+    }
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(2), "{}", out(&plan));
+    let text = out(&plan);
+    let shown = routers_in_plan(&text);
+    assert_eq!(shown.len(), 1, "one router confirmed, the other back where it was: {text}");
+    assert!(text.contains("-ListenPort = 51993") && text.contains("+ListenPort = 51820"), "{text}");
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// The WAN link cut after the step's changes, before its check: the check fails, the step is
+/// put back explicitly at both routers, and the run says so; no lock stays, plan shows the
+/// change still to do.
+fn wan_cut_mid_apply(lab: &lab::Lab, kind: Kind, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(
+        lab,
+        kind,
+        "sp-router",
+        "s/^ListenPort = 51820/ListenPort = 51992/",
+        "set interfaces wireguard wg0 port '51992'",
+    );
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "applied", 3);
+    assert!(p.wait_for_pause(Duration::from_secs(60)), "the run applied its changes");
+    assert!(lab.cmd(&["cut", "sp"]).status.success());
+    let o = p.finish();
+    assert!(lab.cmd(&["restore", "sp"]).status.success());
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("step B.1 failed and was reverted: check failed"), "{}", out(&o));
+    assert!(!out(&o).contains("Apply complete"), "{}", out(&o));
+    if kind == Kind::Linux {
+        for r in ["sp-router", "franca-router"] {
+            assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
+        }
+    }
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(2), "put back: {}", out(&plan));
+    assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "{}", out(&plan));
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// On VyOS: SIGKILL after the commit-confirm, before fabric confirms it. The router's own
+/// commit-confirm puts it back after its "minute"; nothing stays pending and plan shows the
+/// change still to do.
+fn vyos_killed_before_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(lab, Kind::Vyos, "sp-router", "", "set interfaces wireguard wg0 port '51991'");
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "applied", 60);
+    assert!(p.wait_for_pause(Duration::from_secs(60)), "the run applied its changes");
+    p.kill();
+    let o = p.finish();
+    std::thread::sleep(Duration::from_secs(17 + 5));
+    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(plan.status.code(), Some(2), "each router put itself back: {}\n{}", out(&o), out(&plan));
+    assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "{}", out(&plan));
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "nothing is left pending: {}", out(&o));
+}
+
 fn vyos_double() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let st = std::process::Command::new(env!("CARGO"))
@@ -391,9 +548,16 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     // has passed, every router is fully at one state, no lock remains, and plan tells the truth.
     if kind == Kind::Linux {
         two_applies_at_once(lab, &run, &topo);
+        read_only_state_dir(lab, &run, &topo);
+        killed_before_arming(lab, &run, &topo);
+        interrupted_before_changing(lab, &run, &topo);
         an_apply_killed_mid_way(lab, &run, &topo, confirm);
+        killed_during_confirm(lab, &run, &topo, confirm);
         a_peer_lost_mid_apply(lab, &run, &topo, confirm);
+    } else {
+        vyos_killed_before_confirm(lab, &run, &topo, confirm);
     }
+    wan_cut_mid_apply(lab, kind, &run, &topo, confirm);
 
     // 7. With one site cut off, plan names it within 10 s and still plans the other site.
     let o = lab.cmd(&["cut-mgmt", "sp-router"]);

@@ -28,13 +28,7 @@ async fn a_stop_during_a_step_puts_it_back_and_ends_the_journal() {
     let l = fabric::topology::load_str("t.yaml", text).unwrap();
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
-    let d1 = g.find("D.1@sp").unwrap();
-    let step = StepWork {
-        key: "D.1@sp".into(),
-        id: "D.1".into(),
-        needs: vec![],
-        resources: fabric::steps::for_instance(&g.graph[d1], t),
-    };
+    let step = StepWork::alone(&g, t, "D.1@sp").unwrap();
     let targets = Targets::from_topology(t, &SshConfig::default());
     let run = "20261201T071500Z-1";
     let opts = Options {

@@ -39,13 +39,7 @@ async fn member_credentials_are_copied_from_the_token() {
     let l = fabric::topology::load_str("t.yaml", text).unwrap();
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
-    let c2 = g.find("C.2").unwrap();
-    let step = StepWork {
-        key: "C.2".into(),
-        id: "C.2".into(),
-        needs: vec![],
-        resources: fabric::steps::for_instance(&g.graph[c2], t),
-    };
+    let step = StepWork::alone(&g, t, "C.2").unwrap();
     let targets = Targets::from_topology(t, &SshConfig::default());
     // Karmada has its own namespace for member credentials; in the members it exists with the
     // ServiceAccount's token (created by a token controller, which the test double does not run).

@@ -44,13 +44,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
     let l = fabric::topology::load_str("t.yaml", text).unwrap();
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
-    let d1 = g.find("D.1@sp").unwrap();
-    let step = StepWork {
-        key: "D.1@sp".into(),
-        id: "D.1".into(),
-        needs: vec![],
-        resources: fabric::steps::for_instance(&g.graph[d1], t),
-    };
+    let step = StepWork::alone(&g, t, "D.1@sp").unwrap();
     let targets = Targets::from_topology(t, &SshConfig::default());
     let opts = |run: &str, wait: u64| Options {
         run: run.into(),

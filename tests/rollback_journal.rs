@@ -8,31 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fabric_testkit::lab::require_root;
-
-/// A tmpfs mounted for the test, unmounted (and its mount point removed) when dropped.
-struct Tmpfs(PathBuf);
-
-impl Tmpfs {
-    fn mount(size: &str) -> Tmpfs {
-        let dir = std::env::temp_dir().join(format!("fabric-full-{}-{size}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(&dir)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "mount -t tmpfs failed (this test needs root and CAP_SYS_ADMIN)");
-        Tmpfs(dir)
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-        let _ = std::fs::remove_dir(&self.0);
-    }
-}
+use fabric_testkit::tmpfs::Tmpfs;
 
 /// The run the tests roll back.
 const RUN: &str = "20261201T061502Z-4242";
@@ -66,7 +42,7 @@ fn fabric(state: &Path, args: &[&str]) -> std::process::Output {
 #[test]
 fn a_rollback_that_cannot_journal_fails_and_says_why() {
     require_root();
-    let fs = Tmpfs::mount("4k");
+    let fs = Tmpfs::mount("rollback-full", "4k");
     let runs = fs.0.join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     let text = journal(4096);
@@ -107,13 +83,12 @@ fn a_rollback_that_cannot_journal_fails_and_says_why() {
 #[test]
 fn a_read_only_state_directory_stops_a_rollback_before_it_changes_anything() {
     require_root();
-    let fs = Tmpfs::mount("64k");
+    let fs = Tmpfs::mount("rollback-ro", "64k");
     let runs = fs.0.join("runs");
     std::fs::create_dir_all(&runs).unwrap();
     let text = journal(1000);
     std::fs::write(runs.join(format!("{RUN}.jsonl")), &text).unwrap();
-    let ok = Command::new("mount").args(["-o", "remount,ro"]).arg(&fs.0).status().unwrap().success();
-    assert!(ok, "remount read-only");
+    fs.read_only();
     let out = fabric(&fs.0, &["rollback", RUN]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout: {stdout}\nstderr: {stderr}");

@@ -105,7 +105,12 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
     for (target, rs, fresh) in sessions {
         if failure.is_none() {
             match confirm_router(&fresh, &target, &rs, run).await {
-                Ok(()) => confirmed += 1,
+                Ok(()) => {
+                    confirmed += 1;
+                    if confirmed == 1 {
+                        crate::apply::pause::at("confirming").await;
+                    }
+                }
                 Err(e) => failure = Some(e),
             }
         }

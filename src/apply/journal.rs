@@ -71,12 +71,18 @@ impl Journal {
         Ok(Journal { path, file })
     }
 
-    /// Appends and syncs: the entry is on disk before the caller goes on.
+    /// Appends and syncs: the entry is on disk before the caller goes on. A write that fails
+    /// part-way (a full disk) is cut back off, so the journal never ends in half a line; should
+    /// even that fail, [`Journal::read`] ignores a torn last line.
     pub fn write(&mut self, e: &Entry) -> std::io::Result<()> {
         let mut line = serde_json::to_string(e).expect("journal entries serialize");
         line.push('\n');
-        self.file.write_all(line.as_bytes())?;
-        self.file.sync_data()
+        let before = self.file.metadata()?.len();
+        let written = self.file.write_all(line.as_bytes()).and_then(|()| self.file.sync_data());
+        if written.is_err() {
+            let _ = self.file.set_len(before);
+        }
+        written
     }
 
     /// [`Journal::write`], with the journal's path in the error.
@@ -91,8 +97,14 @@ impl Journal {
         let bad =
             |line: usize, e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line}: {e}"));
         let text = std::fs::read_to_string(path)?;
+        // A last line without its newline is a write that did not finish (the machine stopped
+        // or the disk filled mid-line): its entry never happened, as in any write-ahead log.
+        let whole = match text.rfind('\n') {
+            Some(end) => &text[..=end],
+            None => "",
+        };
         let mut out = Vec::new();
-        for (i, l) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        for (i, l) in whole.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
             let e: Entry = serde_json::from_str(l).map_err(|e| bad(i + 1, e.to_string()))?;
             if let Entry::Begin { priors, .. } = &e
                 && let Some(p) = priors.iter().find(|p| !sound(p))
@@ -278,6 +290,10 @@ mod tests {
             }],
         };
         j.write(&e).unwrap();
+        assert_eq!(Journal::read(&j.path).unwrap(), vec![e.clone()]);
+        // A torn last line (the write that did not finish) is not an entry.
+        let mut f = std::fs::OpenOptions::new().append(true).open(&j.path).unwrap();
+        f.write_all(br#"{"event":"done","run":"run1","st"#).unwrap();
         assert_eq!(Journal::read(&j.path).unwrap(), vec![e]);
         assert_eq!(Journal::latest(&dir).as_deref(), Some("20261201T000000Z-1"));
         std::fs::remove_dir_all(&dir).unwrap();

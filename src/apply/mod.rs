@@ -11,6 +11,7 @@ pub mod host;
 pub mod interrupt;
 pub mod journal;
 pub mod kube;
+pub mod pause;
 pub mod revert;
 pub mod wait;
 
@@ -50,6 +51,16 @@ pub struct StepWork {
     /// Keys of the steps this one needs (those in the same run must finish first).
     pub needs: Vec<String>,
     pub resources: Vec<Resource>,
+}
+
+impl StepWork {
+    /// The instance `key` of `g` on its own, as the run of a step whose needs are done has it
+    /// (no other step of the run to wait for).
+    pub fn alone(g: &crate::catalog::StepGraph, t: &Topology, key: &str) -> Option<StepWork> {
+        let inst = &g.graph[g.find(key)?];
+        let resources = crate::steps::for_instance(inst, t);
+        Some(StepWork { key: key.into(), id: inst.spec.id.clone(), needs: vec![], resources })
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -261,9 +272,11 @@ pub async fn run(
     let Shared { pool, journal, .. } = shared;
     pool.close().await;
     let journal = journal.into_inner().expect("journal lock");
-    journal
-        .write(&Entry::End { run: opts.run.clone(), ok: result.is_ok() })
-        .map_err(|e| ApplyError::Journal { path, reason: e.to_string() })?;
+    // Every step's outcome is journaled already; the end only marks the run finished, so a
+    // journal that cannot take it changes neither the outcome nor what a rollback would do.
+    if let Err(e) = journal.write(&Entry::End { run: opts.run.clone(), ok: result.is_ok() }) {
+        progress(&format!("warning: cannot write the run's end to the journal {path}: {e}"));
+    }
     result
 }
 
@@ -367,16 +380,22 @@ async fn apply_step(
         });
     }
     lock_hosts(sh, step).await?;
+    pause::at("locked").await;
     ensure_keys(step, &sh.pool, sh.targets, &mut live).await?;
     let changes = pending_changes(sh, step, &mut live).await?;
     if changes.is_empty() {
         (sh.progress)(&format!("{}: no changes", step.key));
         return Ok((false, live.keys));
     }
+    // A stop asked for before anything changed: the step is not started at all.
+    if interrupt::requested() {
+        return Err(ApplyError::Interrupted(format!("not started: {}", step.key)));
+    }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
     let (applied, mut failure) = apply_rounds(sh, step, changes).await?;
+    pause::at("applied").await;
     if failure.is_none() {
         failure = run_check(sh, step).await;
     }
@@ -385,14 +404,14 @@ async fn apply_step(
         failure = Some("interrupted before it was confirmed".into());
     }
     if let Some(reason) = failure {
-        return Err(revert_step(sh, step, &applied, reason).await?);
+        return Err(revert_step(sh, step, &applied, reason).await);
     }
     // Confirm over new connections: proof that the management path survived the change.
     if let Err(u) = confirm(&applied, &sh.opts.run, sh.targets).await {
         if u.any_confirmed || matches!(u.error, crate::apply::confirm::ConfirmError::Reverted { .. }) {
             // Some router no longer reverts by itself (confirmed), or one already did: the step
             // is put back explicitly, everywhere, so no site is left with half a change.
-            return Err(revert_step(sh, step, &applied, format!("not confirmed: {}", u.error)).await?);
+            return Err(revert_step(sh, step, &applied, format!("not confirmed: {}", u.error)).await);
         }
         let reason = format!(
             "{}; nothing was confirmed, so each router reverts by itself within {} s (the change may have cut the management path)",
@@ -402,7 +421,11 @@ async fn apply_step(
         sh.journal(&Entry::Failed { run: sh.opts.run.clone(), step: step.key.clone(), reason: reason.clone() })?;
         return Err(ApplyError::Stuck { step: step.key.clone(), reason });
     }
-    sh.journal(&Entry::Done { run: sh.opts.run.clone(), step: step.key.clone() })?;
+    // A change the journal does not hold as done is not left in place: put back, it is one a
+    // later rollback does not need to know of.
+    if let Err(e) = sh.journal(&Entry::Done { run: sh.opts.run.clone(), step: step.key.clone() }) {
+        return Err(revert_step(sh, step, &applied, format!("confirmed, but not recorded: {e}")).await);
+    }
     (sh.progress)(&format!("{}: done", step.key));
     Ok((true, live.keys))
 }
@@ -578,22 +601,27 @@ async fn run_check(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
 }
 
 /// Puts a failed step back to its rollback point; the error that ends the run.
-async fn revert_step(
-    sh: &Shared<'_>,
-    step: &StepWork,
-    applied: &[(Resource, Observed)],
-    reason: String,
-) -> Result<ApplyError, ApplyError> {
+async fn revert_step(sh: &Shared<'_>, step: &StepWork, applied: &[(Resource, Observed)], reason: String) -> ApplyError {
     (sh.progress)(&format!("{}: {reason}; reverting", step.key));
     let leftover = revert_all(applied, &sh.opts.run, &sh.pool, sh.targets).await;
     let run = sh.opts.run.clone();
+    // What happened is reported even when the journal cannot record it: a revert that is
+    // not journaled leaves a `begin` without an end, which a later rollback puts back again
+    // (a no-op once the step is back).
+    let unrecorded = |reason: String, e: ApplyError| format!("{reason} (not recorded in the journal: {e})");
     if leftover.is_empty() {
-        sh.journal(&Entry::Reverted { run, step: step.key.clone(), reason: reason.clone() })?;
-        Ok(ApplyError::Reverted { step: step.key.clone(), reason })
+        let reason = match sh.journal(&Entry::Reverted { run, step: step.key.clone(), reason: reason.clone() }) {
+            Ok(()) => reason,
+            Err(e) => unrecorded(reason, e),
+        };
+        ApplyError::Reverted { step: step.key.clone(), reason }
     } else {
         let reason = format!("{reason}; not reverted: {}", leftover.join("; "));
-        sh.journal(&Entry::Failed { run, step: step.key.clone(), reason: reason.clone() })?;
-        Ok(ApplyError::Stuck { step: step.key.clone(), reason })
+        let reason = match sh.journal(&Entry::Failed { run, step: step.key.clone(), reason: reason.clone() }) {
+            Ok(()) => reason,
+            Err(e) => unrecorded(reason, e),
+        };
+        ApplyError::Stuck { step: step.key.clone(), reason }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod kube_api;
 pub mod kube_schema;
 pub mod lab;
 pub mod run;
+pub mod tmpfs;
 pub mod vyos_spec;
 
 /// The repository root (the root package `fabric`, two levels above this crate): where

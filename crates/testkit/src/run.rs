@@ -37,3 +37,75 @@ pub fn fabric_spawn(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str
 pub fn out(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
 }
+
+/// A `fabric` run started with the test hook `FABRIC_TEST_PAUSE=<point>:<seconds>` (see
+/// `fabric::apply::pause`): it stops at `point` and says so on stderr, and the test acts there.
+pub struct Paused {
+    child: std::process::Child,
+    reached: std::sync::mpsc::Receiver<()>,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Starts `fabric` (see [`command`]) to pause `seconds` at `point`.
+pub fn fabric_paused(
+    dir: &Path,
+    topology: &Path,
+    ssh_config: &Path,
+    args: &[&str],
+    point: &str,
+    seconds: u32,
+) -> Paused {
+    use std::io::BufRead;
+    let mut child = command(dir, topology, ssh_config, args)
+        .env("FABRIC_TEST_PAUSE", format!("{point}:{seconds}"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run fabric");
+    let (tx, reached) = std::sync::mpsc::channel();
+    let err = child.stderr.take().expect("piped stderr");
+    let marker = format!("fabric: test pause at {point}");
+    let stderr = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            if line == marker {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    Paused { child, reached, stderr }
+}
+
+impl Paused {
+    /// Waits until the run is paused at its point; false if it ended or took `within` first.
+    pub fn wait_for_pause(&self, within: std::time::Duration) -> bool {
+        self.reached.recv_timeout(within).is_ok()
+    }
+
+    /// SIGKILL: no handler of the run gets to act.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// SIGINT, as Ctrl-C at the operator's terminal sends it.
+    pub fn interrupt(&self) {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-INT", &pid]).status().is_ok_and(|s| s.success());
+        assert!(ok, "kill -INT {pid}");
+    }
+
+    /// Waits for the run's end: its output, stderr included.
+    pub fn finish(mut self) -> Output {
+        use std::io::Read;
+        let mut stdout = Vec::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_end(&mut stdout);
+        }
+        let status = self.child.wait().expect("wait for fabric");
+        let stderr = self.stderr.join().unwrap_or_default().into_bytes();
+        Output { status, stdout, stderr }
+    }
+}

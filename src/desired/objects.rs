@@ -471,6 +471,14 @@ pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
     )
 }
 
+/// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).
+pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
+
+/// The D.4 test Job: one GPU for the moment it takes to start and exit, then it frees it. It never retries
+/// (`backoffLimit: 0`) and is stopped at [`TEST_JOB_DEADLINE_SECONDS`] whatever happens, so it
+/// cannot keep a site's GPU from real work. The finished Job stays as D.4's evidence (no
+/// `ttlSecondsAfterFinished`: fabric owns it, and a Job that deleted itself would show as to
+/// create again in every plan); MultiKueue removes the worker's copy once it finishes.
 pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
     let mut job = object(t, "batch/v1", "Job", "fabric-multikueue-test", Some(&l.namespace));
     job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!(l.name);
@@ -479,9 +487,13 @@ pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
         "spec",
         json!({
             "suspend": true,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": TEST_JOB_DEADLINE_SECONDS,
             "template": { "spec": {
                 "restartPolicy": "Never",
-                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["pause"],
+                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                    // agnhost's `entrypoint-tester` prints its arguments and exits.
+                    "args": ["entrypoint-tester", "fabric D.4"],
                     "resources": { "limits": { "nvidia.com/gpu": 1 } } }],
             } },
         }),
@@ -540,9 +552,29 @@ pub fn config_map(t: &Topology, name: &str, ns: &str, key: &str, text: &str) -> 
     Value::Object(m)
 }
 
+/// The gateway's port (TensorZero's default `gateway.bind_address` port).
+pub const GATEWAY_PORT: u16 = 3000;
+
+fn gateway_labels() -> Value {
+    json!({ "app": "tensorzero-gateway" })
+}
+
+/// The gateway's Service, the same in every cluster: a Cilium global service, so workloads at
+/// every site call `tensorzero-gateway.tensorzero` and reach the gateway wherever it runs
+/// (`affinity: local` prefers a gateway in the caller's own cluster when there is one).
+pub fn gateway_service(t: &Topology) -> Value {
+    let mut svc = object(t, "v1", "Service", "tensorzero-gateway", Some("tensorzero"));
+    svc["metadata"]["annotations"] = json!({
+        "service.cilium.io/global": "true",
+        "service.cilium.io/shared": "true",
+        "service.cilium.io/affinity": "local",
+    });
+    with(svc, "spec", json!({ "selector": gateway_labels(), "ports": [{ "name": "http", "port": GATEWAY_PORT }] }))
+}
+
 pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
     let tag = t.versions.tensorzero.as_deref().unwrap_or("latest");
-    let labels = json!({ "app": "tensorzero-gateway" });
+    let labels = gateway_labels();
     with(
         object(t, "apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero")),
         "spec",
@@ -556,7 +588,7 @@ pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
                         "name": "gateway",
                         "image": format!("tensorzero/gateway:{tag}"),
                         "args": ["--config-file", "/app/config/tensorzero.toml"],
-                        "ports": [{ "containerPort": 3000 }],
+                        "ports": [{ "containerPort": GATEWAY_PORT }],
                         "volumeMounts": [{ "name": "config", "mountPath": "/app/config", "readOnly": true }],
                     }],
                     "volumes": [{ "name": "config", "configMap": { "name": "tensorzero-config" } }],

@@ -191,6 +191,65 @@ mod tests {
         assert_eq!(table, code, "ALL lists the steps in catalog order");
     }
 
+    fn example() -> Topology {
+        crate::topology::load_str("example.yaml", include_str!("../../topology.example.yaml").to_string())
+            .unwrap()
+            .topology
+    }
+
+    /// Every object of `id`'s instances in the example.
+    fn objects_of(t: &Topology, id: &str) -> Vec<(Resource, serde_json::Value)> {
+        let g = crate::catalog::StepGraph::build(&with_code_needs(Catalog::embedded().unwrap()), t).unwrap();
+        g.order
+            .iter()
+            .filter(|&&n| g.graph[n].spec.id == id)
+            .flat_map(|&n| for_instance(&g.graph[n], t))
+            .filter_map(|r| r.kube_object().cloned().map(|o| (r, o)))
+            .collect()
+    }
+
+    /// Issue 12, item 7: callers at every site reach the gateway, so each cluster has its
+    /// Service (global, selecting the gateway's pods on its port).
+    #[test]
+    fn the_gateway_has_a_global_service_in_every_cluster() {
+        let t = example();
+        let objects = objects_of(&t, "G.1");
+        let deploy = objects.iter().find(|(_, o)| o["kind"] == "Deployment").map(|(_, o)| o.clone()).unwrap();
+        for s in &t.sites {
+            let svc = objects
+                .iter()
+                .find(|(r, o)| {
+                    o["kind"] == "Service"
+                        && o["metadata"]["name"] == "tensorzero-gateway"
+                        && r.site.as_deref() == Some(&s.name)
+                })
+                .map(|(_, o)| o.clone())
+                .unwrap_or_else(|| panic!("no gateway Service at {}", s.name));
+            assert_eq!(svc["metadata"]["annotations"]["service.cilium.io/global"], "true");
+            assert_eq!(svc["spec"]["selector"], deploy["spec"]["template"]["metadata"]["labels"]);
+            let port = &deploy["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"];
+            assert_eq!(&svc["spec"]["ports"][0]["port"], port);
+            let ns = objects.iter().any(|(r, o)| {
+                o["kind"] == "Namespace" && o["metadata"]["name"] == "tensorzero" && r.site.as_deref() == Some(&s.name)
+            });
+            assert!(ns, "the Service's namespace exists at {}", s.name);
+        }
+    }
+
+    /// Issue 12, item 8: D.4's test Job ends by itself, never retries, and cannot hold a GPU
+    /// past its deadline.
+    #[test]
+    fn the_test_job_finishes() {
+        let t = example();
+        let (_, job) = objects_of(&t, "D.4").into_iter().find(|(_, o)| o["kind"] == "Job").unwrap();
+        let spec = &job["spec"];
+        assert_eq!(spec["backoffLimit"], 0);
+        assert!(spec["activeDeadlineSeconds"].as_u64().is_some_and(|s| s > 0 && s <= 3600), "{spec}");
+        let c = &spec["template"]["spec"]["containers"][0];
+        assert_ne!(c["args"][0], "pause", "a test Job that waits forever holds a GPU forever");
+        assert_eq!(spec["template"]["spec"]["restartPolicy"], "Never");
+    }
+
     #[test]
     fn the_dependencies_the_code_declares_include_the_tables() {
         let c = Catalog::embedded().unwrap();

@@ -31,6 +31,30 @@ pub const KARMADA_API_NODE_PORT: u16 = 32443;
 pub const GENERATE: &str = "fabric.io/generate";
 /// Node label with the GPU model, as the seed's override policies select on.
 pub const GPU_MODEL_LABEL: &str = "gpu.model";
+/// Node label with the memory of one of the node's GPUs, in GiB.
+pub const GPU_MEMORY_LABEL: &str = "gpu.memory-gib";
+/// Node label with the number of GPUs of the node.
+pub const GPU_COUNT_LABEL: &str = "gpu.count";
+
+/// The labels every GPU node carries, set by fabric (D.1): the one set that Karmada's
+/// overriders (C.6), Kueue's ResourceFlavors (D.1) and the GPU services' node selectors select
+/// on. The seed's own label, `gpu.model`, leads; the memory and count make a node's capacity
+/// selectable without knowing models.
+pub fn gpu_labels(g: &Gpu) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(GPU_MODEL_LABEL.into(), json!(g.model));
+    m.insert(GPU_MEMORY_LABEL.into(), json!(g.memory_gib.to_string()));
+    m.insert(GPU_COUNT_LABEL.into(), json!(g.count.to_string()));
+    m
+}
+
+/// A Node's labels as fabric sets them: applied server-side with fabric's field manager, so
+/// fabric owns these labels and nothing else of the Node (the kubelet registers and owns it).
+/// It carries no managed-by label: the Node is not fabric's, and fabric never creates or
+/// deletes one (`providers::kube` refuses a Node that does not exist).
+pub fn node_labels(name: &str, labels: Map<String, Value>) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": name, "labels": labels } })
+}
 
 pub fn object(t: &Topology, api: &str, kind: &str, name: &str, ns: Option<&str>) -> Map<String, Value> {
     let mut meta = Map::new();
@@ -115,6 +139,10 @@ pub fn clustermesh_values(t: &Topology, s: &Site) -> Value {
                 "tls": { "auto": { "enabled": true, "method": "cronJob" } },
             },
             "config": { "enabled": true, "clusters": peers },
+            // Remote backends of global services as local EndpointSlices (beta upstream, off by
+            // default): the Kubernetes API then shows what each cluster reaches, which is what
+            // `verify` reads. Only the Services annotated for it are synchronised.
+            "enableEndpointSliceSynchronization": t.placement.iter().any(|c| c.global),
         },
     })
 }
@@ -272,14 +300,15 @@ fn cluster_of(t: &Topology, site: &str) -> String {
 }
 
 /// The PropagationPolicy of one placement class in one namespace (C.5).
+/// The Services of a global class are placed by [`global_services_policy`] instead (a resource
+/// is matched by one PropagationPolicy).
 pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
     let selectors: Vec<Value> = services
         .iter()
         .flat_map(|s| {
-            [
-                json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name }),
-                json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }),
-            ]
+            let deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name });
+            let service = (!c.global).then(|| json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }));
+            std::iter::once(deployment).chain(service)
         })
         .collect();
     let clusters = cluster_names(t, &c.sites);
@@ -322,25 +351,80 @@ pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: 
     with(object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &c.name, Some(ns)), "spec", spec)
 }
 
-/// The OverridePolicy of one member (C.6): GPU services select the member's GPU model.
+/// The annotations that make a Service a Cilium global service, as the seed's table has them:
+/// backends of every cluster (`global`), this cluster's shared with the others (`shared`),
+/// local ones preferred and remote ones the fallback (`affinity: local`); and the remote
+/// backends written into local EndpointSlices (`global-sync-endpoint-slices`, with Cluster
+/// Mesh's `enableEndpointSliceSynchronization`), so the Kubernetes API shows them.
+pub fn global_service_annotations() -> Value {
+    json!({
+        "service.cilium.io/global": "true",
+        "service.cilium.io/shared": "true",
+        "service.cilium.io/affinity": "local",
+        GLOBAL_SYNC_ANNOTATION: "true",
+    })
+}
+
+/// Cilium's annotation asking for a global Service's remote backends as local EndpointSlices.
+pub const GLOBAL_SYNC_ANNOTATION: &str = "service.cilium.io/global-sync-endpoint-slices";
+
+/// Karmada resource selectors of these services' Services.
+fn service_selectors(services: &[&Service]) -> Vec<Value> {
+    services.iter().map(|s| json!({ "apiVersion": "v1", "kind": "Service", "name": s.name })).collect()
+}
+
+/// For a global class (C.5): its Services in every member, wherever the workloads run. A
+/// Cilium global service needs a Service of the same name and namespace in each cluster that
+/// calls it; the cluster without workloads then reaches the others' backends.
+pub fn global_services_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
+    let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &format!("{}-services", c.name), Some(ns)),
+        "spec",
+        json!({
+            "resourceSelectors": selectors,
+            "placement": { "clusterAffinity": { "clusterNames": clusters }, "replicaScheduling": { "replicaSchedulingType": "Duplicated" } },
+        }),
+    )
+}
+
+/// For a global class (C.5): the global-service annotations on its Services in every member
+/// (an `annotationsOverrider`, which makes the map when the repository's Service has none).
+pub fn global_services_override(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
+    let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("{}-global", c.name), Some(ns)),
+        "spec",
+        json!({
+            "resourceSelectors": selectors,
+            "overrideRules": [{
+                "targetCluster": { "clusterNames": clusters },
+                "overriders": { "annotationsOverrider": [{ "operator": "add", "value": global_service_annotations() }] },
+            }],
+        }),
+    )
+}
+
+/// The OverridePolicy of one member (C.6): GPU services run on the member's GPU nodes.
+///
+/// Karmada applies `plaintext` overriders as a JSON patch (RFC 6902), and an `add` whose parent
+/// does not exist fails. The services' Deployments come from the GitOps repository, with or
+/// without a `nodeSelector` or annotations, so every overrider here works either way: the node
+/// selector is added whole at `/spec/template/spec` (always there; an existing selector is
+/// replaced: at this member the GPU nodes decide), the pod label goes under the template's
+/// labels (which a Deployment's selector requires), and the annotation goes through
+/// `annotationsOverrider`, which creates the map when it is missing.
 pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], gpu_model: &str) -> Value {
     let selectors: Vec<Value> =
         services.iter().map(|svc| json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name })).collect();
     let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
-    let mut plaintext = vec![json!({
-        "path": format!("/spec/template/spec/nodeSelector/{}", GPU_MODEL_LABEL.replace('/', "~1")),
-        "operator": "add",
-        "value": gpu_model,
-    })];
-    // The gateway addresses each site's backends by this label (see `text::site_service`).
-    plaintext
-        .push(json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }));
+    let plaintext = vec![
+        json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
+        // The gateway addresses each site's backends by this label (see `text::site_service`).
+        json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
+    ];
     // The seed's "resource limits": one GPU per replica, with the model's memory noted.
-    plaintext.push(json!({
-        "path": "/metadata/annotations/fabric.io~1gpu-memory-gib",
-        "operator": "add",
-        "value": per_gpu.to_string(),
-    }));
+    let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
     with(
         object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("gpu-{}", s.name), Some(ns)),
         "spec",
@@ -348,7 +432,7 @@ pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], 
             "resourceSelectors": selectors,
             "overrideRules": [{
                 "targetCluster": { "clusterNames": [s.cluster.name] },
-                "overriders": { "plaintext": plaintext },
+                "overriders": { "plaintext": plaintext, "annotationsOverrider": annotations },
             }],
         }),
     )

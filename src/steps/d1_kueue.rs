@@ -1,5 +1,6 @@
-//! D.1 — Kueue in each cluster (seed: "Kueue local"): the chart, the site's GPU flavor, and its
-//! ClusterQueues and LocalQueues (the MultiKueue queue comes with its admission check in D.3).
+//! D.1 — Kueue in each cluster (seed: "Kueue local"): the chart, the GPU nodes' labels, the
+//! site's GPU flavor, and its ClusterQueues and LocalQueues (the MultiKueue queue comes with its
+//! admission check in D.3).
 
 use std::collections::BTreeSet;
 
@@ -37,6 +38,16 @@ impl Step for D1 {
             let mut seen = BTreeSet::new();
             for ns in nss.into_iter().filter(|n| seen.insert(*n)) {
                 out.kube(site, o::namespace(t, ns), "namespace", None);
+            }
+            // The GPU nodes' labels, which the flavor below, C.6's overriders and the GPU
+            // services select on.
+            let nodes_file = Some(format!("apps/kueue/gpu-nodes-{}.yaml", s.name));
+            for n in &s.cluster.nodes {
+                let Some(g) = &n.gpu else { continue };
+                let labels = o::gpu_labels(g);
+                let summary = labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()));
+                let summary = format!("labels {}", summary.collect::<Vec<_>>().join(", "));
+                out.kube(site, o::node_labels(&n.name, labels), summary, nodes_file.clone());
             }
             let fl = flavor(s);
             out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());

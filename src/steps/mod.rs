@@ -236,6 +236,40 @@ mod tests {
         }
     }
 
+    /// Issue 12, item 2: ArgoCD is installed where it runs and syncs only the services' folder;
+    /// option A sends it to Karmada, option B gives each cluster its own ArgoCD syncing the
+    /// site's folder into that cluster, with nothing of it in Karmada.
+    #[test]
+    fn argocd_is_installed_and_syncs_only_the_services() {
+        let single = example();
+        let objs = objects_of(&single, "C.3");
+        let apps: Vec<&serde_json::Value> =
+            objs.iter().map(|(_, o)| o).filter(|o| o["kind"] == "Application").collect();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0]["spec"]["destination"]["name"], "karmada");
+        assert_eq!(apps[0]["spec"]["source"]["path"], "services");
+        let charts = objs.iter().filter(|(_, o)| o["kind"] == "HelmChart" && o["spec"]["chart"] == "argo-cd").count();
+        assert_eq!(charts, 1, "ArgoCD is installed with its Application");
+
+        let text = include_str!("../../topology.example.yaml").replace("  argocd: single", "  argocd: per-cluster");
+        let per = crate::topology::load_str("t.yaml", text).unwrap().topology;
+        let objs = objects_of(&per, "C.3");
+        for s in &per.sites {
+            let at = |kind: &str| {
+                objs.iter().filter(|(r, o)| o["kind"] == kind && r.site.as_deref() == Some(s.name.as_str())).count()
+            };
+            assert_eq!((at("Application"), at("HelmChart")), (1, 1), "{}", s.name);
+        }
+        for (r, o) in &objs {
+            assert!(*r.target() != crate::addr::Target::Karmada, "option B puts nothing in Karmada: {}", r.address);
+            if o["kind"] == "Application" {
+                assert_eq!(o["spec"]["destination"]["server"], "https://kubernetes.default.svc");
+                let site = r.site.as_deref().unwrap();
+                assert_eq!(o["spec"]["source"]["path"], format!("services/{site}"));
+            }
+        }
+    }
+
     /// Issue 12, item 8: D.4's test Job ends by itself, never retries, and cannot hold a GPU
     /// past its deadline.
     #[test]

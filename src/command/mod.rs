@@ -101,6 +101,16 @@ pub fn load(g: &Global) -> Result<Loaded, Report> {
         }
         topology::load_file(&path)
     };
+    loaded(result, g)
+}
+
+/// The workspace of another topology file (`plan --base`), loaded and checked like `-f`'s.
+pub fn workspace_of(g: &Global, path: &std::path::Path) -> Result<Workspace, Report> {
+    Ok(Workspace::new(loaded(topology::load_file(path), g)?)?)
+}
+
+/// A loaded topology, or its problems printed and the error that ends the command.
+fn loaded(result: Result<Loaded, LoadError>, g: &Global) -> Result<Loaded, Report> {
     match result {
         Ok(l) => {
             if !g.quiet {

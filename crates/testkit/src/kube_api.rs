@@ -2398,6 +2398,17 @@ pub fn fabric_apis_without_nodes(dir: &Path) -> (TestApiServer, TestApiServer, T
         TestApiServer::start_blocking(shared_schemas()),
         TestApiServer::start_blocking(shared_schemas()),
     );
+    // What each API serves, as the real ones do: the Karmada API server serves core kinds and
+    // Karmada's own groups, never K3s's HelmCharts, ArgoCD's or Kueue's kinds (nobody installs
+    // their CRDs there); the member clusters do not serve Karmada's groups.
+    for group in ["helm.cattle.io", "argoproj.io", "kueue.x-k8s.io", "cilium.io"] {
+        karmada.set_served(group, false);
+    }
+    for member in [&franca, &sp] {
+        for group in ["policy.karmada.io", "cluster.karmada.io", "work.karmada.io", "config.karmada.io"] {
+            member.set_served(group, false);
+        }
+    }
     franca.kubeconfig(&dir.join("franca.yaml"), "franca");
     sp.kubeconfig(&dir.join("sp.yaml"), "sp");
     karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");

@@ -55,24 +55,15 @@ fn global_places_the_services_everywhere_with_the_annotations() {
 /// Franca's backends into SP, `verify C.5` shows them; with synchronisation off it says so.
 #[test]
 fn verify_shows_sp_reaching_francas_backends() {
-    let dir = std::env::temp_dir().join(format!("fabric-global-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
-    for s in [&franca, &sp] {
-        s.simulate_controllers(Duration::from_millis(50));
-    }
-    let text = kube_api::example_topology(&dir);
-    std::fs::write(dir.join("topology.yaml"), &text).unwrap();
-    std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")
-        .unwrap();
-    let t = load(&text);
+    let f = kube_api::ExampleFabric::start("global");
+    let (dir, franca, sp) = (&f.dir, &f.franca, &f.sp);
+    let t = load(&f.text);
     let c5 = objects(&t, "C.5");
     let rule = &named(&c5, "OverridePolicy", "data-services-global").unwrap()["spec"]["overrideRules"][0];
     let repo_service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "qdrant", "namespace": "data"},
         "spec": {"selector": {"app": "qdrant"}, "ports": [{"port": 6333}]}});
     let propagated = karmada::apply_overriders(&repo_service, &rule["overriders"]).unwrap();
-    for s in [&franca, &sp] {
+    for s in [franca, sp] {
         s.put_raw_as(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "data"}}), "karmada");
         s.put_raw_as(propagated.clone(), "karmada-execution-controller");
     }
@@ -84,7 +75,7 @@ fn verify_shows_sp_reaching_francas_backends() {
     );
     std::thread::sleep(Duration::from_millis(400));
     let verify = || {
-        let o = run::fabric_in(&dir, &dir.join("topology.yaml"), &dir.join("ssh_config"), &["verify", "--step", "C.5"]);
+        let o = run::fabric_in(dir, &dir.join("topology.yaml"), &dir.join("ssh_config"), &["verify", "--step", "C.5"]);
         run::out(&o)
     };
     // Cluster Mesh without EndpointSlice synchronisation: nothing in SP's API shows Franca's.
@@ -99,7 +90,7 @@ fn verify_shows_sp_reaching_francas_backends() {
                 &format!("enableEndpointSliceSynchronization: {on}")
             ));
         sp.put_raw_as(cfg, "fabric");
-        cilium_mesh::sync(&franca, "franca", &sp)
+        cilium_mesh::sync(franca, "franca", sp)
     };
     assert_eq!(mesh(false), 0);
     let text = verify();
@@ -115,5 +106,4 @@ fn verify_shows_sp_reaching_francas_backends() {
         text.contains("PASS  C.5") && text.contains("cluster.sp: Service data/qdrant global, backends: 1 from franca"),
         "{text}"
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -9,6 +9,7 @@ pub mod lock;
 pub mod plan;
 pub mod render;
 pub mod rollback;
+pub mod runs;
 pub mod schema;
 pub mod state;
 pub mod validate;
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Man(_) => completions::man(cli::man_page()),
         Command::Schema(o) => schema::run(&global, o),
         Command::Lock(o) => lock::run(&global, o),
+        Command::Runs(o) => runs::run(&global, o),
     }
 }
 

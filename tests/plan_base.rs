@@ -78,6 +78,21 @@ fn a_quota_change_shows_just_that_change_with_its_diff() {
 }
 
 #[test]
+fn one_quota_is_one_change() {
+    let one = "      - name: gpu-interactive\n        gpu_quota: 1\n";
+    let i = EXAMPLE.find(one).unwrap();
+    let head =
+        format!("{}      - name: gpu-interactive\n        gpu_quota: 0\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
+    let pr = Pr::new("one-quota", &head);
+    let o = pr.plan(&["--format", "markdown"]);
+    let md = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{md}");
+    assert!(md.contains("**Plan: 0 to create, 1 to update, 0 to delete.**"), "{md}");
+    assert!(md.contains("~ cluster.franca/ClusterQueue/gpu-interactive"), "{md}");
+    assert!(md.contains("-        nominalQuota: 1\n+        nominalQuota: 0"), "{md}");
+}
+
+#[test]
 fn a_comment_only_change_changes_nothing() {
     let pr = Pr::new("comment", &EXAMPLE.replace("# Pinned versions.", "# Pinned versions (reviewed)."));
     let o = pr.plan(&[]);

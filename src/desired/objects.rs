@@ -503,6 +503,69 @@ pub fn argocd_helm_chart(t: &Topology) -> Value {
     )
 }
 
+// ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
+
+/// The RuntimeClass pods use to get the GPUs (K3s configures containerd's `nvidia` runtime when
+/// it finds `nvidia-container-runtime` on a host: K3s docs, "Advanced: NVIDIA Container Runtime").
+pub fn nvidia_runtime_class(t: &Topology) -> Value {
+    with(object(t, "node.k8s.io/v1", "RuntimeClass", "nvidia", None), "handler", json!("nvidia"))
+}
+
+/// Node affinity to the GPU nodes: those with fabric's `gpu.model` label (D.1).
+fn gpu_node_affinity() -> Value {
+    json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{ "matchExpressions": [{ "key": GPU_MODEL_LABEL, "operator": "Exists" }] }] } } })
+}
+
+/// The NVIDIA device plugin (D.1), which makes `nvidia.com/gpu` allocatable on the GPU nodes.
+/// Its chart selects nodes by NFD/GFD labels by default, which these nodes need not have: it
+/// runs on fabric's GPU nodes instead, with the `nvidia` runtime.
+pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
+    let values = json!({ "runtimeClassName": "nvidia", "affinity": gpu_node_affinity() });
+    helm_chart(
+        t,
+        "nvidia-device-plugin",
+        "https://nvidia.github.io/k8s-device-plugin",
+        "nvidia-device-plugin",
+        version,
+        "nvidia-device-plugin",
+        &values,
+    )
+}
+
+/// KAI Scheduler's namespace and the values it is installed with (D.5): GPU sharing on.
+pub const KAI_NAMESPACE: &str = "kai-scheduler";
+
+pub fn kai_values() -> Value {
+    json!({ "global": { "gpuSharing": true } })
+}
+
+pub fn kai_helm_chart(t: &Topology, version: &str) -> Value {
+    helm_chart(
+        t,
+        "kai-scheduler",
+        "oci://ghcr.io/nvidia/kai-scheduler",
+        "kai-scheduler",
+        version,
+        KAI_NAMESPACE,
+        &kai_values(),
+    )
+}
+
+/// A KAI Scheduler queue (`scheduling.run.ai/v2`): `gpus` guaranteed, no limit on CPU or
+/// memory (KAI's `-1`), under `parent` when given.
+pub fn kai_queue(t: &Topology, name: &str, parent: Option<&str>, gpus: u32) -> Value {
+    let open = json!({ "quota": 0, "limit": -1, "overQuotaWeight": 1 });
+    let mut spec = json!({ "resources": {
+        "gpu": { "quota": gpus, "limit": -1, "overQuotaWeight": 1 },
+        "cpu": open, "memory": open,
+    } });
+    if let Some(p) = parent {
+        spec["parentQueue"] = json!(p);
+    }
+    with(object(t, "scheduling.run.ai/v2", "Queue", name, None), "spec", spec)
+}
+
 // ---- Kueue --------------------------------------------------------------------------------
 
 const KUEUE: &str = "kueue.x-k8s.io/v1beta2";

@@ -49,6 +49,14 @@ impl Step for D1 {
                 let summary = format!("labels {}", summary.collect::<Vec<_>>().join(", "));
                 out.kube(site, o::node_labels(&n.name, labels), summary, nodes_file.clone());
             }
+            // What makes `nvidia.com/gpu` exist on those nodes: the `nvidia` runtime (K3s
+            // sets up containerd's when the host has the NVIDIA container toolkit) and the
+            // device plugin.
+            if let (true, Some(v)) = (s.cluster.nodes.iter().any(|n| n.gpu.is_some()), &t.versions.nvidia_device_plugin) {
+                let file = Some(format!("apps/nvidia/device-plugin-{}.yaml", s.name));
+                out.kube(site, o::nvidia_runtime_class(t), "runtime class `nvidia`", file.clone());
+                out.kube(site, o::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
+            }
             let fl = flavor(s);
             out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
             for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {

@@ -81,6 +81,7 @@ steps! {
     d2_multikueue::D2,
     d3_dispatch_queue::D3,
     d4_test_job::D4,
+    d5_gpu_sharing::D5,
     g1_gateway::G1,
 }
 
@@ -266,6 +267,34 @@ mod tests {
                 assert_eq!(o["spec"]["destination"]["server"], "https://kubernetes.default.svc");
                 let site = r.site.as_deref().unwrap();
                 assert_eq!(o["spec"]["source"]["path"], format!("services/{site}"));
+            }
+        }
+    }
+
+    /// Issue 13, parts 1 and 2: the NVIDIA runtime and device plugin on the GPU nodes (D.1),
+    /// and KAI Scheduler with GPU sharing on and queues that match Kueue's quotas (D.5).
+    #[test]
+    fn gpus_are_exposed_and_shared_with_queues_matching_kueues() {
+        let t = example();
+        for s in &t.sites {
+            let here = |(r, _): &(Resource, serde_json::Value)| r.site.as_deref() == Some(s.name.as_str());
+            let d1: Vec<_> = objects_of(&t, "D.1").into_iter().filter(here).collect();
+            let plugin = d1.iter().find(|(_, o)| o["spec"]["chart"] == "nvidia-device-plugin").map(|(_, o)| o).unwrap();
+            let values = plugin["spec"]["valuesContent"].as_str().unwrap();
+            assert!(values.contains("key: gpu.model") && values.contains("runtimeClassName: nvidia"), "{values}");
+            assert!(d1.iter().any(|(_, o)| o["kind"] == "RuntimeClass" && o["handler"] == "nvidia"));
+            let d5: Vec<_> = objects_of(&t, "D.5").into_iter().filter(here).collect();
+            let chart = d5.iter().find(|(_, o)| o["kind"] == "HelmChart").map(|(_, o)| o).unwrap();
+            assert!(chart["spec"]["valuesContent"].as_str().unwrap().contains("gpuSharing: true"));
+            let queue = |name: &str| {
+                d5.iter().find(|(_, o)| o["kind"] == "Queue" && o["metadata"]["name"] == name).map(|(_, o)| o.clone())
+            };
+            let parent = queue(&s.name).unwrap();
+            assert_eq!(parent["spec"]["resources"]["gpu"]["quota"], crate::topology::rules::site_gpus(s));
+            for q in &s.queues {
+                let child = queue(&q.name).unwrap();
+                assert_eq!(child["spec"]["parentQueue"], s.name.as_str());
+                assert_eq!(child["spec"]["resources"]["gpu"]["quota"], q.gpu_quota, "{}", q.name);
             }
         }
     }

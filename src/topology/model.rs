@@ -66,6 +66,14 @@ pub struct Versions {
     /// TensorZero gateway image tag, e.g. `2026.4.1`.
     #[serde(default)]
     pub tensorzero: Option<String>,
+    /// NVIDIA device plugin chart version, e.g. `0.18.0`: makes `nvidia.com/gpu` exist on the
+    /// GPU nodes (D.1). Unset: the GPUs are exposed otherwise (the GPU Operator).
+    #[serde(default)]
+    pub nvidia_device_plugin: Option<String>,
+    /// KAI Scheduler chart version, e.g. `v0.10.2`: GPU sharing inside a node (D.5). Unset: no
+    /// KAI Scheduler.
+    #[serde(default)]
+    pub kai_scheduler: Option<String>,
 }
 
 /// A decision that may still be open.

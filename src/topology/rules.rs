@@ -953,7 +953,8 @@ mod tests {
                 Ok(l) => check(&l.topology).iter().any(|p| p.code == "topology::argocd-path"),
                 Err(crate::topology::LoadError::Invalid { diags, .. }) => {
                     let d = diags.iter().find(|d| d.problem.code == "topology::argocd-path").expect("{path}");
-                    assert_eq!(d.line, 158, "points at the path's line");
+                    let line = text.lines().position(|l| l.starts_with("    path: services")).unwrap() + 1;
+                    assert_eq!(d.line, line, "points at the path's line");
                     true
                 }
                 Err(e) => panic!("{e}"),

@@ -618,6 +618,8 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     // fabric's lock (`fabric-system/fabric-apply`): writes carry resourceVersion, and a stale one
     // is a 409 Conflict, as for every kind here.
     ("coordination.k8s.io", "v1", "Lease", true),
+    // The `nvidia` runtime class (D.1); K3s serves node.k8s.io like any cluster.
+    ("node.k8s.io", "v1", "RuntimeClass", false),
     // Synthesized from the schemas (get and list only), see `Shared::crd_objects`.
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", false),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", false),

@@ -39,7 +39,7 @@ impl NftRules {
 }
 
 /// The rules of a site's router: the same as on VyOS (see `desired::vyos::underlay`).
-/// Interface names are validated by the topology (letters, digits, `.-_`), so they sit inside
+/// Interface names are validated by the topology (letters, digits, `-`, `_`), so they sit inside
 /// nft's double quotes as they are.
 pub fn rules(t: &Topology, s: &Site) -> NftRules {
     let wg = &s.router.wireguard;

@@ -13,6 +13,7 @@ pub use crate::addr::{Address, Target};
 use crate::transport::shell::Sh;
 use serde_json::Value;
 
+pub mod nft;
 pub mod objects;
 pub mod text;
 pub mod vyos;

@@ -157,13 +157,17 @@ fn lock_of(lab: &lab::Lab, router: &str) -> String {
     String::from_utf8_lossy(&lab.exec(router, "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).trim().to_string()
 }
 
-/// Two operators apply the same change at once: one applies it, the other is refused naming the
-/// holder (or, started after the first finished, finds nothing to do); no lock is left.
+/// Two operators (two state directories, as on two laptops) apply the same change at once: one
+/// applies it, the other is refused naming the holder (or, started after the first finished,
+/// finds nothing to do); no lock is left.
 fn two_applies_at_once(lab: &lab::Lab, run: &Run, topo: &Path) {
     hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51997/", "");
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"];
+    let other = run.dir.join("other-operator");
+    let mut other_args = vec!["--state-dir", other.to_str().unwrap()];
+    other_args.extend(args);
     let a = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
-    let b = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    let b = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &other_args);
     let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
     let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
     assert!(ok >= 1, "one of them applies:\n{}\n{}", out(&a), out(&b));

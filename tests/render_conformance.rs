@@ -23,6 +23,7 @@ const CORE_KINDS: &[(&str, &str)] = &[
     ("v1", "Service"),
     ("v1", "ConfigMap"),
     ("v1", "Node"),
+    ("node.k8s.io/v1", "RuntimeClass"),
     ("apps/v1", "Deployment"),
     ("batch/v1", "Job"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),

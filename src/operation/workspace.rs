@@ -32,8 +32,7 @@ impl Workspace {
     /// topology and the desired state of every instance.
     pub fn new(loaded: Loaded) -> Result<Workspace, OpError> {
         let catalog = steps::with_code_needs(Catalog::embedded()?);
-        let graph = StepGraph::build(&catalog, &loaded.topology)?;
-        let desired = steps::desired_state(&graph, &loaded.topology);
+        let (graph, desired) = steps::resolve(&catalog, &loaded.topology)?;
         let digest = digest(&loaded.text);
         Ok(Workspace { loaded, catalog, graph, desired, digest, offline_only: false })
     }

@@ -52,7 +52,10 @@ const EXAMPLE: &str = include_str!("../topology.example.yaml");
 fn validate_example_exits_zero() {
     let o = fabric(&["-f", "topology.example.yaml", "validate"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 0 warnings)\n");
+    // TEMPORARY: the 4 warnings are the consistency pass's `gpu.model` findings, awaiting issue
+    // 12 item 3 (desired::consistency::AWAITING); back to 0 once the GPU node labels land.
+    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 4 warnings)\n");
+    assert_eq!(stderr(&o).matches("awaiting issue 12, item 3").count(), 4, "{}", stderr(&o));
 }
 
 #[test]

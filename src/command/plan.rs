@@ -46,6 +46,11 @@ pub struct Opts {
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let Opts { selection, offline, observed, format, detailed_exitcode, out } = o;
     let ws = super::workspace(g)?;
+    let found = ws.consistency();
+    super::print_findings(&found, g);
+    if let Some(e) = super::validate::consistency_error(&found) {
+        return Err(e);
+    }
     let planned = match (offline, observed.as_deref()) {
         (true, _) => plan_op::make(&ws, selection.into(), Source::Offline)?,
         (false, Some(file)) => plan_op::make(&ws, selection.into(), Source::Snapshot(file))?,

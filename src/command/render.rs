@@ -31,6 +31,11 @@ pub struct Opts {
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let ws = super::workspace(g)?;
+    let found = ws.consistency();
+    super::print_findings(&found, g);
+    if let Some(e) = super::validate::consistency_error(&found) {
+        return Err(e);
+    }
     let artifacts = ws.render();
     let io = |e: std::io::Error, what: &str| {
         usage("render::io", format!("{what}: {e}"), "check that the directory exists and is writable")

@@ -67,6 +67,24 @@ pub struct Fact {
 pub struct Need {
     pub fact: Fact,
     pub field: String,
+    /// Other targets where the same thing would do as well (a Cilium global service's
+    /// backends may be in any cluster of the mesh).
+    pub elsewhere: Vec<Target>,
+}
+
+impl Need {
+    /// The fact, and the same thing at each alternative target.
+    pub fn facts(&self) -> impl Iterator<Item = Fact> + '_ {
+        std::iter::once(self.fact.clone())
+            .chain(self.elsewhere.iter().map(|at| Fact { at: at.clone(), thing: self.fact.thing.clone() }))
+    }
+}
+
+/// A Service Cilium merges across the mesh: its backends may be in any cluster
+/// (`service.cilium.io/global: "true"`; with `shared: "false"` its own cluster's are not even
+/// offered to the others, so a selector matching no local pod is what it is for).
+fn is_global_service(o: &Value) -> bool {
+    o["kind"] == "Service" && o["metadata"]["annotations"]["service.cilium.io/global"] == "true"
 }
 
 /// Which API groups a chart installs, where: in the cluster that runs it, or in the Karmada API
@@ -290,7 +308,7 @@ pub fn requires(t: &Topology, r: &Resource) -> Vec<Need> {
     let ns = s(&o["metadata"]["namespace"]);
     let mut out = Vec::new();
     let mut need = |at: &Target, thing: Thing, field: &str| {
-        out.push(Need { fact: Fact { at: at.clone(), thing }, field: field.into() });
+        out.push(Need { fact: Fact { at: at.clone(), thing }, field: field.into(), elsewhere: vec![] });
     };
     if let Some(ns) = ns {
         need(&at, Thing::Namespace(ns.into()), "metadata.namespace");
@@ -306,6 +324,12 @@ pub fn requires(t: &Topology, r: &Resource) -> Vec<Need> {
         copy_source(from, &mut need);
     }
     kind_needs(t, &at, ns, o, &mut need);
+    if is_global_service(o) {
+        let mesh: Vec<Target> = t.sites.iter().map(|s| Target::cluster(&s.name)).filter(|c| *c != at).collect();
+        for n in out.iter_mut().filter(|n| matches!(n.fact.thing, Thing::PodLabel { .. })) {
+            n.elsewhere.clone_from(&mesh);
+        }
+    }
     out
 }
 
@@ -478,12 +502,15 @@ pub fn wants(t: &Topology, order: &[NodeIndex], desired: &BTreeMap<NodeIndex, Pr
         let Some(p) = desired.get(n) else { continue };
         let mut seen = BTreeSet::new();
         for need in p.resources.iter().flat_map(|r| requires(t, r)) {
-            if is_given(&need.fact, &given) || !seen.insert(need.fact.clone()) {
+            if need.facts().any(|f| is_given(&f, &given)) || !seen.insert(need.fact.clone()) {
                 continue;
             }
-            let Some(makers) = by.get(&need.fact).filter(|m| !m.contains(n)) else { continue };
+            let makers: BTreeSet<NodeIndex> = need.facts().filter_map(|f| by.get(&f)).flatten().copied().collect();
+            if makers.is_empty() || makers.contains(n) {
+                continue;
+            }
             let why = format!("{} at {}", need.fact.thing, need.fact.at);
-            out.push(Want { to: *n, providers: makers.iter().copied().collect(), why });
+            out.push(Want { to: *n, providers: makers.into_iter().collect(), why });
         }
     }
     out

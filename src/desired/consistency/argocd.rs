@@ -1,0 +1,184 @@
+//! What an ArgoCD Application syncs is only manifests its destination serves
+//! (`consistency::argocd-serves`), and nothing it syncs is also applied by fabric
+//! (`consistency::argocd-owner`): every object has one owner.
+//!
+//! Read from the Application itself: its `spec.source.path` (with `directory.recurse`) over the
+//! rendered files' folders, and its `spec.destination` (`in-cluster`, or a cluster secret of
+//! the same target whose `fabric.io/cluster-name` is the destination's name and whose copy
+//! source says which API it reaches). ArgoCD's directory source reads `*.yaml`, `*.yml` and
+//! `*.json` files as manifests; a YAML file that is no object (a Helm values file) fails the sync.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::{Input, names::kind_name, origin};
+use crate::addr::{Address, Target};
+use crate::desired::objects::{CLUSTER_NAME, COPY_FROM};
+use crate::desired::refs::{Fact, Thing, group_of};
+use crate::desired::{Desired, Resource};
+use crate::topology::problem::Problem;
+
+/// Whether fabric applies `r` itself (plan and apply diff and apply it). The lead's owner split
+/// (issue 12, item 2) marks what only ArgoCD syncs: this is the one place that must read that mark.
+pub fn applied_by_fabric(r: &Resource) -> bool {
+    matches!(r.desired, Desired::Kube(_))
+}
+
+pub fn check(input: &Input, out: &mut Vec<Problem>) {
+    let all: Vec<&Resource> = input.resources().map(|(_, r)| r).collect();
+    for app in all.iter().filter(|r| r.kube_object().is_some_and(|o| o["kind"] == "Application")) {
+        let Some(o) = app.kube_object() else { continue };
+        let src = &o["spec"]["source"];
+        let Some(dir) = src["path"].as_str() else { continue };
+        let recurse = src["directory"]["recurse"].as_bool().unwrap_or(false);
+        let synced = |file: &str| is_synced(file, dir, recurse);
+        let at = origin(input.t, app, None);
+        let name = kind_name(app);
+        let mut not_manifests: BTreeSet<&str> =
+            input.desired.values().flat_map(|p| &p.files).map(|f| f.path.as_str()).filter(|f| synced(f)).collect();
+        let objects: Vec<&&Resource> = all.iter().filter(|r| r.file.as_deref().is_some_and(synced)).collect();
+        for r in &objects {
+            not_manifests.remove(r.file.as_deref().unwrap_or_default());
+        }
+        let dest = destination(&all, app, o);
+        let unserved: Vec<String> = objects
+            .iter()
+            .filter(|r| dest.as_ref().is_some_and(|d| !served(input, d, r)))
+            .map(|r| format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()))
+            .collect();
+        let owned: Vec<String> = objects
+            .iter()
+            .filter(|r| applied_by_fabric(r))
+            .map(|r| format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()))
+            .collect();
+        let dest_text = dest.map(|d| d.to_string()).unwrap_or_else(|| "its destination".into());
+        if !not_manifests.is_empty() {
+            let files: Vec<&str> = not_manifests.into_iter().collect();
+            let message =
+                format!("{name} syncs {} file(s) of `{dir}` that are no manifests: {}", files.len(), few(&files));
+            out.push(problem("consistency::argocd-serves", &at, message, "point the Application at a folder of manifests only (values files belong beside the charts fabric applies)"));
+        }
+        if !unserved.is_empty() {
+            let message = format!(
+                "{name} syncs {} object(s) that {dest_text} does not serve: {}",
+                unserved.len(),
+                few(&unserved)
+            );
+            out.push(problem("consistency::argocd-serves", &at, message, "sync only kinds the destination serves (Karmada serves its own and the core kinds it propagates, not helm.cattle.io)"));
+        }
+        if !owned.is_empty() {
+            let message = format!("{name} syncs {} object(s) that fabric also applies: {}", owned.len(), few(&owned));
+            out.push(problem(
+                "consistency::argocd-owner",
+                &at,
+                message,
+                "give each object one owner: render ArgoCD's objects into the folder it syncs and fabric's elsewhere",
+            ));
+        }
+    }
+}
+
+fn problem(code: &'static str, at: &crate::topology::tree::Path, message: String, help: &str) -> Problem {
+    Problem::error(code, at.clone(), message).label("synced from here").help(help)
+}
+
+/// The first few of a list, and how many more.
+fn few<S: AsRef<str>>(items: &[S]) -> String {
+    let shown: Vec<&str> = items.iter().take(4).map(AsRef::as_ref).collect();
+    match items.len() {
+        n if n > 4 => format!("{} and {} more", shown.join(", "), n - 4),
+        _ => shown.join(", "),
+    }
+}
+
+/// Whether ArgoCD's directory source at `dir` reads `file` as a manifest.
+fn is_synced(file: &str, dir: &str, recurse: bool) -> bool {
+    let dir = dir.trim_matches('/');
+    let rest = if dir.is_empty() || dir == "." {
+        Some(file)
+    } else {
+        file.strip_prefix(dir).and_then(|r| r.strip_prefix('/'))
+    };
+    let manifest = [".yaml", ".yml", ".json"].iter().any(|e| file.ends_with(e));
+    rest.is_some_and(|r| manifest && (recurse || !r.contains('/')))
+}
+
+/// The API the Application deploys to.
+fn destination(all: &[&Resource], app: &Resource, o: &Value) -> Option<Target> {
+    let d = &o["spec"]["destination"];
+    if d["name"] == "in-cluster" || d["server"] == "https://kubernetes.default.svc" {
+        return Some(app.target().clone());
+    }
+    let name = d["name"].as_str()?;
+    all.iter().filter(|r| r.target() == app.target()).filter_map(|r| r.kube_object()).find_map(|s| {
+        let a = &s["metadata"]["annotations"];
+        (a[CLUSTER_NAME] == name).then(|| a[COPY_FROM].as_str()?.parse::<Address>().ok().map(|x| x.target)).flatten()
+    })
+}
+
+/// Whether `dest` serves the kind of `r`.
+fn served(input: &Input, dest: &Target, r: &Resource) -> bool {
+    let group = r.kube_object().map(|o| group_of(o["apiVersion"].as_str().unwrap_or_default()).to_string());
+    group.is_none_or(|g| input.exists(&Fact { at: dest.clone(), thing: Thing::Group(g) }))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::Level;
+    use super::super::fixture::Fix;
+    use super::*;
+
+    fn app(path: &str) -> Value {
+        json!({ "apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": { "name": "a", "namespace": "argocd" },
+            "spec": { "source": { "path": path, "directory": { "recurse": true } }, "destination": { "name": "in-cluster" } } })
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": name, "namespace": "default" } })
+    }
+
+    fn chart() -> Value {
+        json!({ "apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": { "name": "x", "namespace": "kube-system" }, "spec": {} })
+    }
+
+    fn argocd_findings(f: &Fix) -> Vec<(&'static str, String)> {
+        f.found(Level::Objects).into_iter().filter(|(c, _)| c.contains("::argocd-")).collect()
+    }
+
+    #[test]
+    fn syncing_what_fabric_applies_is_reported_and_a_separate_folder_is_not() {
+        let mut f = Fix::new();
+        f.put_file("C.3", Some("franca"), app("apps"), Some("apps/argocd/app.yaml"));
+        f.put_file("C.5", Some("franca"), cm("x"), Some("fabric/x.yaml"));
+        assert!(
+            argocd_findings(&f)
+                .iter()
+                .any(|(c, m)| *c == "consistency::argocd-owner" && m.contains("Application argocd/a"))
+        );
+        let mut f = Fix::new();
+        f.put_file("C.3", Some("franca"), app("gitops"), Some("fabric/app.yaml"));
+        f.put_file("C.5", Some("franca"), cm("x"), Some("fabric/x.yaml"));
+        assert_eq!(argocd_findings(&f), vec![]);
+    }
+
+    #[test]
+    fn unserved_kinds_and_values_files_under_the_path_are_reported() {
+        let mut f = Fix::new();
+        f.put_file("C.3", Some("sp"), app("apps"), Some("argocd/app.yaml"));
+        f.put_file("C.5", Some("sp"), chart(), Some("apps/chart.yaml"));
+        let n = f.g.find("C.5").unwrap();
+        f.d.get_mut(&n)
+            .unwrap()
+            .files
+            .push(crate::desired::ExtraFile { path: "apps/values.yaml".into(), content: String::new() });
+        let found = argocd_findings(&f);
+        assert!(found.iter().any(|(_, m)| m.contains("that are no manifests: apps/values.yaml")), "{found:?}");
+        // helm.cattle.io is served in a K3s cluster (in-cluster here): only the owner finding.
+        assert!(!found.iter().any(|(_, m)| m.contains("does not serve")), "{found:?}");
+        assert!(is_synced("apps/a/b.yaml", "apps", true) && !is_synced("apps/a/b.yaml", "apps", false));
+        assert!(!is_synced("apps/tensorzero.toml", "apps", true) && !is_synced("appsx/a.yaml", "apps", true));
+    }
+}

@@ -357,3 +357,48 @@ fn rendered_output_holds_no_secret_material() {
     assert!(texts.contains("<public-key:router.sp>"), "public keys are placeholders");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn with_deps_follows_the_edges_derived_from_the_objects() {
+    // D.4's Job is sent to the LocalQueue D.3 makes, whose ClusterQueue names D.2's admission
+    // check: the table (C.1, D.1) alone left both out (issue 12, item 4).
+    let o = fabric(&["--example", "plan", "--offline", "--step", "D.4", "--with-deps", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert!(keys.contains(&"D.2") && keys.contains(&"D.3"), "{keys:?}");
+    // The gateway's per-site Services select the label C.6's overriders set.
+    let text = stdout(&fabric(&["--example", "graph"]));
+    assert!(text.contains("needs B.3, C.5, C.6*\n"), "{text}");
+    assert!(text.contains("* C.6 makes pod label fabric.io/site="), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&fabric(&["--example", "graph", "--format", "json"]))).unwrap();
+    let d4 = json["steps"].as_array().unwrap().iter().find(|s| s["key"] == "D.4").unwrap();
+    assert_eq!(d4["derived"][0]["step"], "D.3", "{d4}");
+    let dot = stdout(&fabric(&["--example", "graph", "--format", "dot"]));
+    assert!(dot.contains("\"D.3\" -> \"D.4\" [style=dashed"), "{dot}");
+}
+
+#[test]
+fn consistency_findings_point_at_the_topology_lines_that_cause_them() {
+    let o = fabric(&["--example", "validate", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let found: Vec<&serde_json::Value> =
+        v["diagnostics"].as_array().unwrap().iter().filter(|d| d["code"] == "consistency::label").collect();
+    // The GPU flavors and override policies select `gpu.model`, which no GPU node carries yet.
+    assert_eq!(found.len(), 4, "{v}");
+    for d in &found {
+        assert!(d["path"].as_str().unwrap().ends_with(".gpu.model"), "{d}");
+        let line = d["line"].as_u64().unwrap() as usize;
+        assert!(EXAMPLE.lines().nth(line - 1).unwrap().contains("gpu: { model:"), "{d}");
+    }
+    // render and plan run every rule; today's findings all await the lead's fixes (warnings).
+    let o = fabric(&["--example", "plan", "--offline", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["--example", "plan", "--offline"]);
+    for code in
+        ["consistency::patch-path", "consistency::argocd-serves", "consistency::argocd-owner", "consistency::kind"]
+    {
+        assert!(stderr(&o).contains(code), "{code}: {}", stderr(&o));
+    }
+}

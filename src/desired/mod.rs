@@ -274,3 +274,11 @@ pub fn workload_labels(w: &ExternalWorkload) -> BTreeMap<String, String> {
     }
     out
 }
+
+/// One Kubernetes object as a resource of `site`'s cluster (None: Karmada), for tests.
+#[cfg(test)]
+pub(crate) fn kube_resource(t: &Topology, site: Option<&str>, obj: Value, file: Option<&str>) -> Resource {
+    let mut out = Out::new(t);
+    out.kube(site, obj, "test", file.map(String::from));
+    out.done().resources.remove(0)
+}

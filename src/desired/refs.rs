@@ -515,3 +515,81 @@ pub fn wants(t: &Topology, order: &[NodeIndex], desired: &BTreeMap<NodeIndex, Pr
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn t() -> Topology {
+        crate::topology::load_str("t", include_str!("../../topology.example.yaml").into()).unwrap().topology
+    }
+
+    fn res(t: &Topology, site: Option<&str>, obj: Value) -> Resource {
+        crate::desired::kube_resource(t, site, obj, None)
+    }
+
+    #[test]
+    fn a_cluster_queue_needs_its_flavor_and_admission_check_and_a_local_queue_its_cluster_queue() {
+        let t = t();
+        let cq = res(
+            &t,
+            Some("sp"),
+            json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": { "name": "q" },
+            "spec": { "resourceGroups": [{ "flavors": [{ "name": "f" }] }], "admissionChecksStrategy": { "admissionChecks": [{ "name": "mk" }] } } }),
+        );
+        let things: Vec<String> = requires(&t, &cq).iter().map(|n| n.fact.thing.to_string()).collect();
+        assert_eq!(things, ["API group kueue.x-k8s.io", "ResourceFlavor f", "AdmissionCheck mk"]);
+        let lq = res(
+            &t,
+            Some("sp"),
+            json!({ "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+            "metadata": { "name": "l", "namespace": "ml" }, "spec": { "clusterQueue": "q" } }),
+        );
+        let things: Vec<String> = requires(&t, &lq).iter().map(|n| n.fact.thing.to_string()).collect();
+        assert_eq!(things, ["namespace ml", "API group kueue.x-k8s.io", "ClusterQueue q"]);
+    }
+
+    #[test]
+    fn charts_serve_their_groups_where_they_run_and_karmadas_in_the_karmada_api() {
+        let t = t();
+        let chart = |name: &str| {
+            res(
+                &t,
+                Some("franca"),
+                json!({ "apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+                "metadata": { "name": name, "namespace": "kube-system" },
+                "spec": { "chart": name, "targetNamespace": format!("{name}-system"), "createNamespace": true } }),
+            )
+        };
+        let kueue = provides(&t, &chart("kueue"));
+        assert!(kueue.contains(&Fact { at: Target::cluster("franca"), thing: Thing::Group("kueue.x-k8s.io".into()) }));
+        assert!(
+            kueue.contains(&Fact { at: Target::cluster("franca"), thing: Thing::Namespace("kueue-system".into()) })
+        );
+        let karmada = provides(&t, &chart("karmada"));
+        assert!(karmada.contains(&Fact { at: Target::Karmada, thing: Thing::Group("policy.karmada.io".into()) }));
+        assert!(karmada.contains(&Fact { at: Target::Karmada, thing: Thing::Group("apps".into()) }));
+        assert!(!karmada.iter().any(|f| f.thing == Thing::Group("helm.cattle.io".into())));
+    }
+
+    #[test]
+    fn an_override_policy_sets_pod_labels_and_needs_node_labels_in_its_member() {
+        let t = t();
+        let sp = t.sites.iter().find(|s| s.name == "sp").unwrap().cluster.name.clone();
+        let op = res(
+            &t,
+            None,
+            json!({ "apiVersion": "policy.karmada.io/v1alpha1", "kind": "OverridePolicy",
+            "metadata": { "name": "o", "namespace": "ai" },
+            "spec": { "overrideRules": [{ "targetCluster": { "clusterNames": [sp] }, "overriders": { "plaintext": [
+                { "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": "sp" },
+                { "path": "/spec/template/spec/nodeSelector/gpu.model", "operator": "add", "value": "a5000" } ] } }] } }),
+        );
+        let label = Thing::PodLabel { key: "fabric.io/site".into(), value: "sp".into() };
+        assert!(provides(&t, &op).contains(&Fact { at: Target::cluster("sp"), thing: label }));
+        let node = Thing::NodeLabel { key: "gpu.model".into(), value: "a5000".into() };
+        assert!(requires(&t, &op).iter().any(|n| n.fact == Fact { at: Target::cluster("sp"), thing: node.clone() }));
+    }
+}

@@ -181,4 +181,31 @@ mod tests {
         assert!(is_synced("apps/a/b.yaml", "apps", true) && !is_synced("apps/a/b.yaml", "apps", false));
         assert!(!is_synced("apps/tensorzero.toml", "apps", true) && !is_synced("appsx/a.yaml", "apps", true));
     }
+
+    #[test]
+    fn the_destination_is_read_from_the_cluster_secret_the_application_names() {
+        let mut to_karmada = app("apps");
+        to_karmada["spec"]["destination"] = json!({ "name": "karmada" });
+        let secret = json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": "k", "namespace": "argocd",
+            "annotations": { CLUSTER_NAME: "karmada", COPY_FROM: "karmada/kube-system/argocd-manager-token" } } });
+        let mut f = Fix::new();
+        f.put_file("C.3", Some("franca"), to_karmada.clone(), Some("argocd/app.yaml")).put(
+            "C.3",
+            Some("franca"),
+            secret,
+        );
+        f.put_file("C.5", Some("sp"), chart(), Some("apps/chart.yaml"));
+        let found = argocd_findings(&f);
+        assert!(
+            found.iter().any(|(_, m)| m.contains("1 object(s) that karmada does not serve: HelmChart kube-system/x")),
+            "{found:?}"
+        );
+        // A core kind is served by Karmada once its chart runs.
+        let mut f = Fix::new();
+        let karmada = json!({ "apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": { "name": "karmada", "namespace": "kube-system" },
+            "spec": { "chart": "karmada", "targetNamespace": "karmada-system" } });
+        f.put("C.1", Some("franca"), karmada).put_file("C.3", Some("franca"), to_karmada, Some("argocd/app.yaml"));
+        f.put_file("C.5", None, cm("x"), Some("apps/cm.yaml"));
+        assert!(!argocd_findings(&f).iter().any(|(_, m)| m.contains("does not serve")), "{:?}", argocd_findings(&f));
+    }
 }

@@ -111,7 +111,6 @@ pub(crate) mod fixture {
 
     use super::*;
     use crate::catalog::Catalog;
-    use crate::desired::Out;
 
     pub struct Fix {
         pub t: Topology,
@@ -138,9 +137,8 @@ pub(crate) mod fixture {
 
         pub fn put_file(&mut self, key: &str, site: Option<&str>, obj: Value, file: Option<&str>) -> &mut Fix {
             let n = self.g.find(key).unwrap();
-            let mut out = Out::new(&self.t);
-            out.kube(site, obj, "test", file.map(String::from));
-            self.d.entry(n).or_default().resources.extend(out.done().resources);
+            let r = crate::desired::kube_resource(&self.t, site, obj, file);
+            self.d.entry(n).or_default().resources.push(r);
             self
         }
 

@@ -93,12 +93,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::desired::Out;
 
     fn resource(t: &Topology, site: Option<&str>, obj: Value) -> Resource {
-        let mut out = Out::new(t);
-        out.kube(site, obj, "test", None);
-        out.done().resources.remove(0)
+        crate::desired::kube_resource(t, site, obj, None)
     }
 
     #[test]

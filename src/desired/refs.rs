@@ -324,6 +324,11 @@ pub fn requires(t: &Topology, r: &Resource) -> Vec<Need> {
         copy_source(from, &mut need);
     }
     kind_needs(t, &at, ns, o, &mut need);
+    for text in o["data"].as_object().into_iter().flatten().filter_map(|(_, v)| v.as_str()) {
+        for (svc_ns, svc) in service_urls(text) {
+            need(&at, object("Service", Some(&svc_ns), &svc), "data (a URL of the Service)");
+        }
+    }
     if is_global_service(o) {
         let mesh: Vec<Target> = t.sites.iter().map(|s| Target::cluster(&s.name)).filter(|c| *c != at).collect();
         for n in out.iter_mut().filter(|n| matches!(n.fact.thing, Thing::PodLabel { .. })) {
@@ -379,6 +384,24 @@ fn pod_needs(at: &Target, ns: Option<&str>, spec: &Value, need: &mut impl FnMut(
             }
         }
     }
+}
+
+/// The Services (namespace, name) that in-cluster URLs in `text` address:
+/// `scheme://<name>.<namespace>.svc[.cluster.local][:port]…`.
+pub fn service_urls(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (i, _) in text.match_indices("://") {
+        let host: String =
+            text[i + 3..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.').collect();
+        let parts: Vec<&str> = host.split('.').collect();
+        if let [name, ns, "svc", ..] = parts.as_slice() {
+            let found = ((*ns).to_string(), (*name).to_string());
+            if !out.contains(&found) {
+                out.push(found);
+            }
+        }
+    }
+    out
 }
 
 /// What each kind names in its spec.
@@ -549,6 +572,12 @@ mod tests {
         );
         let things: Vec<String> = requires(&t, &lq).iter().map(|n| n.fact.thing.to_string()).collect();
         assert_eq!(things, ["namespace ml", "API group kueue.x-k8s.io", "ClusterQueue q"]);
+    }
+
+    #[test]
+    fn in_cluster_urls_name_services() {
+        let text = "url = \"http://vllm-sp.ai.svc.cluster.local:8000/v1/\"\nx = \"https://example.org/a.svc\"\ny = \"http://q.data.svc:6333\"";
+        assert_eq!(service_urls(text), [("ai".to_string(), "vllm-sp".to_string()), ("data".into(), "q".into())]);
     }
 
     #[test]

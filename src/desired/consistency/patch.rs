@@ -8,6 +8,8 @@
 //! GitOps repository) only what every valid object of the kind has: the fields its schema
 //! requires, and for workloads the pod template's labels (the selector must match them).
 
+use std::collections::BTreeMap;
+
 use serde_json::{Map, Value, json};
 
 use super::{Input, names::kind_name, origin};
@@ -23,30 +25,32 @@ pub fn check(input: &Input, out: &mut Vec<Problem>) {
         if !matches!(o["kind"].as_str(), Some("OverridePolicy" | "ClusterOverridePolicy")) {
             continue;
         }
+        // Each failing operation once, with every target it fails in.
+        let mut failing: BTreeMap<(String, String, String), Vec<String>> = BTreeMap::new();
         let ns = o["metadata"]["namespace"].as_str();
         for sel in o["spec"]["resourceSelectors"].as_array().into_iter().flatten() {
             let target = made(&karmada, sel, ns).unwrap_or_else(|| skeleton(sel, ns));
+            let what = format!("{} {}", sel["kind"].as_str().unwrap_or_default(), sel["name"].as_str().unwrap_or("*"));
             for rule in o["spec"]["overrideRules"].as_array().into_iter().flatten() {
-                if let Err(e) = apply_all(&target, &rule["overriders"]["plaintext"]) {
-                    let what =
-                        format!("{} {}", sel["kind"].as_str().unwrap_or_default(), sel["name"].as_str().unwrap_or("*"));
-                    let message = format!(
-                        "{} would {} {} in {what}, which has no {}: Karmada's JSON patch (RFC 6902) rejects it and the override fails",
-                        kind_name(r),
-                        e.op,
-                        e.path,
-                        e.missing
-                    );
-                    out.push(
-                        Problem::error("consistency::patch-path", origin(input.t, r, None), message)
-                            .label("overridden here")
-                            .help(format!(
-                                "add the whole missing object instead (op add at {} with an object value), or make the target carry {}",
-                                e.missing, e.missing
-                            )),
-                    );
+                for e in apply_all(&target, &rule["overriders"]["plaintext"]) {
+                    failing.entry((e.op, e.path, e.missing)).or_default().push(what.clone());
                 }
             }
+        }
+        for ((op, path, missing), targets) in failing {
+            let message = format!(
+                "{} would {op} {path} in {}, which lack(s) {missing}: Karmada's JSON patch (RFC 6902) rejects it and the override fails",
+                kind_name(r),
+                targets.join(", ")
+            );
+            let help = format!(
+                "add the whole missing object instead (op add at {missing} with an object value), or make the targets carry {missing}"
+            );
+            out.push(
+                Problem::error("consistency::patch-path", origin(input.t, r, None), message)
+                    .label("overridden here")
+                    .help(help),
+            );
         }
     }
 }
@@ -91,19 +95,18 @@ pub struct PatchError {
 }
 
 /// Applies the overriders to a copy of `target`, in order (an `add` creates what a later one
-/// may rely on).
-pub fn apply_all(target: &Value, plaintext: &Value) -> Result<(), PatchError> {
+/// may rely on), and returns every operation that fails (Karmada fails the override on the first).
+pub fn apply_all(target: &Value, plaintext: &Value) -> Vec<PatchError> {
     let mut doc = target.clone();
+    let mut out = Vec::new();
     for p in plaintext.as_array().into_iter().flatten() {
         let op = p["operator"].as_str().unwrap_or_default();
         let path = p["path"].as_str().unwrap_or_default();
-        apply(&mut doc, op, path, &p["value"]).map_err(|Missing(missing)| PatchError {
-            op: op.into(),
-            path: path.into(),
-            missing,
-        })?;
+        if let Err(Missing(missing)) = apply(&mut doc, op, path, &p["value"]) {
+            out.push(PatchError { op: op.into(), path: path.into(), missing });
+        }
     }
-    Ok(())
+    out
 }
 
 /// The JSON pointer an operation needs and the document lacks.
@@ -165,7 +168,7 @@ mod tests {
         let found: Vec<_> =
             f.found(Level::Objects).into_iter().filter(|(c, _)| *c == "consistency::patch-path").collect();
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].1.contains("has no /spec/template/spec/nodeSelector"), "{found:?}");
+        assert!(found[0].1.contains("in Deployment vllm, which lack(s) /spec/template/spec/nodeSelector"), "{found:?}");
         // Only render/plan look at overriders.
         assert!(f.found(Level::Topology).iter().all(|(c, _)| *c != "consistency::patch-path"));
     }
@@ -186,17 +189,20 @@ mod tests {
     #[test]
     fn replace_and_remove_need_the_path_itself() {
         let target = skeleton(&json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": "x" }), Some("ai"));
-        let e = apply_all(&target, &json!([{ "path": "/metadata/annotations/a", "operator": "remove" }])).unwrap_err();
-        assert_eq!(e.missing, "/metadata/annotations");
-        let e = apply_all(&target, &json!([{ "path": "/metadata/labels", "operator": "replace", "value": {} }]))
-            .unwrap_err();
-        assert_eq!(e.missing, "/metadata/labels");
-        assert!(
-            apply_all(
-                &target,
-                &json!([{ "path": "/spec/template/spec/containers/-", "operator": "add", "value": {} }])
-            )
-            .is_ok()
+        let e = apply_all(&target, &json!([{ "path": "/metadata/annotations/a", "operator": "remove" }]));
+        assert_eq!(e[0].missing, "/metadata/annotations");
+        let e = apply_all(&target, &json!([{ "path": "/metadata/labels", "operator": "replace", "value": {} }]));
+        assert_eq!(e[0].missing, "/metadata/labels");
+        let ok = apply_all(
+            &target,
+            &json!([{ "path": "/spec/template/spec/containers/-", "operator": "add", "value": {} }]),
         );
+        assert_eq!(ok, vec![]);
+        // Every failing operation is reported, not only the first.
+        let two = json!([
+            { "path": "/spec/template/spec/nodeSelector/a", "operator": "add", "value": "x" },
+            { "path": "/metadata/annotations/b", "operator": "add", "value": "y" },
+        ]);
+        assert_eq!(apply_all(&target, &two).len(), 2);
     }
 }

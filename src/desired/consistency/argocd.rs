@@ -16,7 +16,7 @@ use super::{Input, names::kind_name, origin};
 use crate::addr::{Address, Target};
 use crate::desired::objects::{CLUSTER_NAME, COPY_FROM};
 use crate::desired::refs::{Fact, Thing, group_of};
-use crate::desired::{Desired, Resource};
+use crate::desired::{Desired, ExtraFile, Resource};
 use crate::topology::problem::Problem;
 
 /// Whether fabric applies `r` itself (plan and apply diff and apply it). The lead's owner split
@@ -28,55 +28,90 @@ pub fn applied_by_fabric(r: &Resource) -> bool {
 pub fn check(input: &Input, out: &mut Vec<Problem>) {
     let all: Vec<&Resource> = input.resources().map(|(_, r)| r).collect();
     for app in all.iter().filter(|r| r.kube_object().is_some_and(|o| o["kind"] == "Application")) {
-        let Some(o) = app.kube_object() else { continue };
-        let src = &o["spec"]["source"];
-        let Some(dir) = src["path"].as_str() else { continue };
-        let recurse = src["directory"]["recurse"].as_bool().unwrap_or(false);
-        let synced = |file: &str| is_synced(file, dir, recurse);
-        let at = origin(input.t, app, None);
-        let name = kind_name(app);
-        let mut not_manifests: BTreeSet<&str> =
-            input.desired.values().flat_map(|p| &p.files).map(|f| f.path.as_str()).filter(|f| synced(f)).collect();
-        let objects: Vec<&&Resource> = all.iter().filter(|r| r.file.as_deref().is_some_and(synced)).collect();
-        for r in &objects {
-            not_manifests.remove(r.file.as_deref().unwrap_or_default());
-        }
-        let dest = destination(&all, app, o);
-        let unserved: Vec<String> = objects
-            .iter()
-            .filter(|r| dest.as_ref().is_some_and(|d| !served(input, d, r)))
-            .map(|r| format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()))
-            .collect();
-        let owned: Vec<String> = objects
-            .iter()
-            .filter(|r| applied_by_fabric(r))
-            .map(|r| format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()))
-            .collect();
-        let dest_text = dest.map(|d| d.to_string()).unwrap_or_else(|| "its destination".into());
-        if !not_manifests.is_empty() {
-            let files: Vec<&str> = not_manifests.into_iter().collect();
-            let message =
-                format!("{name} syncs {} file(s) of `{dir}` that are no manifests: {}", files.len(), few(&files));
-            out.push(problem("consistency::argocd-serves", &at, message, "point the Application at a folder of manifests only (values files belong beside the charts fabric applies)"));
-        }
-        if !unserved.is_empty() {
-            let message = format!(
-                "{name} syncs {} object(s) that {dest_text} does not serve: {}",
-                unserved.len(),
-                few(&unserved)
-            );
-            out.push(problem("consistency::argocd-serves", &at, message, "sync only kinds the destination serves (Karmada serves its own and the core kinds it propagates, not helm.cattle.io)"));
-        }
-        if !owned.is_empty() {
-            let message = format!("{name} syncs {} object(s) that fabric also applies: {}", owned.len(), few(&owned));
-            out.push(problem(
-                "consistency::argocd-owner",
-                &at,
-                message,
-                "give each object one owner: render ArgoCD's objects into the folder it syncs and fabric's elsewhere",
-            ));
+        check_app(input, &all, app, out);
+    }
+}
+
+fn check_app(input: &Input, all: &[&Resource], app: &Resource, out: &mut Vec<Problem>) {
+    let Some(o) = app.kube_object() else { return };
+    let src = &o["spec"]["source"];
+    let Some(dir) = src["path"].as_str() else { return };
+    let recurse = src["directory"]["recurse"].as_bool().unwrap_or(false);
+    let synced = |file: &str| is_synced(file, dir, recurse);
+    let (at, name) = (origin(input.t, app, None), kind_name(app));
+    let objects: Vec<&Resource> = all.iter().copied().filter(|r| r.file.as_deref().is_some_and(synced)).collect();
+    let object_files: BTreeSet<&str> = objects.iter().filter_map(|r| r.file.as_deref()).collect();
+    // Files that are no resource of fabric's: values files, or manifests only ArgoCD applies.
+    let others: Vec<&ExtraFile> = input
+        .desired
+        .values()
+        .flat_map(|p| &p.files)
+        .filter(|f| synced(&f.path) && !object_files.contains(f.path.as_str()))
+        .collect();
+    let dest = destination(all, app, o);
+    let is_served = |group: &str| dest.as_ref().is_none_or(|d| served(input, d, group));
+    let mut not_manifests = Vec::new();
+    let mut unserved = Vec::new();
+    for f in &others {
+        match manifest_groups(&f.content) {
+            None => not_manifests.push(f.path.clone()),
+            Some(groups) => {
+                unserved.extend(groups.iter().filter(|g| !is_served(g)).map(|g| format!("{g} ({})", f.path)))
+            }
         }
     }
+    for r in &objects {
+        let group = r.kube_object().map(|o| group_of(o["apiVersion"].as_str().unwrap_or_default()).to_string());
+        if group.is_some_and(|g| !is_served(&g)) {
+            unserved.push(format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()));
+        }
+    }
+    not_manifests.sort();
+    let owned: Vec<String> = objects
+        .iter()
+        .filter(|r| applied_by_fabric(r))
+        .map(|r| format!("{} ({})", kind_name(r), r.file.as_deref().unwrap_or_default()))
+        .collect();
+    let dest_text = dest.map(|d| d.to_string()).unwrap_or_else(|| "its destination".into());
+    if !not_manifests.is_empty() {
+        let message = format!(
+            "{name} syncs {} file(s) of `{dir}` that are no manifests: {}",
+            not_manifests.len(),
+            few(&not_manifests)
+        );
+        out.push(problem("consistency::argocd-serves", &at, message, "point the Application at a folder of manifests only (values files belong beside the charts fabric applies)"));
+    }
+    if !unserved.is_empty() {
+        let message =
+            format!("{name} syncs {} object(s) that {dest_text} does not serve: {}", unserved.len(), few(&unserved));
+        out.push(problem("consistency::argocd-serves", &at, message, "sync only kinds the destination serves (Karmada serves its own and the core kinds it propagates, not helm.cattle.io)"));
+    }
+    if !owned.is_empty() {
+        let message = format!("{name} syncs {} object(s) that fabric also applies: {}", owned.len(), few(&owned));
+        out.push(problem(
+            "consistency::argocd-owner",
+            &at,
+            message,
+            "give each object one owner: render ArgoCD's objects into the folder it syncs and fabric's elsewhere",
+        ));
+    }
+}
+
+/// The API groups of a YAML file's documents, or None when a document is no Kubernetes object
+/// (no top-level `apiVersion` and `kind`: a Helm values file). Comment-only documents are skipped.
+fn manifest_groups(content: &str) -> Option<Vec<String>> {
+    let mut groups = Vec::new();
+    for doc in content.split("\n---").map(str::trim) {
+        let lines: Vec<&str> = doc.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')).collect();
+        if lines.is_empty() {
+            continue;
+        }
+        let top =
+            |key: &str| lines.iter().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().trim_matches('"').to_string());
+        let (api, _kind) = (top("apiVersion:")?, top("kind:")?);
+        groups.push(group_of(&api).to_string());
+    }
+    Some(groups)
 }
 
 fn problem(code: &'static str, at: &crate::topology::tree::Path, message: String, help: &str) -> Problem {
@@ -117,10 +152,9 @@ fn destination(all: &[&Resource], app: &Resource, o: &Value) -> Option<Target> {
     })
 }
 
-/// Whether `dest` serves the kind of `r`.
-fn served(input: &Input, dest: &Target, r: &Resource) -> bool {
-    let group = r.kube_object().map(|o| group_of(o["apiVersion"].as_str().unwrap_or_default()).to_string());
-    group.is_none_or(|g| input.exists(&Fact { at: dest.clone(), thing: Thing::Group(g) }))
+/// Whether `dest` serves API group `group`.
+fn served(input: &Input, dest: &Target, group: &str) -> bool {
+    input.exists(&Fact { at: dest.clone(), thing: Thing::Group(group.to_string()) })
 }
 
 #[cfg(test)]
@@ -173,13 +207,33 @@ mod tests {
         f.d.get_mut(&n)
             .unwrap()
             .files
-            .push(crate::desired::ExtraFile { path: "apps/values.yaml".into(), content: String::new() });
+            .push(crate::desired::ExtraFile { path: "apps/values.yaml".into(), content: "replicas: 1\n".into() });
         let found = argocd_findings(&f);
         assert!(found.iter().any(|(_, m)| m.contains("that are no manifests: apps/values.yaml")), "{found:?}");
         // helm.cattle.io is served in a K3s cluster (in-cluster here): only the owner finding.
         assert!(!found.iter().any(|(_, m)| m.contains("does not serve")), "{found:?}");
         assert!(is_synced("apps/a/b.yaml", "apps", true) && !is_synced("apps/a/b.yaml", "apps", false));
         assert!(!is_synced("apps/tensorzero.toml", "apps", true) && !is_synced("appsx/a.yaml", "apps", true));
+    }
+
+    #[test]
+    fn manifests_only_argocd_applies_are_read_from_their_files() {
+        assert_eq!(
+            manifest_groups("# x\napiVersion: apps/v1\nkind: Deployment\n---\napiVersion: v1\nkind: Service\n"),
+            Some(vec!["apps".into(), "".into()])
+        );
+        assert_eq!(manifest_groups("# Rendered\ncontrollerManager:\n  replicas: 1\n"), None);
+        // A manifest only ArgoCD applies (a file, no resource of fabric's): no owner finding,
+        // but its kind must be served.
+        let mut f = Fix::new();
+        f.put_file("C.3", Some("sp"), app("argo"), Some("fabric/app.yaml"));
+        let n = f.g.find("C.5").unwrap();
+        let file = |c: &str| crate::desired::ExtraFile { path: "argo/x.yaml".into(), content: c.into() };
+        f.d.get_mut(&n).unwrap().files.push(file("apiVersion: apps/v1\nkind: Deployment\n"));
+        assert_eq!(argocd_findings(&f), vec![]);
+        f.d.get_mut(&n).unwrap().files[0] = file("apiVersion: example.io/v1\nkind: Thing\n");
+        let found = argocd_findings(&f);
+        assert!(found.iter().any(|(_, m)| m.contains("does not serve: example.io (argo/x.yaml)")), "{found:?}");
     }
 
     #[test]

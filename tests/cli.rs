@@ -402,3 +402,63 @@ fn consistency_findings_point_at_the_topology_lines_that_cause_them() {
         assert!(stderr(&o).contains(code), "{code}: {}", stderr(&o));
     }
 }
+
+/// The example with SP's GPU nodes made plain workers (no GPUs, no GPU quota, no MultiKueue).
+fn example_without_sp_gpus() -> String {
+    let mut s = EXAMPLE.to_string();
+    for i in 1..=3 {
+        s = s.replace(
+            &format!("- {{ name: sp-gpu{i}, role: gpu, address: 192.168.2.2{i}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }} }}"),
+            &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i} }}"),
+        );
+    }
+    let queues = "        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh";
+    assert!(s.contains(queues));
+    s = s.replace(queues, &queues.replace("gpu_quota: 1", "gpu_quota: 0").replace("gpu_quota: 2", "gpu_quota: 0"));
+    let mk = s.find("\nmultikueue:\n").unwrap();
+    let end = s[mk + 1..].find("\n\n").unwrap() + mk + 1;
+    s.replace_range(mk..end, "");
+    s
+}
+
+#[test]
+fn a_gateway_route_to_a_site_without_gpus_is_a_consistency_error_at_the_route() {
+    let text = example_without_sp_gpus();
+    let f = TempFile::new("no-sp-gpus.yaml", &text);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("consistency::label"), "{err}");
+    assert!(
+        err.contains("selects pod label fabric.io/site=sp, but no pod of cluster.franca or cluster.sp carries it"),
+        "{err}"
+    );
+    // At the route to SP (column of its `sp`).
+    let line = text.lines().position(|l| l.contains("{ site: sp, weight: 20 }")).unwrap() + 1;
+    assert!(err.contains(&format!("no-sp-gpus.yaml:{line}:19")), "{err}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 consistency error(s)"), "{}", stderr(&o));
+    // Routed only to Franca, the same topology passes.
+    let fixed = text
+        .replace("        - { site: sp, weight: 20 }\n", "")
+        .replace("{ site: franca, weight: 80 }", "{ site: franca, weight: 100 }")
+        .replace("fallback: [sp, franca]", "fallback: [franca]");
+    let f = TempFile::new("no-sp-gpus-fixed.yaml", &fixed);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+#[test]
+fn argocd_syncing_a_folder_fabric_does_not_render_passes_the_argocd_rules() {
+    let o = fabric(&["--example", "plan", "--offline"]);
+    assert!(stderr(&o).contains("consistency::argocd-owner"), "{}", stderr(&o));
+    let text = EXAMPLE.replace("    path: apps\n", "    path: gitops\n");
+    assert_ne!(text, EXAMPLE);
+    let f = TempFile::new("argocd-gitops.yaml", &text);
+    let o = fabric(&["-f", f.path(), "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("consistency::argocd"), "{}", stderr(&o));
+}

@@ -58,7 +58,11 @@ fn problem(
             format!("{what} needs {thing} at {at}, which {} makes, but {step} does not depend on it", by.join(", "))
         }
         (None, Thing::NodeLabel { .. }) => format!("{what} needs {thing}, but no node of {at} carries it"),
-        (None, Thing::PodLabel { .. }) => format!("{what} selects {thing}, but no pod of {at} carries it"),
+        (None, Thing::PodLabel { .. }) => {
+            let mut wheres: Vec<String> = need.facts().map(|f| f.at.to_string()).collect();
+            wheres.sort();
+            format!("{what} selects {thing}, but no pod of {} carries it", wheres.join(" or "))
+        }
         (None, Thing::Group(_)) => format!("{what}: {at} does not serve {thing}, and no step installs it there"),
         (None, _) => format!("{what} names {thing} at {at}, which nothing makes"),
     };

@@ -26,7 +26,11 @@ pub fn origin(t: &Topology, r: &Resource, fact: Option<&Fact>) -> Path {
         }
     }
     let Some(o) = r.kube_object() else { return site_path(t, r) };
-    by_queue(t, o).or_else(|| by_kind(t, o)).or_else(|| by_service(t, o)).unwrap_or_else(|| site_path(t, r))
+    by_queue(t, o)
+        .or_else(|| by_kind(t, o))
+        .or_else(|| by_route(t, o))
+        .or_else(|| by_service(t, o))
+        .unwrap_or_else(|| site_path(t, r))
 }
 
 fn site_path(t: &Topology, r: &Resource) -> Path {
@@ -76,6 +80,23 @@ fn by_kind(t: &Topology, o: &Value) -> Option<Path> {
     }
 }
 
+/// A per-site Service of the gateway (`<service>-<site>`, `text::site_service`): the route (or
+/// fallback) to that site.
+fn by_route(t: &Topology, o: &Value) -> Option<Path> {
+    let name = o["metadata"]["name"].as_str()?;
+    let g = t.gateway.as_ref()?;
+    for (i, m) in g.models.iter().enumerate() {
+        let Some(site) = name.strip_prefix(&format!("{}-", m.service)) else { continue };
+        if let Some(j) = m.routes.iter().position(|r| r.site == site) {
+            return Some(path!["gateway", "models", i, "routes", j, "site"]);
+        }
+        if let Some(j) = m.fallback.iter().position(|f| f == site) {
+            return Some(path!["gateway", "models", i, "fallback", j]);
+        }
+    }
+    None
+}
+
 /// An object named after a service (`vllm`, `vllm-sp`), or selecting one (a policy): that
 /// service's entry.
 fn by_service(t: &Topology, o: &Value) -> Option<Path> {
@@ -106,6 +127,9 @@ mod tests {
             Some("sp"),
             json!({ "kind": "Service", "metadata": { "name": "vllm-sp", "namespace": "ai" } }),
         );
+        assert_eq!(origin(&t, &svc, None).to_string(), "gateway.models[0].routes[1].site");
+        let svc =
+            resource(&t, Some("sp"), json!({ "kind": "Service", "metadata": { "name": "vllm", "namespace": "ai" } }));
         assert_eq!(origin(&t, &svc, None).to_string(), "services[0].name");
         let app = resource(&t, Some("franca"), json!({ "kind": "Application", "metadata": { "name": "a" } }));
         assert_eq!(origin(&t, &app, None).to_string(), "federation.argocd.path");

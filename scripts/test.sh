@@ -12,6 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 if [[ "$(id -u)" == 0 ]]; then
 	step "system packages for the network lab (tests/lab/lab.sh deps)"
 	bash tests/lab/lab.sh deps
+	if ! command -v node >/dev/null; then
+		step "nodejs, for the pull-request comment script's test (tests/ci_comment.rs)"
+		apt-get install -y -q --no-install-recommends nodejs
+	fi
 else
 	echo "note: not root, so the lab's packages are not installed; the tests that build namespaces need root" >&2
 fi

@@ -15,6 +15,11 @@ fn the_workflow_commands_work() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("topology.yaml"), include_str!("../topology.example.yaml")).unwrap();
+    // The base branch's topology: the pull request raises both dispatch quotas from 1 to 2.
+    let example = include_str!("../topology.example.yaml");
+    let batch = "local_queues: [{ name: batch, namespace: batch }]";
+    let base = example.replace(&format!("gpu_quota: 2\n        {batch}"), &format!("gpu_quota: 1\n        {batch}"));
+    std::fs::write(dir.join("base.yaml"), base).unwrap();
     let o = fabric(&dir, &["-f", "topology.yaml", "render", "--out", ".", "-q"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
@@ -23,19 +28,29 @@ fn the_workflow_commands_work() {
         if !cmd.starts_with("fabric ") {
             continue;
         }
-        let cmd = cmd.split(" > ").next().unwrap();
+        let cmd = cmd.split(" > ").next().unwrap().replace("$BASE", "--base base.yaml");
         let args: Vec<&str> = cmd.split_whitespace().skip(1).collect();
         let o = fabric(&dir, &args);
         let code = o.status.code();
         if args.contains(&"--detailed-exitcode") {
             assert_eq!(code, Some(2), "`{cmd}` plans changes: {}", String::from_utf8_lossy(&o.stderr));
-            assert!(String::from_utf8_lossy(&o.stdout).starts_with("### fabric plan: `sp-franca`"));
+            let md = String::from_utf8_lossy(&o.stdout);
+            assert!(md.starts_with("### fabric plan: `sp-franca`"), "{md}");
+            // Just the pull request's change: the two sites' dispatch queues, in Kueue and in
+            // KAI Scheduler.
+            assert!(md.contains("**Plan: 0 to create, 4 to update, 0 to delete.**"), "{md}");
         } else {
             assert_eq!(code, Some(0), "`{cmd}`: {}", String::from_utf8_lossy(&o.stderr));
         }
     }
     // The workflow really contains the three checks.
-    for needed in ["validate", "render --out . --check", "plan --offline --format markdown --detailed-exitcode"] {
+    for needed in [
+        "validate",
+        "render --out . --check",
+        "plan --offline $BASE --format markdown --detailed-exitcode",
+        "git show \"origin/$GITHUB_BASE_REF:topology.yaml\" > base.yaml",
+        "postPlan(",
+    ] {
         assert!(workflow.contains(needed), "workflow lacks `{needed}`");
     }
     // A hand edit of a rendered file makes the render check fail, as in a pull request.

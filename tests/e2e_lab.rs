@@ -5,7 +5,7 @@
 //! ends fails and reverts; one cluster down leaves the other site plannable and appliable;
 //! verify reports the seed's checks. Needs root (network namespaces).
 
-use fabric_testkit::{kube_api, lab, run};
+use fabric_testkit::{cilium_mesh, kube_api, lab, run};
 
 use std::process::Output;
 use std::time::Duration;
@@ -77,6 +77,8 @@ fn phases_a_to_d_end_to_end() {
     let dir = std::env::temp_dir().join(format!("fabric-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // (The clusters' nodes have joined, `fabric_apis` registers them: D.1 labels the GPU nodes,
+    // and the GPU services schedule only once it has.)
     let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
     for s in [&franca, &sp, &karmada] {
         s.simulate_controllers(Duration::from_millis(100));
@@ -188,6 +190,17 @@ fn phases_a_to_d_end_to_end() {
             "karmada-execution-controller",
         );
     }
+    // qdrant's Service, global: Karmada puts it in both members with C.5's annotations, and
+    // Cluster Mesh (EndpointSlice synchronisation on, from B.2) shows Franca's backends in sp.
+    let repo_service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "qdrant", "namespace": "data"},
+        "spec": {"selector": {"app": "qdrant"}, "ports": [{"port": 6333}]}});
+    let mut annotated = repo_service.clone();
+    annotated["metadata"]["annotations"] = fabric::desired::objects::global_service_annotations();
+    for server in [&franca, &sp] {
+        server.put_raw_as(annotated.clone(), "karmada-execution-controller");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(cilium_mesh::sync(&franca, "franca", &sp) > 0, "sp imports franca's global services");
     // MultiKueue dispatches the test Job to sp: its copy appears there.
     let o = fabric(&["verify", "--step", "D.4"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
@@ -230,6 +243,7 @@ fn phases_a_to_d_end_to_end() {
         "fabric-apps sync Synced, health Healthy",
         "karmada-scheduler-estimator-sp 1/1 replicas available",
         "cluster.sp: vllm runs on gpu.model=a5000",
+        "cluster.sp: Service data/qdrant global, backends: 1 from franca",
         "batch/fabric-multikueue-test dispatched to sp",
         "dispatching ClusterQueue Active: ClusterQueue/gpu-batch",
         "the Karmada chart turns the Failover feature gate on",

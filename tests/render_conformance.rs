@@ -22,6 +22,7 @@ const CORE_KINDS: &[(&str, &str)] = &[
     ("v1", "ServiceAccount"),
     ("v1", "Service"),
     ("v1", "ConfigMap"),
+    ("v1", "Node"),
     ("apps/v1", "Deployment"),
     ("batch/v1", "Job"),
     ("rbac.authorization.k8s.io/v1", "ClusterRole"),
@@ -92,6 +93,10 @@ fn validate_all(objects: &[(String, Value)]) -> (usize, usize) {
             core += 1;
             let name = obj["metadata"]["name"].as_str().unwrap_or_default();
             assert!(!name.is_empty() && name.len() <= 253, "{address}: bad name");
+        }
+        for (k, v) in obj["metadata"]["labels"].as_object().into_iter().flatten() {
+            let v = v.as_str().unwrap_or_else(|| panic!("{address}: label {k} is not a string"));
+            assert!(label_key_ok(k) && label_value_ok(v), "{address}: `{k}: {v}` is no valid Kubernetes label");
         }
     }
     assert!(failures.is_empty(), "{} objects fail their schema:\n{}", failures.len(), failures.join("\n"));
@@ -214,4 +219,28 @@ fn a_misspelled_vyos_command_fails() {
     assert!(e.contains("pubkey"), "{e}");
     let e = vyos().check("set interfaces wireguard wg0 port '70000'").unwrap_err();
     assert!(e.contains("70000"), "{e}");
+}
+
+/// A label value (Kubernetes' `IsValidLabelValue`): at most 63 characters, alphanumerics with
+/// `-`, `_` or `.` inside.
+fn label_value_ok(v: &str) -> bool {
+    let inner = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    v.is_empty()
+        || (v.len() <= 63
+            && v.chars().all(inner)
+            && v.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && v.ends_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+/// A label key (`IsQualifiedName`): an optional DNS-subdomain prefix and `/`, then a name like
+/// a non-empty label value.
+fn label_key_ok(k: &str) -> bool {
+    let (prefix, name) = k.rsplit_once('/').map_or((None, k), |(p, n)| (Some(p), n));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.')
+                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'))
+    });
+    prefix_ok && !name.is_empty() && label_value_ok(name)
 }

@@ -93,7 +93,11 @@ fn a_new_queue_or_node_changes_only_its_files() {
         .filter(|a| base.iter().find(|b| b.path == a.path).is_none_or(|b| b.content != a.content))
         .map(|a| a.path.as_str())
         .collect();
-    assert_eq!(changed, ["apps/kueue/cluster-queues/gpu-sp.yaml"], "a new SP queue changes SP's queue file only");
+    assert_eq!(
+        changed,
+        ["apps/kai-scheduler/sp.yaml", "apps/kueue/cluster-queues/gpu-sp.yaml"],
+        "a new SP queue changes SP's queue files (Kueue's and KAI Scheduler's) only"
+    );
     let sp = after.iter().find(|a| a.path == "apps/kueue/cluster-queues/gpu-sp.yaml").unwrap();
     assert!(sp.content.contains("name: cpu-eval"), "{}", sp.content);
 }

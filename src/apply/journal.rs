@@ -94,9 +94,13 @@ impl Journal {
     /// the state directory can edit): every address must be one fabric writes ([`sound`]), or
     /// the journal is refused before anything of it reaches a host.
     pub fn read(path: &Path) -> std::io::Result<Vec<Entry>> {
+        Journal::parse(&std::fs::read_to_string(path)?)
+    }
+
+    /// [`Journal::read`] of a journal's text (a shared copy, `fabric runs`).
+    pub fn parse(text: &str) -> std::io::Result<Vec<Entry>> {
         let bad =
             |line: usize, e: String| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("line {line}: {e}"));
-        let text = std::fs::read_to_string(path)?;
         // A last line without its newline is a write that did not finish (the machine stopped
         // or the disk filled mid-line): its entry never happened, as in any write-ahead log.
         let whole = match text.rfind('\n') {

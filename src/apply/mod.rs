@@ -11,6 +11,7 @@ pub mod host;
 pub mod interrupt;
 pub mod journal;
 pub mod kube;
+pub mod lease;
 pub mod pause;
 pub mod revert;
 pub mod wait;
@@ -256,6 +257,15 @@ pub async fn run(
     progress: Progress<'_>,
 ) -> Result<Vec<String>, ApplyError> {
     let path = journal.path.display().to_string();
+    // The Leases of the clusters that guard these steps, before anything is touched.
+    let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
+    let leases = match lease::take(targets, &guards, &holder(&opts.run), progress).await {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = journal.write(&Entry::End { run: opts.run.clone(), ok: false });
+            return Err(e);
+        }
+    };
     let shared = Shared {
         t,
         targets,
@@ -265,18 +275,20 @@ pub async fn run(
         journal: std::sync::Mutex::new(journal),
         journal_path: path.clone(),
         locked: std::sync::Mutex::new(Vec::new()),
+        leases,
     };
     let result = run_steps(&shared, steps, live).await;
     let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
     unlock_all(&shared.pool, targets, &locked, &opts.run).await;
-    let Shared { pool, journal, .. } = shared;
-    pool.close().await;
-    let journal = journal.into_inner().expect("journal lock");
     // Every step's outcome is journaled already; the end only marks the run finished, so a
     // journal that cannot take it changes neither the outcome nor what a rollback would do.
-    if let Err(e) = journal.write(&Entry::End { run: opts.run.clone(), ok: result.is_ok() }) {
+    if let Err(e) = shared.journal(&Entry::End { run: opts.run.clone(), ok: result.is_ok() }) {
         progress(&format!("warning: cannot write the run's end to the journal {path}: {e}"));
     }
+    shared.share().await;
+    let Shared { pool, mut leases, .. } = shared;
+    leases.release().await;
+    pool.close().await;
     result
 }
 
@@ -290,6 +302,7 @@ struct Shared<'a> {
     journal: std::sync::Mutex<&'a mut Journal>,
     journal_path: String,
     locked: std::sync::Mutex<Vec<Target>>,
+    leases: lease::Held,
 }
 
 impl Shared<'_> {
@@ -299,6 +312,15 @@ impl Shared<'_> {
             .expect("journal lock")
             .write(e)
             .map_err(|err| ApplyError::Journal { path: self.journal_path.clone(), reason: err.to_string() })
+    }
+
+    /// Shares the journal as it is on disk now with every operator (see
+    /// `lease::Held::share_journal`); a failure is said, not fatal: the local journal holds all.
+    async fn share(&self) {
+        let Ok(text) = std::fs::read_to_string(&self.journal_path) else { return };
+        for f in self.leases.share_journal(&self.opts.run, &text).await {
+            (self.progress)(&format!("warning: the run's journal is not shared in {f}"));
+        }
     }
 }
 
@@ -358,6 +380,7 @@ async fn run_steps(sh: &Shared<'_>, steps: &[StepWork], mut live: Live) -> Resul
                 }
             }
         }
+        sh.share().await;
         if let Some(e) = first_error {
             return Err(e);
         }
@@ -393,6 +416,8 @@ async fn apply_step(
     }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
+    // Shared before the change: another operator can roll it back should this machine be lost.
+    sh.share().await;
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
     let (applied, mut failure) = apply_rounds(sh, step, changes).await?;
     pause::at("applied").await;

@@ -75,7 +75,7 @@ pub struct StepSpec {
 
 /// Conditions a step's `when` may name; `instantiate.rs` evaluates them.
 pub const SELECTORS: &[&str] =
-    &["new-cluster", "existing-cluster", "has-vms", "has-bare-metal", "multikueue", "gateway"];
+    &["new-cluster", "existing-cluster", "has-vms", "has-bare-metal", "multikueue", "gateway", "gpu-sharing"];
 
 /// Decision keys a step may need; they are the field names of the topology's `decisions`.
 pub const DECISIONS: &[&str] = &["cluster_migration", "karmada_host", "argocd", "public_address", "drbd_cross_site"];

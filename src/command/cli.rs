@@ -37,6 +37,7 @@ pub enum Command {
     Man(crate::command::completions::ManOpts),
     Schema(crate::command::schema::Opts),
     Lock(crate::command::lock::Opts),
+    Runs(crate::command::runs::Opts),
 }
 
 /// A shell's completion script, generated from the CLI definition (so it never drifts).

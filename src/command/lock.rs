@@ -8,11 +8,14 @@ use crate::command::args::Global;
 use crate::operation::lock as lock_op;
 use crate::style::{Style, terminal_safe};
 
-/// See or break the locks an apply or rollback takes on the hosts
+/// See or break the locks an apply or rollback takes
 ///
-/// An apply or rollback writes /run/lock/fabric.lock on every SSH host it changes, naming the
-/// run, user, machine, pid and time, and removes it when done. A lock whose holder is gone (its
-/// process died on this machine, or it is older than 6 h) is stale.
+/// Every operator's apply or rollback takes the Lease fabric-system/fabric-apply of the clusters
+/// that guard its steps (a per-site step: its site's cluster; a step that spans sites: the
+/// federation's host cluster), renewed while it runs and expiring 60 s after a run dies. It also
+/// writes /run/lock/fabric.lock on every SSH host it changes, naming the run, user, machine, pid
+/// and time, and removes it when done. A lock whose holder is gone (its process died on this
+/// machine, it is older than 6 h, or a Lease not renewed within its duration) is stale.
 #[derive(Debug, Args)]
 pub struct Opts {
     #[command(subcommand)]
@@ -52,11 +55,35 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     match o.command {
         LockCommand::Status(s) => {
             let held = lock_op::status(&ws, &targets, &rt)?;
+            let leases = lock_op::leases(&ws, &targets, &rt)?;
             if s.format == crate::command::verify::VerifyFormat::Json {
-                println!("{}", serde_json::to_string_pretty(&held).expect("locks serialize"));
+                let v = serde_json::json!({ "hosts": held, "leases": leases });
+                println!("{}", serde_json::to_string_pretty(&v).expect("locks serialize"));
                 return Ok(Done::Ok);
             }
             let st = Style::stdout(g.no_color);
+            for l in &leases {
+                let line = match (&l.unreachable, &l.lease) {
+                    (Some(e), _) => format!("{}  {} Lease: unreachable: {e}", st.yellow("?"), l.target),
+                    (None, Some(s)) if !s.holder.is_empty() && s.expired() => format!(
+                        "{}  {} Lease: held by {} (stale: not renewed for {} s, its duration is {} s)",
+                        st.yellow("!"),
+                        l.target,
+                        s.holder,
+                        s.renewed_secs_ago,
+                        s.duration_secs
+                    ),
+                    (None, Some(s)) if !s.holder.is_empty() => format!(
+                        "{}  {} Lease: held by {} (renewed {} s ago)",
+                        st.red("L"),
+                        l.target,
+                        s.holder,
+                        s.renewed_secs_ago
+                    ),
+                    (None, _) => format!("{}  {} Lease: free", st.green("-"), l.target),
+                };
+                println!("{}", terminal_safe(&line, st.color));
+            }
             for h in &held {
                 let line = match (&h.unreachable, &h.lock) {
                     (Some(e), _) => format!("{}  {}: unreachable: {e}", st.yellow("?"), h.target),

@@ -9,6 +9,7 @@ pub mod lock;
 pub mod plan;
 pub mod render;
 pub mod rollback;
+pub mod runs;
 pub mod schema;
 pub mod state;
 pub mod validate;
@@ -53,6 +54,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Man(_) => completions::man(cli::man_page()),
         Command::Schema(o) => schema::run(&global, o),
         Command::Lock(o) => lock::run(&global, o),
+        Command::Runs(o) => runs::run(&global, o),
     }
 }
 
@@ -101,6 +103,16 @@ pub fn load(g: &Global) -> Result<Loaded, Report> {
         }
         topology::load_file(&path)
     };
+    loaded(result, g)
+}
+
+/// The workspace of another topology file (`plan --base`), loaded and checked like `-f`'s.
+pub fn workspace_of(g: &Global, path: &std::path::Path) -> Result<Workspace, Report> {
+    Ok(Workspace::new(loaded(topology::load_file(path), g)?)?)
+}
+
+/// A loaded topology, or its problems printed and the error that ends the command.
+fn loaded(result: Result<Loaded, LoadError>, g: &Global) -> Result<Loaded, Report> {
     match result {
         Ok(l) => {
             if !g.quiet {

@@ -17,11 +17,13 @@ use crate::style::{Style, terminal_safe};
 /// live against desired state and prints the changes. A target that cannot be reached is
 /// reported with the reason and the rest is still planned. Exit status: 0 no changes, 1 error
 /// (including a refused step), 2 changes with --detailed-exitcode. `--offline` reads nothing:
-/// every resource is planned as absent.
+/// every resource is planned as absent; with `--base FILE` as well, the plan is the change from
+/// that topology to this one (a pull request's, for review).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --step B.1 --out b1.plan\n  \
                         fabric plan --offline --phase B --with-deps\n  \
                         fabric plan --offline --site sp --format markdown --detailed-exitcode\n  \
+                        fabric plan --offline --base base.yaml --format markdown --detailed-exitcode\n  \
                         fabric plan --observed state.json --format markdown --detailed-exitcode")]
 pub struct Opts {
     #[command(flatten)]
@@ -32,6 +34,10 @@ pub struct Opts {
     /// Read nothing live: plan against a snapshot from `fabric state snapshot`
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
+    /// With --offline: plan the change from the topology FILE (a pull request's base, e.g.
+    /// `git show origin/main:topology.yaml > base.yaml`) to this one, instead of from nothing
+    #[arg(long, value_name = "FILE", requires = "offline")]
+    pub base: Option<PathBuf>,
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
@@ -44,17 +50,21 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let Opts { selection, offline, observed, format, detailed_exitcode, out } = o;
+    let Opts { selection, offline, observed, base, format, detailed_exitcode, out } = o;
     let ws = super::workspace(g)?;
     let found = ws.consistency();
     super::print_findings(&found, g);
     if let Some(e) = super::validate::consistency_error(&found) {
         return Err(e);
     }
-    let planned = match (offline, observed.as_deref()) {
-        (true, _) => plan_op::make(&ws, selection.into(), Source::Offline)?,
-        (false, Some(file)) => plan_op::make(&ws, selection.into(), Source::Snapshot(file))?,
-        (false, None) => {
+    let planned = match (offline, observed.as_deref(), base.as_deref()) {
+        (true, _, Some(file)) => {
+            let base = super::workspace_of(g, file)?;
+            plan_op::make(&ws, selection.into(), Source::Base { base: &base, file })?
+        }
+        (true, _, None) => plan_op::make(&ws, selection.into(), Source::Offline)?,
+        (false, Some(file), _) => plan_op::make(&ws, selection.into(), Source::Snapshot(file))?,
+        (false, None, _) => {
             let targets = super::targets(g, &ws)?;
             let rt = crate::operation::runtime()?;
             plan_op::make(&ws, selection.into(), Source::Live { targets: &targets, rt: &rt })?

@@ -9,7 +9,9 @@ use crate::operation::rollback as rollback_op;
 
 /// Revert an apply's recorded rollback points, newest step first
 ///
-/// Without RUN-ID, the newest run in .fabric/runs. Secrets are never restored from a journal.
+/// Without RUN-ID, the newest run in .fabric/runs. A RUN-ID this machine does not have is
+/// fetched from the clusters it was shared in (`fabric runs` lists every operator's runs).
+/// Secrets are never restored from a journal.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric rollback\n  fabric rollback 20261130T061502Z-4242")]
 pub struct Opts {
@@ -19,10 +21,17 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let run = rollback_op::choose_run(&g.state_dir, o.run)?;
     let ws = super::workspace(g)?;
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
+    // Another operator's run: its journal comes from the clusters it was shared in.
+    if let Some(r) = o.run.as_deref().filter(|r| crate::apply::journal::is_run_id(r)) {
+        ws.live_allowed("it holds production addresses: roll back runs of a topology of your own")?;
+        if crate::operation::runs::fetch(&targets, &g.state_dir, r, &rt)? && !g.quiet {
+            eprintln!("fabric: run {r} is another machine's: its journal was fetched from the clusters");
+        }
+    }
+    let run = rollback_op::choose_run(&g.state_dir, o.run)?;
     let quiet = g.quiet;
     let progress = move |line: &str| {
         if !quiet {

@@ -77,7 +77,7 @@ pub fn consistency_diags(l: &topology::Loaded) -> Result<Vec<Diag>, Report> {
         super::usage("graph::invalid", e.to_string(), "check the sites' clusters and external workloads")
     })?;
     let found = consistency::check(&l.topology, &graph, &desired, Level::Topology);
-    Ok(found.into_iter().map(|p| l.diag(consistency::awaiting(p))).collect())
+    Ok(found.into_iter().map(|p| l.diag(p)).collect())
 }
 
 /// The error that ends a command whose diagnostics hold consistency errors (printed above it).

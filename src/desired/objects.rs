@@ -31,6 +31,30 @@ pub const KARMADA_API_NODE_PORT: u16 = 32443;
 pub const GENERATE: &str = "fabric.io/generate";
 /// Node label with the GPU model, as the seed's override policies select on.
 pub const GPU_MODEL_LABEL: &str = "gpu.model";
+/// Node label with the memory of one of the node's GPUs, in GiB.
+pub const GPU_MEMORY_LABEL: &str = "gpu.memory-gib";
+/// Node label with the number of GPUs of the node.
+pub const GPU_COUNT_LABEL: &str = "gpu.count";
+
+/// The labels every GPU node carries, set by fabric (D.1): the one set that Karmada's
+/// overriders (C.6), Kueue's ResourceFlavors (D.1) and the GPU services' node selectors select
+/// on. The seed's own label, `gpu.model`, leads; the memory and count make a node's capacity
+/// selectable without knowing models.
+pub fn gpu_labels(g: &Gpu) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(GPU_MODEL_LABEL.into(), json!(g.model));
+    m.insert(GPU_MEMORY_LABEL.into(), json!(g.memory_gib.to_string()));
+    m.insert(GPU_COUNT_LABEL.into(), json!(g.count.to_string()));
+    m
+}
+
+/// A Node's labels as fabric sets them: applied server-side with fabric's field manager, so
+/// fabric owns these labels and nothing else of the Node (the kubelet registers and owns it).
+/// It carries no managed-by label: the Node is not fabric's, and fabric never creates or
+/// deletes one (`providers::kube` refuses a Node that does not exist).
+pub fn node_labels(name: &str, labels: Map<String, Value>) -> Value {
+    json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": name, "labels": labels } })
+}
 
 pub fn object(t: &Topology, api: &str, kind: &str, name: &str, ns: Option<&str>) -> Map<String, Value> {
     let mut meta = Map::new();
@@ -115,6 +139,10 @@ pub fn clustermesh_values(t: &Topology, s: &Site) -> Value {
                 "tls": { "auto": { "enabled": true, "method": "cronJob" } },
             },
             "config": { "enabled": true, "clusters": peers },
+            // Remote backends of global services as local EndpointSlices (beta upstream, off by
+            // default): the Kubernetes API then shows what each cluster reaches, which is what
+            // `verify` reads. Only the Services annotated for it are synchronised.
+            "enableEndpointSliceSynchronization": t.placement.iter().any(|c| c.global),
         },
     })
 }
@@ -272,14 +300,15 @@ fn cluster_of(t: &Topology, site: &str) -> String {
 }
 
 /// The PropagationPolicy of one placement class in one namespace (C.5).
+/// The Services of a global class are placed by [`global_services_policy`] instead (a resource
+/// is matched by one PropagationPolicy).
 pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
     let selectors: Vec<Value> = services
         .iter()
         .flat_map(|s| {
-            [
-                json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name }),
-                json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }),
-            ]
+            let deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name });
+            let service = (!c.global).then(|| json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }));
+            std::iter::once(deployment).chain(service)
         })
         .collect();
     let clusters = cluster_names(t, &c.sites);
@@ -322,25 +351,80 @@ pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: 
     with(object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &c.name, Some(ns)), "spec", spec)
 }
 
-/// The OverridePolicy of one member (C.6): GPU services select the member's GPU model.
+/// The annotations that make a Service a Cilium global service, as the seed's table has them:
+/// backends of every cluster (`global`), this cluster's shared with the others (`shared`),
+/// local ones preferred and remote ones the fallback (`affinity: local`); and the remote
+/// backends written into local EndpointSlices (`global-sync-endpoint-slices`, with Cluster
+/// Mesh's `enableEndpointSliceSynchronization`), so the Kubernetes API shows them.
+pub fn global_service_annotations() -> Value {
+    json!({
+        "service.cilium.io/global": "true",
+        "service.cilium.io/shared": "true",
+        "service.cilium.io/affinity": "local",
+        GLOBAL_SYNC_ANNOTATION: "true",
+    })
+}
+
+/// Cilium's annotation asking for a global Service's remote backends as local EndpointSlices.
+pub const GLOBAL_SYNC_ANNOTATION: &str = "service.cilium.io/global-sync-endpoint-slices";
+
+/// Karmada resource selectors of these services' Services.
+fn service_selectors(services: &[&Service]) -> Vec<Value> {
+    services.iter().map(|s| json!({ "apiVersion": "v1", "kind": "Service", "name": s.name })).collect()
+}
+
+/// For a global class (C.5): its Services in every member, wherever the workloads run. A
+/// Cilium global service needs a Service of the same name and namespace in each cluster that
+/// calls it; the cluster without workloads then reaches the others' backends.
+pub fn global_services_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
+    let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &format!("{}-services", c.name), Some(ns)),
+        "spec",
+        json!({
+            "resourceSelectors": selectors,
+            "placement": { "clusterAffinity": { "clusterNames": clusters }, "replicaScheduling": { "replicaSchedulingType": "Duplicated" } },
+        }),
+    )
+}
+
+/// For a global class (C.5): the global-service annotations on its Services in every member
+/// (an `annotationsOverrider`, which makes the map when the repository's Service has none).
+pub fn global_services_override(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
+    let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
+    with(
+        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("{}-global", c.name), Some(ns)),
+        "spec",
+        json!({
+            "resourceSelectors": selectors,
+            "overrideRules": [{
+                "targetCluster": { "clusterNames": clusters },
+                "overriders": { "annotationsOverrider": [{ "operator": "add", "value": global_service_annotations() }] },
+            }],
+        }),
+    )
+}
+
+/// The OverridePolicy of one member (C.6): GPU services run on the member's GPU nodes.
+///
+/// Karmada applies `plaintext` overriders as a JSON patch (RFC 6902), and an `add` whose parent
+/// does not exist fails. The services' Deployments come from the GitOps repository, with or
+/// without a `nodeSelector` or annotations, so every overrider here works either way: the node
+/// selector is added whole at `/spec/template/spec` (always there; an existing selector is
+/// replaced: at this member the GPU nodes decide), the pod label goes under the template's
+/// labels (which a Deployment's selector requires), and the annotation goes through
+/// `annotationsOverrider`, which creates the map when it is missing.
 pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], gpu_model: &str) -> Value {
     let selectors: Vec<Value> =
         services.iter().map(|svc| json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name })).collect();
     let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
-    let mut plaintext = vec![json!({
-        "path": format!("/spec/template/spec/nodeSelector/{}", GPU_MODEL_LABEL.replace('/', "~1")),
-        "operator": "add",
-        "value": gpu_model,
-    })];
-    // The gateway addresses each site's backends by this label (see `text::site_service`).
-    plaintext
-        .push(json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }));
+    let plaintext = vec![
+        json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
+        // The gateway addresses each site's backends by this label (see `text::site_service`).
+        json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
+    ];
     // The seed's "resource limits": one GPU per replica, with the model's memory noted.
-    plaintext.push(json!({
-        "path": "/metadata/annotations/fabric.io~1gpu-memory-gib",
-        "operator": "add",
-        "value": per_gpu.to_string(),
-    }));
+    let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
     with(
         object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("gpu-{}", s.name), Some(ns)),
         "spec",
@@ -348,7 +432,7 @@ pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], 
             "resourceSelectors": selectors,
             "overrideRules": [{
                 "targetCluster": { "clusterNames": [s.cluster.name] },
-                "overriders": { "plaintext": plaintext },
+                "overriders": { "plaintext": plaintext, "annotationsOverrider": annotations },
             }],
         }),
     )
@@ -372,19 +456,114 @@ pub fn cluster_taint_policy(t: &Topology) -> Value {
 
 // ---- ArgoCD -------------------------------------------------------------------------------
 
-/// The ArgoCD Application syncing the repository to the Karmada API (C.3).
-pub fn argocd_application(t: &Topology) -> Value {
+/// Where an ArgoCD Application sends what it syncs (C.3): the Karmada API (option A, through
+/// the cluster secret fabric makes) or the cluster ArgoCD runs in (option B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgoDestination<'a> {
+    Karmada,
+    InCluster { site: &'a str },
+}
+
+/// The ArgoCD Application syncing the repository's services (C.3). Only `federation.argocd.path`
+/// is synced (with option B, its folder for the site): the manifests of the services, never what
+/// fabric renders and applies. Pruning and self-heal are safe because of that split.
+pub fn argocd_application(t: &Topology, to: ArgoDestination<'_>) -> Value {
     let a = &t.federation.argocd;
+    let base = a.path.trim_matches('/');
+    let (path, destination) = match to {
+        ArgoDestination::Karmada => (base.to_string(), json!({ "name": "karmada", "namespace": "default" })),
+        ArgoDestination::InCluster { site } => {
+            (format!("{base}/{site}"), json!({ "server": "https://kubernetes.default.svc", "namespace": "default" }))
+        }
+    };
     with(
         object(t, "argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace)),
         "spec",
         json!({
             "project": "default",
-            "source": { "repoURL": a.repo, "targetRevision": a.revision, "path": a.path, "directory": { "recurse": true } },
-            "destination": { "name": "karmada", "namespace": "default" },
+            "source": { "repoURL": a.repo, "targetRevision": a.revision, "path": path, "directory": { "recurse": true } },
+            "destination": destination,
             "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
         }),
     )
+}
+
+/// ArgoCD itself (C.3): the argo-cd chart, pinned, installed through the K3s HelmChart with the
+/// chart's defaults (its CRDs included).
+pub fn argocd_helm_chart(t: &Topology) -> Value {
+    let version = t.versions.argocd.as_deref().unwrap_or_default();
+    helm_chart(
+        t,
+        "argocd",
+        "https://argoproj.github.io/argo-helm",
+        "argo-cd",
+        version,
+        &t.federation.argocd.namespace,
+        &json!({}),
+    )
+}
+
+// ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
+
+/// The RuntimeClass pods use to get the GPUs (K3s configures containerd's `nvidia` runtime when
+/// it finds `nvidia-container-runtime` on a host: K3s docs, "Advanced: NVIDIA Container Runtime").
+pub fn nvidia_runtime_class(t: &Topology) -> Value {
+    with(object(t, "node.k8s.io/v1", "RuntimeClass", "nvidia", None), "handler", json!("nvidia"))
+}
+
+/// Node affinity to the GPU nodes: those with fabric's `gpu.model` label (D.1).
+fn gpu_node_affinity() -> Value {
+    json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{ "matchExpressions": [{ "key": GPU_MODEL_LABEL, "operator": "Exists" }] }] } } })
+}
+
+/// The NVIDIA device plugin (D.1), which makes `nvidia.com/gpu` allocatable on the GPU nodes.
+/// Its chart selects nodes by NFD/GFD labels by default, which these nodes need not have: it
+/// runs on fabric's GPU nodes instead, with the `nvidia` runtime.
+pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
+    let values = json!({ "runtimeClassName": "nvidia", "affinity": gpu_node_affinity() });
+    helm_chart(
+        t,
+        "nvidia-device-plugin",
+        "https://nvidia.github.io/k8s-device-plugin",
+        "nvidia-device-plugin",
+        version,
+        "nvidia-device-plugin",
+        &values,
+    )
+}
+
+/// KAI Scheduler's namespace and the values it is installed with (D.5): GPU sharing on.
+pub const KAI_NAMESPACE: &str = "kai-scheduler";
+
+pub fn kai_values() -> Value {
+    json!({ "global": { "gpuSharing": true } })
+}
+
+pub fn kai_helm_chart(t: &Topology, version: &str) -> Value {
+    helm_chart(
+        t,
+        "kai-scheduler",
+        "oci://ghcr.io/nvidia/kai-scheduler",
+        "kai-scheduler",
+        version,
+        KAI_NAMESPACE,
+        &kai_values(),
+    )
+}
+
+/// A KAI Scheduler queue (`scheduling.run.ai/v2`): `gpus` guaranteed, no limit on CPU or
+/// memory (KAI's `-1`), under `parent` when given.
+pub fn kai_queue(t: &Topology, name: &str, parent: Option<&str>, gpus: u32) -> Value {
+    let open = json!({ "quota": 0, "limit": -1, "overQuotaWeight": 1 });
+    let mut spec = json!({ "resources": {
+        "gpu": { "quota": gpus, "limit": -1, "overQuotaWeight": 1 },
+        "cpu": open, "memory": open,
+    } });
+    if let Some(p) = parent {
+        spec["parentQueue"] = json!(p);
+    }
+    with(object(t, "scheduling.run.ai/v2", "Queue", name, None), "spec", spec)
 }
 
 // ---- Kueue --------------------------------------------------------------------------------
@@ -471,6 +650,14 @@ pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
     )
 }
 
+/// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).
+pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
+
+/// The D.4 test Job: one GPU for the moment it takes to start and exit, then it frees it. It never retries
+/// (`backoffLimit: 0`) and is stopped at [`TEST_JOB_DEADLINE_SECONDS`] whatever happens, so it
+/// cannot keep a site's GPU from real work. The finished Job stays as D.4's evidence (no
+/// `ttlSecondsAfterFinished`: fabric owns it, and a Job that deleted itself would show as to
+/// create again in every plan); MultiKueue removes the worker's copy once it finishes.
 pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
     let mut job = object(t, "batch/v1", "Job", "fabric-multikueue-test", Some(&l.namespace));
     job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!(l.name);
@@ -479,9 +666,13 @@ pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
         "spec",
         json!({
             "suspend": true,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": TEST_JOB_DEADLINE_SECONDS,
             "template": { "spec": {
                 "restartPolicy": "Never",
-                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["pause"],
+                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                    // agnhost's `entrypoint-tester` prints its arguments and exits.
+                    "args": ["entrypoint-tester", "fabric D.4"],
                     "resources": { "limits": { "nvidia.com/gpu": 1 } } }],
             } },
         }),
@@ -540,9 +731,29 @@ pub fn config_map(t: &Topology, name: &str, ns: &str, key: &str, text: &str) -> 
     Value::Object(m)
 }
 
+/// The gateway's port (TensorZero's default `gateway.bind_address` port).
+pub const GATEWAY_PORT: u16 = 3000;
+
+fn gateway_labels() -> Value {
+    json!({ "app": "tensorzero-gateway" })
+}
+
+/// The gateway's Service, the same in every cluster: a Cilium global service, so workloads at
+/// every site call `tensorzero-gateway.tensorzero` and reach the gateway wherever it runs
+/// (`affinity: local` prefers a gateway in the caller's own cluster when there is one).
+pub fn gateway_service(t: &Topology) -> Value {
+    let mut svc = object(t, "v1", "Service", "tensorzero-gateway", Some("tensorzero"));
+    svc["metadata"]["annotations"] = json!({
+        "service.cilium.io/global": "true",
+        "service.cilium.io/shared": "true",
+        "service.cilium.io/affinity": "local",
+    });
+    with(svc, "spec", json!({ "selector": gateway_labels(), "ports": [{ "name": "http", "port": GATEWAY_PORT }] }))
+}
+
 pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
     let tag = t.versions.tensorzero.as_deref().unwrap_or("latest");
-    let labels = json!({ "app": "tensorzero-gateway" });
+    let labels = gateway_labels();
     with(
         object(t, "apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero")),
         "spec",
@@ -556,7 +767,7 @@ pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
                         "name": "gateway",
                         "image": format!("tensorzero/gateway:{tag}"),
                         "args": ["--config-file", "/app/config/tensorzero.toml"],
-                        "ports": [{ "containerPort": 3000 }],
+                        "ports": [{ "containerPort": GATEWAY_PORT }],
                         "volumeMounts": [{ "name": "config", "mountPath": "/app/config", "readOnly": true }],
                     }],
                     "volumes": [{ "name": "config", "configMap": { "name": "tensorzero-config" } }],

@@ -115,7 +115,8 @@ pub const CHARTS: &[(&str, &[&str], &[&str])] = &[
 /// Secrets a chart's own templates make in its target namespace (what fabric's objects mount).
 const CHART_SECRETS: &[(&str, &str)] = &[("karmada", "karmada-cert")];
 
-/// API groups every Kubernetes API server serves, the Karmada API included.
+/// API groups every Kubernetes API server serves (the GA built-in groups), the Karmada API
+/// included (it is a kube-apiserver).
 pub const CORE_GROUPS: &[&str] = &[
     "",
     "apps",
@@ -131,6 +132,12 @@ pub const CORE_GROUPS: &[&str] = &[
     "autoscaling",
     "discovery.k8s.io",
     "events.k8s.io",
+    "node.k8s.io",
+    "certificates.k8s.io",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "apiregistration.k8s.io",
 ];
 
 /// Namespaces every API server has from the start.

@@ -53,7 +53,7 @@ pub fn prepare(
             // A plan made from live state or from a snapshot names what it observed.
             let fingerprint = match p.mode {
                 Mode::Live { fingerprint } | Mode::Observed { fingerprint, .. } => fingerprint,
-                Mode::Offline => return Err(OpError::OfflinePlanfile),
+                Mode::Offline | Mode::Base { .. } => return Err(OpError::OfflinePlanfile),
             };
             (p.selection, Some((p.topology_digest, fingerprint)))
         }

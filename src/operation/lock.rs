@@ -1,7 +1,8 @@
-//! Host locks as operators see them: `fabric lock status` reads the lock and the pending
-//! self-reverts of every SSH host of the topology (all at once), and `fabric lock release`
-//! removes the stale ones (their holder is gone), or any one with `--force` (break-glass, when
-//! the operator knows the holder is dead).
+//! Locks as operators see them: `fabric lock status` reads the lock and the pending
+//! self-reverts of every SSH host of the topology, and the Lease of every cluster (all at once),
+//! and `fabric lock release` removes the stale ones (their holder is gone: a dead process, an
+//! expired Lease), or any one with `--force` (break-glass, when the operator knows the holder is
+//! dead, or the sites are cut apart and the Lease's cluster is on the other side).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,6 +23,60 @@ pub struct HostLocks {
     pub lock: Option<HeldLock>,
     /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
     pub pending_reverts: Vec<String>,
+}
+
+/// A cluster's Lease (`providers::lease`).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterLease {
+    pub target: Target,
+    /// Why the cluster could not be read.
+    pub unreachable: Option<String>,
+    /// None when no run ever took it.
+    pub lease: Option<crate::providers::lease::LeaseState>,
+}
+
+/// The Lease of every cluster of the workspace, read at once.
+pub fn leases(ws: &Workspace, targets: &Targets, rt: &tokio::runtime::Runtime) -> Result<Vec<ClusterLease>, OpError> {
+    ws.live_allowed("it holds production addresses: look at the locks of a topology of your own")?;
+    let clusters: Vec<(Target, crate::providers::kube::KubeAccess)> = targets
+        .kube
+        .iter()
+        .filter(|(t, _)| matches!(t, Target::Cluster(_)))
+        .map(|(t, a)| (t.clone(), a.clone()))
+        .collect();
+    Ok(rt.block_on(futures::future::join_all(clusters.into_iter().map(|(target, access)| async move {
+        let read = async {
+            let client = crate::providers::kube::client(&target, &access).await?;
+            crate::providers::lease::read(&client).await
+        };
+        match read.await {
+            Ok(lease) => ClusterLease { target, unreachable: None, lease },
+            Err(e) => ClusterLease { target, unreachable: Some(e.to_string()), lease: None },
+        }
+    }))))
+}
+
+/// Releases expired Leases (or, with `force`, every held one) and says which.
+fn release_leases(
+    ws: &Workspace,
+    targets: &Targets,
+    force: bool,
+    rt: &tokio::runtime::Runtime,
+) -> Result<BTreeMap<Target, String>, OpError> {
+    let mut released = BTreeMap::new();
+    for l in leases(ws, targets, rt)? {
+        let Some(state) = l.lease.filter(|s| !s.holder.is_empty() && (force || s.expired())) else { continue };
+        let Some(access) = targets.kube.get(&l.target) else { continue };
+        let done = rt.block_on(async {
+            let client = crate::providers::kube::client(&l.target, access).await.ok()?;
+            // Only that holder's Lease goes: one taken over meanwhile stays.
+            crate::providers::lease::release(&client, &state.holder).await.ok()
+        });
+        if done == Some(true) {
+            released.insert(l.target, state.holder);
+        }
+    }
+    Ok(released)
 }
 
 /// The locks of every SSH host of the workspace, read at once.
@@ -65,6 +120,7 @@ pub fn release(
     force: bool,
     rt: &tokio::runtime::Runtime,
 ) -> Result<BTreeMap<Target, String>, OpError> {
+    let mut leases_released = release_leases(ws, targets, force, rt)?;
     let held = status(ws, targets, rt)?;
     let pool = Pool::default();
     let released = rt.block_on(async {
@@ -81,5 +137,6 @@ pub fn release(
         pool.close().await;
         released
     });
-    Ok(released)
+    leases_released.extend(released);
+    Ok(leases_released)
 }

@@ -9,6 +9,7 @@ pub mod plan;
 pub mod read;
 pub mod render;
 pub mod rollback;
+pub mod runs;
 pub mod snapshot;
 pub mod verify;
 pub mod workspace;

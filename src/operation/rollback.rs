@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use super::{OpError, Workspace};
 use crate::addr::Target;
 use crate::apply::journal::{self, Entry, Journal};
-use crate::apply::revert;
+use crate::apply::{lease, revert};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
 
@@ -61,8 +61,17 @@ pub fn run(
     let result: Result<(), OpError> = rt.block_on(async {
         let pool = Pool::default();
         let locked = std::sync::Mutex::new(Vec::new());
-        let mut result = match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
-            Ok(()) => Ok(()),
+        // The same Leases as an apply of these steps would take, then the host locks.
+        let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
+        let mut leases = None;
+        let mut result = match lease::take(targets, &guards, &crate::apply::holder(&holder_run), progress).await {
+            Ok(held) => {
+                leases = Some(held);
+                match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
+                    Ok(()) => Ok(()),
+                    Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+                }
+            }
             Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
         };
         for (step, priors) in steps.iter().filter(|_| result.is_ok()) {
@@ -81,6 +90,15 @@ pub fn run(
         }
         let locked = locked.into_inner().expect("lock list");
         crate::apply::unlock_all(&pool, targets, &locked, &holder_run).await;
+        if let Some(mut held) = leases {
+            // Every operator sees the run rolled back (`fabric runs`).
+            if let Ok(text) = std::fs::read_to_string(&j.path) {
+                for f in held.share_journal(run, &text).await {
+                    progress(&format!("warning: the run's journal is not shared in {f}"));
+                }
+            }
+            held.release().await;
+        }
         pool.close().await;
         result
     });

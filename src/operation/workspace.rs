@@ -39,11 +39,10 @@ impl Workspace {
         Ok(Workspace { loaded, catalog, graph, desired, digest, offline_only: false })
     }
 
-    /// The consistency pass over every object (`render`, `plan`), with the findings that await
-    /// a fix listed in `consistency::AWAITING` as warnings.
+    /// The consistency pass over every object (`render`, `plan`).
     pub fn consistency(&self) -> Vec<Diag> {
         let found = consistency::check(self.topology(), &self.graph, &self.desired, Level::Objects);
-        found.into_iter().map(|p| self.loaded.diag(consistency::awaiting(p))).collect()
+        found.into_iter().map(|p| self.loaded.diag(p)).collect()
     }
 
     /// Refuses live work on the embedded example (`help` says what to do instead).

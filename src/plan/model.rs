@@ -11,7 +11,7 @@ use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
 /// when fields are added, the major one when a consumer must change. 1.1 added `held`.
-pub const FORMAT_VERSION: &str = "1.1";
+pub const FORMAT_VERSION: &str = "1.2";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -52,6 +52,9 @@ pub enum Mode {
     Live { fingerprint: String },
     /// Nothing was read: the state comes from a snapshot file (`fabric state snapshot`).
     Observed { file: String, fingerprint: String },
+    /// Nothing was read: the change from what the base topology (`file`, e.g. the pull
+    /// request's target branch) would write to what this one would. Never applied.
+    Base { file: String },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

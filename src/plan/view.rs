@@ -19,6 +19,9 @@ fn mode_line(p: &Plan) -> String {
                 &fingerprint[..12.min(fingerprint.len())]
             )
         }
+        Mode::Base { file } => {
+            format!("the change from {file}: what fabric would write then and now; nothing was read")
+        }
     }
 }
 
@@ -116,22 +119,42 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|").replace('<', "&lt;").replace('>', "&gt;")
 }
 
+/// GitHub's limit for a comment is 65536 characters; the folded diffs stop well before it.
+const MARKDOWN_DIFF_BUDGET: usize = 50_000;
+
+/// The plan as a pull-request comment, as reviewers read one (Atlantis is the model): the
+/// summary, then what needs their attention (refused steps, high-risk steps that change),
+/// a line per step that changes, and every change's diff folded.
 pub fn markdown(p: &Plan) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### fabric plan: `{}`\n", p.fabric);
     let _ = writeln!(out, "_{}_ · topology `{}`\n", mode_line(p), p.topology_file);
     let _ = writeln!(out, "**{}**\n", summary_line(p));
-    let _ = writeln!(out, "| step | title | risk | create | update | delete | status |");
-    let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
-    for s in &p.steps {
+    let changes = |s: &super::model::StepPlan| s.changes.iter().any(|c| c.action != Action::NoOp);
+    for s in p.steps.iter().filter(|s| s.refused.is_some()) {
+        let _ = writeln!(
+            out,
+            "> :no_entry: **`{}` refused:** {}\n",
+            s.key,
+            md_escape(s.refused.as_deref().unwrap_or_default())
+        );
+    }
+    for s in p.steps.iter().filter(|s| s.risk == crate::catalog::spec::Risk::High && changes(s)) {
+        let _ = writeln!(
+            out,
+            "> :warning: **`{}` is high-risk** ({}) and changes here: review it closely.\n",
+            s.key,
+            md_escape(&s.title)
+        );
+    }
+    let shown: Vec<_> = p.steps.iter().filter(|s| changes(s) || s.refused.is_some()).collect();
+    if !shown.is_empty() {
+        let _ = writeln!(out, "| step | title | risk | create | update | delete | status |");
+        let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
+    }
+    for s in &shown {
         let count = |a: Action| s.changes.iter().filter(|c| c.action == a).count();
-        let status = if s.refused.is_some() {
-            "refused"
-        } else if s.changes.iter().any(|c| c.action != Action::NoOp) {
-            "changes"
-        } else {
-            "up to date"
-        };
+        let status = if s.refused.is_some() { "refused" } else { "changes" };
         let _ = writeln!(
             out,
             "| `{}` | {} | {} | {} | {} | {} | {} |",
@@ -144,24 +167,52 @@ pub fn markdown(p: &Plan) -> String {
             status
         );
     }
+    let unchanged = p.steps.len() - shown.len();
+    if unchanged > 0 {
+        let _ = writeln!(out, "\n_{unchanged} step(s) without changes._");
+    }
     out.push('\n');
-    for s in p.steps.iter().filter(|s| s.refused.is_some()) {
-        let _ = writeln!(out, "> **{} refused:** {}\n", s.key, md_escape(s.refused.as_deref().unwrap_or_default()));
+    if shown.iter().any(|s| changes(s)) {
+        markdown_diffs(p, &mut out);
     }
-    let _ = writeln!(out, "<details><summary>Changes by resource</summary>\n\n```diff");
-    for s in &p.steps {
-        if s.changes.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "# {} {}", s.key, s.title);
-        for c in &s.changes {
-            let sensitive = if c.sensitive { " (sensitive)" } else { "" };
-            let _ = writeln!(out, "{} {}  # {}{}", c.action.symbol(), c.address, c.summary, sensitive);
-        }
-    }
-    let _ = writeln!(out, "```\n\n</details>");
     for u in &p.unreachable {
         let _ = writeln!(out, "\n:warning: `{}` unreachable: {}", u.target, md_escape(&u.reason));
     }
     out
+}
+
+/// Every change with its diff, folded; past [`MARKDOWN_DIFF_BUDGET`] only the addresses.
+fn markdown_diffs(p: &Plan, out: &mut String) {
+    let _ = writeln!(out, "<details><summary>Changes by resource</summary>\n\n```diff");
+    let mut budget = MARKDOWN_DIFF_BUDGET;
+    let mut cut = 0;
+    for s in &p.steps {
+        let changed: Vec<_> = s.changes.iter().filter(|c| c.action != Action::NoOp).collect();
+        if changed.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "# {} {}", s.key, s.title);
+        for c in changed {
+            let sensitive = if c.sensitive { " (sensitive: not shown)" } else { "" };
+            let _ = writeln!(out, "{} {}  # {}{}", c.action.symbol(), c.address, c.summary, sensitive);
+            let diff = c.diff.as_deref().unwrap_or_default();
+            // The diff's own header lines say nothing the line above does not.
+            let body: String = diff
+                .lines()
+                .filter(|l| !l.starts_with("--- ") && !l.starts_with("+++ "))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            if body.len() <= budget {
+                budget -= body.len();
+                out.push_str(&body.replace("```", "` ` `"));
+            } else if !body.is_empty() {
+                cut += 1;
+            }
+        }
+    }
+    let _ = writeln!(out, "```\n\n</details>");
+    if cut > 0 {
+        let _ =
+            writeln!(out, "\n_{cut} diff(s) left out to keep the comment short: run `fabric plan` for all of them._");
+    }
 }

@@ -51,6 +51,12 @@ pub enum KubeError {
     /// The data of a Secret fabric copies cannot be made (its source is absent or incomplete).
     #[error(transparent)]
     Secret(#[from] SecretError),
+    /// A Node fabric would label is not in the cluster. fabric labels nodes; it never creates
+    /// (or deletes) one: the kubelet registers its node when the host joins.
+    #[error(
+        "node {node} is not in the cluster yet: fabric labels nodes but does not create them (join the host, then plan again)"
+    )]
+    NodeMissing { node: String },
 }
 
 impl KubeError {
@@ -177,14 +183,21 @@ pub fn api_for(client: &Client, obj: &Value) -> (Api<DynamicObject>, String) {
     (api, name)
 }
 
-/// The part of `live` that has the shape of `desired`: only the fields fabric manages.
+/// The part of `live` that has the shape of `desired`: only the fields fabric manages. A map
+/// of which live has none of the keys fabric sets is left out, as if absent: re-applied as a
+/// rollback point, it then drops fabric's keys instead of claiming the whole map.
 pub fn project(live: &Value, desired: &Value) -> Value {
     match (live, desired) {
         (Value::Object(l), Value::Object(d)) => {
             let mut out = serde_json::Map::new();
             for (k, dv) in d {
                 if let Some(lv) = l.get(k) {
-                    out.insert(k.clone(), project(lv, dv));
+                    let p = project(lv, dv);
+                    let none_of_ours =
+                        p.as_object().is_some_and(|m| m.is_empty()) && dv.as_object().is_some_and(|m| !m.is_empty());
+                    if !none_of_ours {
+                        out.insert(k.clone(), p);
+                    }
                 }
             }
             Value::Object(out)
@@ -323,6 +336,9 @@ pub async fn read(
             Observed::Present(text(&project(&v, desired)))
         }
     };
+    if observed == Observed::Absent && is_node(desired) {
+        return Ok((observed, Some(KubeError::NodeMissing { node: name })));
+    }
     // The server-side dry run: the would-be object, or why it would be refused.
     let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
     let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await.map_err(KubeError::from) {
@@ -335,9 +351,18 @@ pub async fn read(
     Ok((observed, refusal))
 }
 
-/// Server-side apply of `desired`; `force` takes fields over from other managers.
+/// A Node (whose labels fabric sets, and which it must never create or delete).
+fn is_node(obj: &Value) -> bool {
+    obj["apiVersion"] == "v1" && obj["kind"] == "Node"
+}
+
+/// Server-side apply of `desired`; `force` takes fields over from other managers. A Node is
+/// only ever changed, never created: one that is gone is refused.
 pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), KubeError> {
     let (api, name) = api_for(client, desired);
+    if is_node(desired) && api.get_opt(&name).await?.is_none() {
+        return Err(KubeError::NodeMissing { node: name });
+    }
     let mut pp = PatchParams::apply(FIELD_MANAGER);
     if force {
         pp = pp.force();
@@ -349,6 +374,8 @@ pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), 
 /// Puts an object back: delete it when it did not exist, else re-apply its prior fields.
 pub async fn revert(client: &Client, desired: &Value, prior: &Observed) -> Result<(), KubeError> {
     match prior {
+        // A Node is the kubelet's: putting fabric's labels back never deletes it.
+        Observed::Absent if is_node(desired) => Ok(()),
         Observed::Absent => delete(client, desired).await,
         Observed::Present(t) if t == SENSITIVE => Ok(()),
         Observed::Present(t) => {

@@ -6,6 +6,7 @@
 //! WireGuard private key stays on its host, a VyOS `private-key` line is dropped when read.
 
 pub mod kube;
+pub mod lease;
 pub mod secrets;
 pub mod wgkey;
 

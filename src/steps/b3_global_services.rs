@@ -3,13 +3,12 @@
 
 use futures::future::BoxFuture;
 
-use super::verify::{ReadError, Verdict, client, get, id};
+use super::verify::{ReadError, Verdict, get, id, ready_endpoints};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
-use crate::providers::kube as k;
 
 pub struct B3;
 
@@ -66,16 +65,5 @@ async fn ready_backends(cx: &VerifyCx<'_>, target: &Target, ns: &str, name: &str
     if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
         return Err(ReadError(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\"")));
     }
-    let client = client(cx.targets, target).await?;
-    let probe = id("discovery.k8s.io/v1", "EndpointSlice", "", Some(ns));
-    let (api, _) = k::api_for(&client, &probe);
-    let lp = kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={name}"));
-    let slices = api.list(&lp).await.map_err(|e| ReadError(k::describe(&e)))?;
-    Ok(slices
-        .items
-        .iter()
-        .filter_map(|s| serde_json::to_value(s).ok())
-        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
-        .filter(|e| e["conditions"]["ready"] != false)
-        .count())
+    Ok(ready_endpoints(cx.targets, target, ns, name).await?.iter().map(|(_, _, n)| n).sum())
 }

@@ -1,6 +1,9 @@
-//! C.3 — ArgoCD deploys the GitOps repository to the Karmada API (seed: "ArgoCD → Karmada API"):
-//! ArgoCD's identity in Karmada, its cluster secret shaped from that identity's token at apply
-//! time, the services' namespaces in Karmada, and the Application.
+//! C.3 — ArgoCD deploys the GitOps repository's services (seed: "ArgoCD → Karmada API"): ArgoCD
+//! itself (the argo-cd chart), and with option A its identity in Karmada, its cluster secret
+//! shaped from that identity's token at apply time, the services' namespaces in Karmada and the
+//! Application syncing to Karmada; with option B an Application per cluster syncing the site's
+//! folder into that cluster. ArgoCD syncs only `federation.argocd.path`: what fabric applies is
+//! never in it (docs/design.md, "Who owns what").
 
 use futures::future::BoxFuture;
 
@@ -26,21 +29,37 @@ impl Step for C3 {
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
         let a = &t.federation.argocd;
-        let sites: Vec<&Site> = match t.decisions.argocd {
-            ArgoCdChoice::PerCluster => t.sites.iter().collect(),
-            _ => t.sites.iter().filter(|s| s.name == a.site).collect(),
-        };
-        // ArgoCD's identity in the Karmada API: a ServiceAccount whose token the Karmada API
-        // fills, shaped into ArgoCD's cluster secret at apply time.
-        identity(out, None, "argocd-manager", "kube-system", "cluster-admin", "ArgoCD");
-        // The services' namespaces in Karmada: ArgoCD deploys into them, the policies of C.5/C.6
-        // live in them, and Karmada propagates them to the members.
-        for ns in namespaces(t.services.iter()) {
-            out.kube(None, o::namespace(t, &ns), "namespace ArgoCD deploys services into", None);
+        let per_cluster = t.decisions.argocd == ArgoCdChoice::PerCluster;
+        let sites: Vec<&Site> =
+            if per_cluster { t.sites.iter().collect() } else { t.sites.iter().filter(|s| s.name == a.site).collect() };
+        if !per_cluster {
+            // ArgoCD's identity in the Karmada API: a ServiceAccount whose token the Karmada API
+            // fills, shaped into ArgoCD's cluster secret at apply time.
+            identity(out, None, "argocd-manager", "kube-system", "cluster-admin", "ArgoCD");
+            // The services' namespaces in Karmada: ArgoCD deploys into them, the policies of
+            // C.5/C.6 live in them, and Karmada propagates them to the members.
+            for ns in namespaces(t.services.iter()) {
+                out.kube(None, o::namespace(t, &ns), "namespace ArgoCD deploys services into", None);
+            }
         }
-        let server = karmada_server(t);
         for s in sites {
-            out.kube(Some(&s.name), o::namespace(t, &a.namespace), "ArgoCD's namespace", None);
+            let site = Some(s.name.as_str());
+            out.kube(site, o::namespace(t, &a.namespace), "ArgoCD's namespace", None);
+            if a.install {
+                let version = t.versions.argocd.as_deref().unwrap_or("(unpinned)");
+                let file = Some(format!("apps/argocd/helmchart-{}.yaml", s.name));
+                out.kube(site, o::argocd_helm_chart(t), format!("ArgoCD (argo-cd {version})"), file);
+            }
+            let file = Some(format!("apps/argocd/application-{}.yaml", s.name));
+            if per_cluster {
+                // Option B: this cluster's ArgoCD syncs the site's folder into the cluster itself,
+                // so a partition leaves each site able to deploy.
+                let app = o::argocd_application(t, o::ArgoDestination::InCluster { site: &s.name });
+                let summary = format!("{} @ {} path {}/{} → this cluster", a.repo, a.revision, a.path, s.name);
+                out.kube(site, app, summary, file);
+                continue;
+            }
+            let server = karmada_server(t);
             let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
             secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
             secret["metadata"]["annotations"] = serde_json::json!({
@@ -49,10 +68,9 @@ impl Step for C3 {
                 o::SERVER: server,
                 o::CLUSTER_NAME: "karmada",
             });
-            out.kube(Some(&s.name), secret, format!("ArgoCD cluster `karmada` at {server}"), None);
+            out.kube(site, secret, format!("ArgoCD cluster `karmada` at {server}"), None);
             let summary = format!("{} @ {} path {} → Karmada API", a.repo, a.revision, a.path);
-            let file = Some(format!("apps/argocd/application-{}.yaml", s.name));
-            out.kube(Some(&s.name), o::argocd_application(t), summary, file);
+            out.kube(site, o::argocd_application(t, o::ArgoDestination::Karmada), summary, file);
         }
     }
 
@@ -61,20 +79,28 @@ impl Step for C3 {
     }
 }
 
-/// ArgoCD's Application that deploys the repository to Karmada is Synced and Healthy.
+/// Each ArgoCD Application C.3 made (Karmada's, or each cluster's with option B) is Synced and
+/// Healthy.
 async fn argocd(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let a = &cx.t.federation.argocd;
-    let target = Target::cluster(&a.site);
-    let app = id("argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace));
-    let (verdict, evidence) = match get(cx.targets, &target, app).await {
-        Err(e) => (Verdict::Fail, format!("{target}: {e}")),
-        Ok(None) => (Verdict::Fail, format!("{target}: Application {}/fabric-apps does not exist", a.namespace)),
-        Ok(Some(app)) => {
-            let sync = app["status"]["sync"]["status"].as_str().unwrap_or("unknown");
-            let health = app["status"]["health"]["status"].as_str().unwrap_or("unknown");
-            let v = if sync == "Synced" && health == "Healthy" { Verdict::Pass } else { Verdict::Fail };
-            (v, format!("{target}: fabric-apps sync {sync}, health {health}"))
-        }
-    };
-    vec![CheckResult { step: cx.key.into(), check: "ArgoCD deploys to Karmada".into(), verdict, evidence }]
+    let per_cluster = cx.t.decisions.argocd == ArgoCdChoice::PerCluster;
+    let sites: Vec<&str> = if per_cluster { cx.t.sites.iter().map(|s| s.name.as_str()).collect() } else { vec![&a.site] };
+    let check = if per_cluster { "ArgoCD deploys to its cluster" } else { "ArgoCD deploys to Karmada" };
+    let mut out = Vec::new();
+    for site in sites {
+        let target = Target::cluster(site);
+        let app = id("argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace));
+        let (verdict, evidence) = match get(cx.targets, &target, app).await {
+            Err(e) => (Verdict::Fail, format!("{target}: {e}")),
+            Ok(None) => (Verdict::Fail, format!("{target}: Application {}/fabric-apps does not exist", a.namespace)),
+            Ok(Some(app)) => {
+                let sync = app["status"]["sync"]["status"].as_str().unwrap_or("unknown");
+                let health = app["status"]["health"]["status"].as_str().unwrap_or("unknown");
+                let v = if sync == "Synced" && health == "Healthy" { Verdict::Pass } else { Verdict::Fail };
+                (v, format!("{target}: fabric-apps sync {sync}, health {health}"))
+            }
+        };
+        out.push(CheckResult { step: cx.key.into(), check: check.into(), verdict, evidence });
+    }
+    out
 }

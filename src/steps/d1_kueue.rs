@@ -1,5 +1,6 @@
-//! D.1 — Kueue in each cluster (seed: "Kueue local"): the chart, the site's GPU flavor, and its
-//! ClusterQueues and LocalQueues (the MultiKueue queue comes with its admission check in D.3).
+//! D.1 — Kueue in each cluster (seed: "Kueue local"): the chart, the GPU nodes' labels, the
+//! site's GPU flavor, and its ClusterQueues and LocalQueues (the MultiKueue queue comes with its
+//! admission check in D.3).
 
 use std::collections::BTreeSet;
 
@@ -37,6 +38,24 @@ impl Step for D1 {
             let mut seen = BTreeSet::new();
             for ns in nss.into_iter().filter(|n| seen.insert(*n)) {
                 out.kube(site, o::namespace(t, ns), "namespace", None);
+            }
+            // The GPU nodes' labels, which the flavor below, C.6's overriders and the GPU
+            // services select on.
+            let nodes_file = Some(format!("apps/kueue/gpu-nodes-{}.yaml", s.name));
+            for n in &s.cluster.nodes {
+                let Some(g) = &n.gpu else { continue };
+                let labels = o::gpu_labels(g);
+                let summary = labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()));
+                let summary = format!("labels {}", summary.collect::<Vec<_>>().join(", "));
+                out.kube(site, o::node_labels(&n.name, labels), summary, nodes_file.clone());
+            }
+            // What makes `nvidia.com/gpu` exist on those nodes: the `nvidia` runtime (K3s
+            // sets up containerd's when the host has the NVIDIA container toolkit) and the
+            // device plugin.
+            if let (true, Some(v)) = (s.cluster.nodes.iter().any(|n| n.gpu.is_some()), &t.versions.nvidia_device_plugin) {
+                let file = Some(format!("apps/nvidia/device-plugin-{}.yaml", s.name));
+                out.kube(site, o::nvidia_runtime_class(t), "runtime class `nvidia`", file.clone());
+                out.kube(site, o::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
             }
             let fl = flavor(s);
             out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());

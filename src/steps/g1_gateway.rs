@@ -1,5 +1,6 @@
 //! G.1 — the TensorZero gateway (no step in the seed, which describes it in its own section):
-//! its config, its Deployment, and per-site global services for the vLLM backends it routes to.
+//! its config, its Deployment, its global Service in every cluster, and per-site global
+//! services for the vLLM backends it routes to.
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -35,7 +36,16 @@ impl Step for G1 {
         let cm = o::config_map(t, "tensorzero-config", "tensorzero", "tensorzero.toml", &toml);
         out.kube(site, cm, format!("{} model(s): {}", models.len(), models.join(", ")), file.clone());
         let summary = format!("TensorZero {}", t.versions.tensorzero.as_deref().unwrap_or("(unpinned)"));
-        out.kube(site, o::gateway_deployment(t, g), summary, file);
+        out.kube(site, o::gateway_deployment(t, g), summary, file.clone());
+        // Callers at every site reach the gateway by one name: a global Service in each cluster
+        // (with its namespace where the gateway does not run).
+        for s in &t.sites {
+            if s.name != g.site {
+                out.kube(Some(&s.name), o::namespace(t, "tensorzero"), "gateway namespace", file.clone());
+            }
+            let summary = format!("tensorzero-gateway:{} (global), for callers at {}", o::GATEWAY_PORT, s.name);
+            out.kube(Some(&s.name), o::gateway_service(t), summary, file.clone());
+        }
         gateway_site_services(out, g);
     }
 

@@ -82,6 +82,7 @@ steps! {
     d2_multikueue::D2,
     d3_dispatch_queue::D3,
     d4_test_job::D4,
+    d5_gpu_sharing::D5,
     g1_gateway::G1,
 }
 
@@ -201,6 +202,127 @@ mod tests {
         assert_eq!(table, code, "ALL lists the steps in catalog order");
     }
 
+    fn example() -> Topology {
+        crate::topology::load_str("example.yaml", include_str!("../../topology.example.yaml").to_string())
+            .unwrap()
+            .topology
+    }
+
+    /// Every object of `id`'s instances in the example.
+    fn objects_of(t: &Topology, id: &str) -> Vec<(Resource, serde_json::Value)> {
+        let g = crate::catalog::StepGraph::build(&with_code_needs(Catalog::embedded().unwrap()), t).unwrap();
+        g.order
+            .iter()
+            .filter(|&&n| g.graph[n].spec.id == id)
+            .flat_map(|&n| for_instance(&g.graph[n], t))
+            .filter_map(|r| r.kube_object().cloned().map(|o| (r, o)))
+            .collect()
+    }
+
+    /// Issue 12, item 7: callers at every site reach the gateway, so each cluster has its
+    /// Service (global, selecting the gateway's pods on its port).
+    #[test]
+    fn the_gateway_has_a_global_service_in_every_cluster() {
+        let t = example();
+        let objects = objects_of(&t, "G.1");
+        let deploy = objects.iter().find(|(_, o)| o["kind"] == "Deployment").map(|(_, o)| o.clone()).unwrap();
+        for s in &t.sites {
+            let svc = objects
+                .iter()
+                .find(|(r, o)| {
+                    o["kind"] == "Service"
+                        && o["metadata"]["name"] == "tensorzero-gateway"
+                        && r.site.as_deref() == Some(&s.name)
+                })
+                .map(|(_, o)| o.clone())
+                .unwrap_or_else(|| panic!("no gateway Service at {}", s.name));
+            assert_eq!(svc["metadata"]["annotations"]["service.cilium.io/global"], "true");
+            assert_eq!(svc["spec"]["selector"], deploy["spec"]["template"]["metadata"]["labels"]);
+            let port = &deploy["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"];
+            assert_eq!(&svc["spec"]["ports"][0]["port"], port);
+            let ns = objects.iter().any(|(r, o)| {
+                o["kind"] == "Namespace" && o["metadata"]["name"] == "tensorzero" && r.site.as_deref() == Some(&s.name)
+            });
+            assert!(ns, "the Service's namespace exists at {}", s.name);
+        }
+    }
+
+    /// Issue 12, item 2: ArgoCD is installed where it runs and syncs only the services' folder;
+    /// option A sends it to Karmada, option B gives each cluster its own ArgoCD syncing the
+    /// site's folder into that cluster, with nothing of it in Karmada.
+    #[test]
+    fn argocd_is_installed_and_syncs_only_the_services() {
+        let single = example();
+        let objs = objects_of(&single, "C.3");
+        let apps: Vec<&serde_json::Value> =
+            objs.iter().map(|(_, o)| o).filter(|o| o["kind"] == "Application").collect();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(apps[0]["spec"]["destination"]["name"], "karmada");
+        assert_eq!(apps[0]["spec"]["source"]["path"], "services");
+        let charts = objs.iter().filter(|(_, o)| o["kind"] == "HelmChart" && o["spec"]["chart"] == "argo-cd").count();
+        assert_eq!(charts, 1, "ArgoCD is installed with its Application");
+
+        let text = include_str!("../../topology.example.yaml").replace("  argocd: single", "  argocd: per-cluster");
+        let per = crate::topology::load_str("t.yaml", text).unwrap().topology;
+        let objs = objects_of(&per, "C.3");
+        for s in &per.sites {
+            let at = |kind: &str| {
+                objs.iter().filter(|(r, o)| o["kind"] == kind && r.site.as_deref() == Some(s.name.as_str())).count()
+            };
+            assert_eq!((at("Application"), at("HelmChart")), (1, 1), "{}", s.name);
+        }
+        for (r, o) in &objs {
+            assert!(*r.target() != crate::addr::Target::Karmada, "option B puts nothing in Karmada: {}", r.address);
+            if o["kind"] == "Application" {
+                assert_eq!(o["spec"]["destination"]["server"], "https://kubernetes.default.svc");
+                let site = r.site.as_deref().unwrap();
+                assert_eq!(o["spec"]["source"]["path"], format!("services/{site}"));
+            }
+        }
+    }
+
+    /// Issue 13, parts 1 and 2: the NVIDIA runtime and device plugin on the GPU nodes (D.1),
+    /// and KAI Scheduler with GPU sharing on and queues that match Kueue's quotas (D.5).
+    #[test]
+    fn gpus_are_exposed_and_shared_with_queues_matching_kueues() {
+        let t = example();
+        for s in &t.sites {
+            let here = |(r, _): &(Resource, serde_json::Value)| r.site.as_deref() == Some(s.name.as_str());
+            let d1: Vec<_> = objects_of(&t, "D.1").into_iter().filter(here).collect();
+            let plugin = d1.iter().find(|(_, o)| o["spec"]["chart"] == "nvidia-device-plugin").map(|(_, o)| o).unwrap();
+            let values = plugin["spec"]["valuesContent"].as_str().unwrap();
+            assert!(values.contains("key: gpu.model") && values.contains("runtimeClassName: nvidia"), "{values}");
+            assert!(d1.iter().any(|(_, o)| o["kind"] == "RuntimeClass" && o["handler"] == "nvidia"));
+            let d5: Vec<_> = objects_of(&t, "D.5").into_iter().filter(here).collect();
+            let chart = d5.iter().find(|(_, o)| o["kind"] == "HelmChart").map(|(_, o)| o).unwrap();
+            assert!(chart["spec"]["valuesContent"].as_str().unwrap().contains("gpuSharing: true"));
+            let queue = |name: &str| {
+                d5.iter().find(|(_, o)| o["kind"] == "Queue" && o["metadata"]["name"] == name).map(|(_, o)| o.clone())
+            };
+            let parent = queue(&s.name).unwrap();
+            assert_eq!(parent["spec"]["resources"]["gpu"]["quota"], crate::topology::rules::site_gpus(s));
+            for q in &s.queues {
+                let child = queue(&q.name).unwrap();
+                assert_eq!(child["spec"]["parentQueue"], s.name.as_str());
+                assert_eq!(child["spec"]["resources"]["gpu"]["quota"], q.gpu_quota, "{}", q.name);
+            }
+        }
+    }
+
+    /// Issue 12, item 8: D.4's test Job ends by itself, never retries, and cannot hold a GPU
+    /// past its deadline.
+    #[test]
+    fn the_test_job_finishes() {
+        let t = example();
+        let (_, job) = objects_of(&t, "D.4").into_iter().find(|(_, o)| o["kind"] == "Job").unwrap();
+        let spec = &job["spec"];
+        assert_eq!(spec["backoffLimit"], 0);
+        assert!(spec["activeDeadlineSeconds"].as_u64().is_some_and(|s| s > 0 && s <= 3600), "{spec}");
+        let c = &spec["template"]["spec"]["containers"][0];
+        assert_ne!(c["args"][0], "pause", "a test Job that waits forever holds a GPU forever");
+        assert_eq!(spec["template"]["spec"]["restartPolicy"], "Never");
+    }
+
     #[test]
     fn the_dependencies_the_code_declares_include_the_tables() {
         let c = Catalog::embedded().unwrap();
@@ -216,10 +338,6 @@ mod tests {
         // And the merged catalog is still a valid one (no cycle, nothing dangling).
         let merged = with_code_needs(c);
         merged.check().unwrap();
-    }
-
-    fn example() -> Topology {
-        crate::topology::load_str("example", include_str!("../../topology.example.yaml").into()).unwrap().topology
     }
 
     /// Needs of the seed's table that no resource shows, each with why (the table is right, but
@@ -239,6 +357,7 @@ mod tests {
         ("D.4", "C.1", "coarse: the test Job is Kueue's, in the manager cluster"),
         ("C.7", "C.3", "coarse: the taint policy is cluster-scoped and names no ArgoCD object"),
         ("D.1", "C.2", "coarse: Kueue in a cluster does not need Karmada's members"),
+        ("D.5", "D.1", "KAI places pods on the GPUs D.1's device plugin advertises, which no object names"),
         ("G.1", "B.3", "the gateway relies on global services working, which B.3 tests, not makes"),
     ];
 

@@ -130,3 +130,32 @@ pub async fn secret(
 ) -> Result<Option<serde_json::Map<String, Value>>, ReadError> {
     k::secret_data(&client(targets, target).await?, ns, name).await.map_err(ReadError::of)
 }
+
+/// The ready endpoints of a Service's EndpointSlices in one cluster, per slice manager and
+/// source cluster (`multicluster.kubernetes.io/source-cluster`, set on the slices Cilium's
+/// Cluster Mesh synchronises from other clusters; empty for the cluster's own).
+pub async fn ready_endpoints(
+    t: &Targets,
+    target: &Target,
+    ns: &str,
+    service: &str,
+) -> Result<Vec<(String, String, usize)>, ReadError> {
+    let client = client(t, target).await?;
+    let probe = id("discovery.k8s.io/v1", "EndpointSlice", "", Some(ns));
+    let (api, _) = crate::providers::kube::api_for(&client, &probe);
+    let lp = kube::api::ListParams::default().labels(&format!("kubernetes.io/service-name={service}"));
+    let slices = api.list(&lp).await.map_err(|e| ReadError(crate::providers::kube::describe(&e)))?;
+    Ok(slices
+        .items
+        .iter()
+        .filter_map(|s| serde_json::to_value(s).ok())
+        .map(|s| {
+            let label = |k: &str| s["metadata"]["labels"][k].as_str().unwrap_or_default().to_string();
+            let ready = s["endpoints"]
+                .as_array()
+                .map(|e| e.iter().filter(|e| e["conditions"]["ready"] != false).count())
+                .unwrap_or(0);
+            (label("endpointslice.kubernetes.io/managed-by"), label("multicluster.kubernetes.io/source-cluster"), ready)
+        })
+        .collect())
+}

@@ -66,6 +66,14 @@ pub struct Versions {
     /// TensorZero gateway image tag, e.g. `2026.4.1`.
     #[serde(default)]
     pub tensorzero: Option<String>,
+    /// NVIDIA device plugin chart version, e.g. `0.18.0`: makes `nvidia.com/gpu` exist on the
+    /// GPU nodes (D.1). Unset: the GPUs are exposed otherwise (the GPU Operator).
+    #[serde(default)]
+    pub nvidia_device_plugin: Option<String>,
+    /// KAI Scheduler chart version, e.g. `v0.10.2`: GPU sharing inside a node (D.5). Unset: no
+    /// KAI Scheduler.
+    #[serde(default)]
+    pub kai_scheduler: Option<String>,
 }
 
 /// A decision that may still be open.
@@ -522,19 +530,28 @@ pub struct ArgoCd {
     /// Branch or tag to sync.
     #[serde(default = "default_revision")]
     pub revision: String,
-    /// Directory in the repository with the applications.
+    /// Directory in the repository with the services' manifests: what ArgoCD syncs, and only
+    /// that. With option B each cluster syncs `<path>/<site>`. It must not be (or hold, or lie
+    /// in) a folder fabric renders (`apps`, `config`): what fabric applies, ArgoCD must not own.
     #[serde(default = "default_apps_path")]
     pub path: String,
     /// Namespace ArgoCD runs in.
     #[serde(default = "default_argocd_ns")]
     pub namespace: String,
+    /// Install ArgoCD (the argo-cd chart at `versions.argocd`, through the K3s HelmChart) in
+    /// the cluster(s) that run it. `false` when an ArgoCD installed otherwise runs there.
+    #[serde(default = "default_true")]
+    pub install: bool,
 }
 
 fn default_revision() -> String {
     "main".into()
 }
 fn default_apps_path() -> String {
-    "apps".into()
+    "services".into()
+}
+fn default_true() -> bool {
+    true
 }
 fn default_argocd_ns() -> String {
     "argocd".into()

@@ -38,7 +38,32 @@ const RULES: &[Rule] = &[
     versions,
     decisions,
     placement_classes,
+    argocd_path,
 ];
+
+/// The folders `fabric render` writes what fabric applies into (relative to the output).
+pub const RENDERED_FOLDERS: &[&str] = &["apps", "config"];
+
+/// What ArgoCD syncs must not be what fabric applies: the repository folder ArgoCD syncs may
+/// not be one of fabric's rendered folders, lie in one, or hold one (ArgoCD would then prune
+/// and self-heal the same objects fabric applies, and choke on values files and HelmCharts).
+fn argocd_path(t: &Topology, out: &mut Vec<Problem>) {
+    let path = t.federation.argocd.path.trim_matches('/');
+    let clash = RENDERED_FOLDERS.iter().find(|f| {
+        path.is_empty() || path == **f || path.starts_with(&format!("{f}/")) || f.starts_with(&format!("{path}/"))
+    });
+    if let Some(folder) = clash {
+        out.push(
+            Problem::error(
+                "topology::argocd-path",
+                path!["federation", "argocd", "path"],
+                format!("ArgoCD would sync `{folder}/`, which fabric renders and applies itself"),
+            )
+            .label("overlaps fabric's folder")
+            .help("point ArgoCD at the folder of the services' manifests only, e.g. `path: services`"),
+        );
+    }
+}
 
 fn format_version(t: &Topology, out: &mut Vec<Problem>) {
     if t.version != 1 {
@@ -915,6 +940,28 @@ fn placement_classes(t: &Topology, out: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn argocd_never_syncs_what_fabric_renders() {
+        let text = include_str!("../../topology.example.yaml");
+        for (path, clash) in
+            [("services", false), ("apps", true), ("apps/karmada", true), ("/", true), ("gitops/services", false)]
+        {
+            let t =
+                crate::topology::load_str("t.yaml", text.replace("    path: services", &format!("    path: {path}")));
+            let found = match t {
+                Ok(l) => check(&l.topology).iter().any(|p| p.code == "topology::argocd-path"),
+                Err(crate::topology::LoadError::Invalid { diags, .. }) => {
+                    let d = diags.iter().find(|d| d.problem.code == "topology::argocd-path").expect("{path}");
+                    let line = text.lines().position(|l| l.starts_with("    path: services")).unwrap() + 1;
+                    assert_eq!(d.line, line, "points at the path's line");
+                    true
+                }
+                Err(e) => panic!("{e}"),
+            };
+            assert_eq!(found, clash, "{path}");
+        }
+    }
 
     #[test]
     fn dns_labels() {

@@ -231,6 +231,18 @@ impl TestApiServer {
         http_request(self.addr, method, path, Some(TEST_TOKEN), content_type, body).await
     }
 
+    /// Registers Nodes as their kubelets do when hosts join: Ready, labelled with their
+    /// hostname, owned by the `kubelet` field manager.
+    pub fn register_nodes(&self, names: &[&str]) {
+        for name in names {
+            self.put_raw_as(
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                    "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}}),
+                "kubelet",
+            );
+        }
+    }
+
     /// Turns on the simulated controllers (see "Controllers (opt-in)" in `kube_api.md`): after
     /// every real write (create, apply, update, merge patch, delete, [`TestApiServer::put_raw`]) the
     /// written object and the objects that depend on it are reconciled `delay` later, on the
@@ -603,6 +615,11 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("apps", "v1", "DaemonSet", true),
     ("batch", "v1", "Job", true),
     ("discovery.k8s.io", "v1", "EndpointSlice", true),
+    // fabric's lock (`fabric-system/fabric-apply`): writes carry resourceVersion, and a stale one
+    // is a 409 Conflict, as for every kind here.
+    ("coordination.k8s.io", "v1", "Lease", true),
+    // The `nvidia` runtime class (D.1); K3s serves node.k8s.io like any cluster.
+    ("node.k8s.io", "v1", "RuntimeClass", false),
     // Synthesized from the schemas (get and list only), see `Shared::crd_objects`.
     ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", false),
     ("rbac.authorization.k8s.io", "v1", "ClusterRole", false),
@@ -2370,11 +2387,69 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 /// Three servers as one fabric's Kubernetes APIs (franca, sp, Karmada), with a kubeconfig
 /// each written into `dir` (`franca.yaml`, `sp.yaml`, `karmada.yaml`, contexts named alike).
 pub fn fabric_apis(dir: &Path) -> (TestApiServer, TestApiServer, TestApiServer) {
+    let apis = fabric_apis_without_nodes(dir);
+    // The example's cluster nodes have joined (their kubelets registered them).
+    for (server, site) in [(&apis.0, "franca"), (&apis.1, "sp")] {
+        let nodes = ["cp1", "gpu1", "gpu2", "gpu3"].map(|n| format!("{site}-{n}"));
+        server.register_nodes(&nodes.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    apis
+}
+
+/// The example fabric on test API servers, for tests that run the binary or the engine against
+/// it: a fresh directory with `topology.yaml` (the example, pointing at the servers) and an
+/// `ssh_config` that sends every SSH host to a closed port (none is contacted), and both
+/// clusters' controllers simulated.
+pub struct ExampleFabric {
+    pub dir: std::path::PathBuf,
+    pub franca: TestApiServer,
+    pub sp: TestApiServer,
+    pub karmada: TestApiServer,
+    /// The topology's text.
+    pub text: String,
+}
+
+impl ExampleFabric {
+    pub fn start(name: &str) -> ExampleFabric {
+        let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("test directory");
+        let (franca, sp, karmada) = fabric_apis(&dir);
+        for s in [&franca, &sp] {
+            s.simulate_controllers(Duration::from_millis(50));
+        }
+        let text = example_topology(&dir);
+        std::fs::write(dir.join("topology.yaml"), &text).expect("topology");
+        std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")
+            .expect("ssh_config");
+        ExampleFabric { dir, franca, sp, karmada, text }
+    }
+}
+
+impl Drop for ExampleFabric {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// [`fabric_apis`] with no Node in either cluster.
+pub fn fabric_apis_without_nodes(dir: &Path) -> (TestApiServer, TestApiServer, TestApiServer) {
     let (franca, sp, karmada) = (
         TestApiServer::start_blocking(shared_schemas()),
         TestApiServer::start_blocking(shared_schemas()),
         TestApiServer::start_blocking(shared_schemas()),
     );
+    // What each API serves, as the real ones do: the Karmada API server serves core kinds and
+    // Karmada's own groups, never K3s's HelmCharts, ArgoCD's or Kueue's kinds (nobody installs
+    // their CRDs there); the member clusters do not serve Karmada's groups.
+    for group in ["helm.cattle.io", "argoproj.io", "kueue.x-k8s.io", "cilium.io"] {
+        karmada.set_served(group, false);
+    }
+    for member in [&franca, &sp] {
+        for group in ["policy.karmada.io", "cluster.karmada.io", "work.karmada.io", "config.karmada.io"] {
+            member.set_served(group, false);
+        }
+    }
     franca.kubeconfig(&dir.join("franca.yaml"), "franca");
     sp.kubeconfig(&dir.join("sp.yaml"), "sp");
     karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
@@ -2580,6 +2655,16 @@ fn is_sa_token_for(secret: &Value, sa: &str) -> bool {
     text_at(secret, "/type") == SA_TOKEN_TYPE && meta_str(secret, "annotations", SA_NAME_ANNOTATION) == sa
 }
 
+/// Whether some Node of the cluster carries every label of `selector` (a pod's `nodeSelector`);
+/// an absent or empty selector matches any cluster, as the scheduler has it.
+fn node_selector_matches(st: &State, selector: Option<&Value>) -> bool {
+    let Some(want) = selector.and_then(Value::as_object).filter(|m| !m.is_empty()) else { return true };
+    st.objects
+        .iter()
+        .filter(|(k, _)| k.0.is_empty() && k.1 == "Node")
+        .any(|(_, n)| want.iter().all(|(k, v)| n.obj.pointer("/metadata/labels").and_then(|l| l.get(k)) == Some(v)))
+}
+
 /// Whether a Deployment's pod template carries every `selector` label.
 fn template_matches(deploy: &Value, selector: &Map<String, Value>) -> bool {
     let labels = deploy.pointer("/spec/template/metadata/labels");
@@ -2663,6 +2748,8 @@ impl Shared {
                 out
             }
             ("apps", "Deployment") => pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns)),
+            // A Node's labels decide where pods can be scheduled.
+            ("", "Node") => pick(&mut of("apps", "Deployment")),
             ("batch", "Job") => {
                 let chart = match st.objects.get(key) {
                     Some(j) => meta_str(&j.obj, "labels", HELM_CHART_LABEL).to_string(),
@@ -2896,15 +2983,25 @@ impl Shared {
         Some(self.write_status(st, key, status, KCM).into_iter().collect())
     }
 
-    /// Deployment controller: every replica is updated, ready and available at once.
+    /// Deployment controller with the scheduler's node filter: every replica is updated, ready
+    /// and available at once, unless the pod template's `nodeSelector` matches no Node of the
+    /// cluster; then every pod stays Pending (the scheduler's `NodeAffinity` filter rejects all
+    /// nodes), no replica is available and the Deployment is not `Available`.
     fn deployment_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let d = st.objects.get(key)?.obj.clone();
         let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
+        let schedulable = node_selector_matches(st, d.pointer("/spec/template/spec/nodeSelector"));
         let mut status = status_of(&d);
         status["observedGeneration"] = json!(generation_of(&d));
-        for f in ["replicas", "updatedReplicas", "readyReplicas", "availableReplicas"] {
-            if replicas > 0 {
-                status[f] = json!(replicas);
+        let running = if schedulable { replicas } else { 0 };
+        for (f, n) in [
+            ("replicas", replicas),
+            ("updatedReplicas", replicas),
+            ("readyReplicas", running),
+            ("availableReplicas", running),
+        ] {
+            if n > 0 {
+                status[f] = json!(n);
             } else if let Some(m) = status.as_object_mut() {
                 m.remove(f);
             }
@@ -2912,19 +3009,31 @@ impl Shared {
         if let Some(m) = status.as_object_mut() {
             m.remove("unavailableReplicas");
         }
+        if replicas > running {
+            status["unavailableReplicas"] = json!(replicas - running);
+        }
         let now = now_rfc3339();
         let rs = format!("{}-{}", key.3, template_hash(d.pointer("/spec/template")));
-        let c = |ty: &str, reason: &str, message: String| {
-            json!({"type": ty, "status": "True", "lastUpdateTime": now, "lastTransitionTime": now,
-                "reason": reason, "message": message})
+        let c = |ty: &str, ok: bool, reason: &str, message: String| {
+            json!({"type": ty, "status": if ok { "True" } else { "False" }, "lastUpdateTime": now,
+                "lastTransitionTime": now, "reason": reason, "message": message})
         };
-        set_conditions(
-            &mut status,
-            vec![
-                c("Available", "MinimumReplicasAvailable", "Deployment has minimum availability.".into()),
-                c("Progressing", "NewReplicaSetAvailable", format!("ReplicaSet \"{rs}\" has successfully progressed.")),
-            ],
-        );
+        let available = if schedulable {
+            c("Available", true, "MinimumReplicasAvailable", "Deployment has minimum availability.".into())
+        } else {
+            c("Available", false, "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into())
+        };
+        let progressing = if schedulable {
+            c(
+                "Progressing",
+                true,
+                "NewReplicaSetAvailable",
+                format!("ReplicaSet \"{rs}\" has successfully progressed."),
+            )
+        } else {
+            c("Progressing", true, "ReplicaSetUpdated", format!("ReplicaSet \"{rs}\" is progressing."))
+        };
+        set_conditions(&mut status, vec![available, progressing]);
         Some(self.write_status(st, key, status, KCM).into_iter().collect())
     }
 

@@ -11,6 +11,8 @@
 
 use std::path::Path;
 
+pub mod cilium_mesh;
+pub mod karmada;
 pub mod kube_api;
 pub mod kube_schema;
 pub mod lab;

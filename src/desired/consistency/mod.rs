@@ -78,30 +78,6 @@ pub fn check(t: &Topology, graph: &StepGraph, desired: &BTreeMap<NodeIndex, Prod
     out
 }
 
-/// TEMPORARY (issue 12): findings that the lead's fixes on main remove, reported as warnings
-/// until they land so that the example still renders and plans. Each entry is a code, a text
-/// the message contains, and the item of issue 12 that fixes it. Delete an entry when its item
-/// is merged: the finding is an error again, and the example must pass without it.
-pub const AWAITING: &[(&str, &str, &str)] = &[
-    ("consistency::label", "gpu.model=", "item 3 (GPU node labels)"),
-    ("consistency::patch-path", "", "item 3 (overriders that work without a parent)"),
-    ("consistency::kind", "argoproj.io", "item 2 (ArgoCD installed by C.3)"),
-    ("consistency::argocd-serves", "", "item 2 (the owner split)"),
-    ("consistency::argocd-owner", "", "item 2 (the owner split)"),
-];
-
-/// `p`, as a warning marked "awaiting" when [`AWAITING`] lists it.
-pub fn awaiting(p: Problem) -> Problem {
-    let Some((_, _, item)) = AWAITING.iter().find(|(c, text, _)| *c == p.code && p.message.contains(text)) else {
-        return p;
-    };
-    let help = format!(
-        "{} [awaiting issue 12, {item}: a warning until that fix is merged, then an error]",
-        p.help.clone().unwrap_or_default()
-    );
-    Problem { severity: crate::topology::problem::Severity::Warning, ..p }.help(help)
-}
-
 #[cfg(test)]
 pub(crate) mod fixture {
     //! A small world for the rules' tests: the example topology, its graph (the table's edges,

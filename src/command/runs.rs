@@ -1,0 +1,56 @@
+//! `fabric runs`: every operator's runs, from this machine and from the clusters.
+
+use clap::Args;
+use miette::Report;
+
+use super::Done;
+use crate::command::args::Global;
+use crate::operation::runs as runs_op;
+use crate::style::{Style, terminal_safe};
+
+/// List the runs of every operator: who, when, what and how it ended
+///
+/// Each apply shares its journal (never secret content) in the clusters whose Lease it holds,
+/// as fabric-system/fabric-run-<run>; this lists those and this machine's .fabric/runs, newest
+/// first. `fabric rollback RUN-ID` works on any of them, from any machine.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  fabric runs\n  fabric runs --format json\n  fabric rollback 20261130T061502Z-4242"
+)]
+pub struct Opts {
+    /// Output format
+    #[arg(long, value_enum, default_value_t = crate::command::verify::VerifyFormat::Human)]
+    pub format: crate::command::verify::VerifyFormat,
+}
+
+pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    let ws = super::workspace(g)?;
+    let targets = super::targets(g, &ws)?;
+    let rt = crate::operation::runtime()?;
+    let (runs, unread) = runs_op::list(&ws, &targets, &g.state_dir, &rt)?;
+    if o.format == crate::command::verify::VerifyFormat::Json {
+        let v = serde_json::json!({ "runs": runs, "unread": unread });
+        println!("{}", serde_json::to_string_pretty(&v).expect("runs serialize"));
+        return Ok(Done::Ok);
+    }
+    let st = Style::stdout(g.no_color);
+    if runs.is_empty() {
+        println!("No runs.");
+    }
+    for r in &runs {
+        let who = if r.user.is_empty() { "?" } else { &r.user };
+        let line = format!(
+            "{}  {:<11} by {:<12} {}  [{}]",
+            st.bold(&r.run),
+            r.outcome,
+            who,
+            if r.steps.is_empty() { "(no step changed)".to_string() } else { r.steps.join(", ") },
+            r.seen_in.join(", ")
+        );
+        println!("{}", terminal_safe(&line, st.color));
+    }
+    for u in &unread {
+        eprintln!("{}", terminal_safe(&format!("note: not read: {u}"), false));
+    }
+    Ok(Done::Ok)
+}

@@ -1,0 +1,134 @@
+//! GPU services land on GPU nodes (issue 12, item 3): the node labels fabric sets (D.1), the
+//! Karmada overriders that select on them (C.6) and the scheduler's view agree. Karmada's
+//! overriders are applied as Karmada applies them (`fabric_testkit::karmada`: RFC 6902 JSON
+//! patch), and the pods are scheduled by the test API server (a nodeSelector that matches no
+//! node leaves the Deployment unavailable, see `kube_api.md`).
+
+use std::time::Duration;
+
+use fabric::apply::journal::Journal;
+use fabric::apply::{self, ApplyError, Options, StepWork};
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::live::observe::{self, Targets};
+use fabric::topology::Topology;
+use fabric::transport::ssh_config::SshConfig;
+use fabric_testkit::{karmada, kube_api};
+use serde_json::{Value, json};
+
+fn example() -> Topology {
+    fabric::topology::load_str("example.yaml", include_str!("../topology.example.yaml").to_string()).unwrap().topology
+}
+
+/// Every object of step `key`'s instance.
+fn objects(t: &Topology, key: &str) -> Vec<Value> {
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
+    StepWork::alone(&g, t, key).unwrap().resources.iter().filter_map(|r| r.kube_object().cloned()).collect()
+}
+
+/// A service's Deployment as the GitOps repository may have it: with no node selector and no
+/// annotations, or with both.
+fn deployments(name: &str) -> [Value; 2] {
+    let bare = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "ai"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": [{"name": name, "image": name}]}}}});
+    let mut full = bare.clone();
+    full["metadata"]["annotations"] = json!({"team": "ai"});
+    full["spec"]["template"]["spec"]["nodeSelector"] = json!({"kubernetes.io/os": "linux"});
+    [bare, full]
+}
+
+/// Each member's OverridePolicy applies to the GPU services' Deployments whatever shape they
+/// come in, and what it selects is set on a GPU node of that member by D.1.
+#[test]
+fn overriders_apply_and_select_labels_the_nodes_carry() {
+    let t = example();
+    let policies: Vec<Value> = objects(&t, "C.6").into_iter().filter(|o| o["kind"] == "OverridePolicy").collect();
+    assert!(!policies.is_empty());
+    for p in &policies {
+        let rule = &p["spec"]["overrideRules"][0];
+        let cluster = rule["targetCluster"]["clusterNames"][0].as_str().unwrap();
+        let site = t.sites.iter().find(|s| s.cluster.name == cluster).unwrap();
+        let nodes: Vec<Value> =
+            objects(&t, &format!("D.1@{}", site.name)).into_iter().filter(|o| o["kind"] == "Node").collect();
+        assert!(!nodes.is_empty(), "D.1 labels {cluster}'s GPU nodes");
+        for sel in p["spec"]["resourceSelectors"].as_array().unwrap() {
+            for d in deployments(sel["name"].as_str().unwrap()) {
+                let out = karmada::apply_overriders(&d, &rule["overriders"])
+                    .unwrap_or_else(|e| panic!("Karmada refuses {} at {cluster}: {e}", p["metadata"]["name"]));
+                let selector = out["spec"]["template"]["spec"]["nodeSelector"].as_object().unwrap().clone();
+                let placed = nodes.iter().any(|n| selector.iter().all(|(k, v)| &n["metadata"]["labels"][k] == v));
+                assert!(placed, "{cluster}: no GPU node has {selector:?}: {nodes:?}");
+            }
+        }
+    }
+}
+
+/// On sp's API: a GPU service selecting the site's model stays unavailable while the nodes have
+/// no labels; D.1 labels the registered GPU nodes (server-side apply, fabric owns only those
+/// labels) and the service becomes available. A GPU node that has not joined is refused by the
+/// plan, never created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
+    let dir = std::env::temp_dir().join(format!("fabric-gpu-placement-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_franca, sp, _karmada) = kube_api::fabric_apis_without_nodes(&dir);
+    sp.simulate_controllers(Duration::from_millis(50));
+    let text = kube_api::example_topology(&dir);
+    let t = fabric::topology::load_str("t.yaml", text).unwrap().topology;
+    sp.register_nodes(&["sp-cp1", "sp-gpu1", "sp-gpu2"]);
+    let [mut vllm, _] = deployments("vllm");
+    vllm["spec"]["template"]["spec"]["nodeSelector"] = json!({"gpu.model": "a5000"});
+    sp.put_raw_as(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}}), "argocd");
+    sp.put_raw_as(vllm, "karmada-execution-controller");
+    let available = || {
+        sp.object("apps/v1", "Deployment", Some("ai"), "vllm").unwrap()["status"]["availableReplicas"]
+            .as_i64()
+            .unwrap_or(0)
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(available(), 0, "no node has gpu.model=a5000 yet: the pod stays Pending");
+
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
+    let step = StepWork::alone(&g, &t, "D.1@sp").unwrap();
+    let targets = Targets::from_topology(&t, &SshConfig::default());
+    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+    // sp-gpu3 has not joined: its labels are refused, not a Node created.
+    let refused: Vec<String> = live.refusals.values().map(|e| e.to_string()).collect();
+    assert!(refused.iter().any(|r| r.contains("node sp-gpu3 is not in the cluster yet")), "{refused:?}");
+    let opts = Options {
+        run: "20261201T101500Z-1".into(),
+        state_dir: dir.clone(),
+        confirm_timeout: Duration::from_secs(30),
+        force_conflicts: false,
+        wait_timeout: Duration::from_secs(60),
+    };
+    let mut j = Journal::create(&dir, &opts.run).unwrap();
+    let err = apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await.unwrap_err();
+    assert!(matches!(err, ApplyError::Reverted { .. }), "{err}");
+    assert!(err.to_string().contains("node sp-gpu3 is not in the cluster yet"), "{err}");
+    assert!(sp.object("v1", "Node", None, "sp-gpu3").is_none(), "no Node is ever created");
+    let n1 = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    assert!(
+        n1["metadata"]["labels"].get("gpu.model").is_none(),
+        "put back: {n1:#}\n{}",
+        std::fs::read_to_string(&j.path).unwrap()
+    );
+
+    sp.register_nodes(&["sp-gpu3"]);
+    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+    let opts = Options { run: "20261201T101501Z-1".into(), ..opts };
+    let mut j = Journal::create(&dir, &opts.run).unwrap();
+    apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await.expect("D.1 applies");
+    let node = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(
+        (labels["gpu.model"].as_str(), labels["gpu.memory-gib"].as_str(), labels["gpu.count"].as_str()),
+        (Some("a5000"), Some("24"), Some("1"))
+    );
+    assert_eq!(labels["kubernetes.io/hostname"], "sp-gpu1", "the kubelet's labels stay");
+    assert!(sp.object("v1", "Node", None, "sp-cp1").unwrap()["metadata"]["labels"].get("gpu.model").is_none());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(available(), 1, "vllm schedules on a labelled GPU node");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

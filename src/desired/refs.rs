@@ -285,8 +285,9 @@ pub fn pod_template(o: &Value) -> Option<&Value> {
     }
 }
 
-/// `(member, (key, value))` for each plaintext `add` under `prefix` of an OverridePolicy: the
-/// label (JSON pointer segment, `~1` for `/`) and value it sets in that member.
+/// `(member, (key, value))` for each label a plaintext `add`/`replace` of an OverridePolicy sets
+/// under `prefix` in that member: one key (`<prefix><key>`, JSON pointer escaping) or the whole
+/// map (the prefix's own path with an object value).
 fn override_labels(t: &Topology, o: &Value, prefix: &str) -> Vec<(Target, (String, String))> {
     let mut out = Vec::new();
     for rule in items(&o["spec"]["overrideRules"]) {
@@ -296,13 +297,24 @@ fn override_labels(t: &Topology, o: &Value, prefix: &str) -> Vec<(Target, (Strin
             .filter_map(|c| member_target(t, c))
             .collect();
         for p in items(&rule["overriders"]["plaintext"]) {
-            let (Some(path), Some(value)) = (p["path"].as_str(), p["value"].as_str()) else { continue };
-            let Some(key) = path.strip_prefix(prefix).filter(|k| !k.contains('/')) else { continue };
             if p["operator"] != "add" && p["operator"] != "replace" {
                 continue;
             }
-            let key = key.replace("~1", "/").replace("~0", "~");
-            out.extend(members.iter().map(|m| (m.clone(), (key.clone(), value.to_string()))));
+            let path = p["path"].as_str().unwrap_or_default();
+            let pairs: Vec<(String, String)> = match (path.strip_prefix(prefix), &p["value"]) {
+                // One label: `…/labels/<key>` with its value.
+                (Some(key), Value::String(v)) if !key.is_empty() && !key.contains('/') => {
+                    vec![(key.replace("~1", "/").replace("~0", "~"), v.clone())]
+                }
+                // The whole map at once: `…/labels` with an object.
+                (None, Value::Object(m)) if path == prefix.trim_end_matches('/') => {
+                    m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect()
+                }
+                _ => continue,
+            };
+            for m in &members {
+                out.extend(pairs.iter().map(|kv| (m.clone(), kv.clone())));
+            }
         }
     }
     out
@@ -621,11 +633,16 @@ mod tests {
             "metadata": { "name": "o", "namespace": "ai" },
             "spec": { "overrideRules": [{ "targetCluster": { "clusterNames": [sp] }, "overriders": { "plaintext": [
                 { "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": "sp" },
-                { "path": "/spec/template/spec/nodeSelector/gpu.model", "operator": "add", "value": "a5000" } ] } }] } }),
+                { "path": "/spec/template/spec/nodeSelector/gpu.model", "operator": "add", "value": "a5000" },
+                { "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { "gpu.count": "1" } } ] } }] } }),
         );
         let label = Thing::PodLabel { key: "fabric.io/site".into(), value: "sp".into() };
         assert!(provides(&t, &op).contains(&Fact { at: Target::cluster("sp"), thing: label }));
-        let node = Thing::NodeLabel { key: "gpu.model".into(), value: "a5000".into() };
-        assert!(requires(&t, &op).iter().any(|n| n.fact == Fact { at: Target::cluster("sp"), thing: node.clone() }));
+        for (key, value) in [("gpu.model", "a5000"), ("gpu.count", "1")] {
+            let node = Thing::NodeLabel { key: key.into(), value: value.into() };
+            assert!(
+                requires(&t, &op).iter().any(|n| n.fact == Fact { at: Target::cluster("sp"), thing: node.clone() })
+            );
+        }
     }
 }

@@ -11,10 +11,12 @@ use crate::steps;
 use crate::topology::problem::{Diag, DiagJson, Problem, Severity};
 use crate::topology::{self, LoadError};
 
-/// Check a topology file: YAML, structure, names, references, prefixes, quotas, versions, decisions
+/// Check a topology file: YAML, structure, names, references, prefixes, quotas, versions, decisions, consistency
 ///
 /// Exit status: 0 when valid (warnings allowed), 1 when there is any error. Every problem is
-/// reported at once, each with file:line:column and a hint.
+/// reported at once, each with file:line:column and a hint. Consistency: every label the
+/// objects select on is set, and every object, queue or namespace they name is made by a step
+/// they depend on (render and plan also check kinds, overrider paths and ArgoCD's folder).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric -f topology.yaml validate\n  fabric validate --format json | jq '.[] | .message'"

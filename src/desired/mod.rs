@@ -247,11 +247,11 @@ pub fn is_dispatch_queue(t: &Topology, s: &Site, q: &ClusterQueue) -> bool {
     t.multikueue.as_ref().is_some_and(|m| m.manager == s.name && m.queue == q.name)
 }
 
-/// The labels a node of a site's cluster carries: those K3s sets on every node it runs (the
-/// hostname, and the control-plane role on servers). This is where fabric records a node's
-/// labels: whatever labels fabric sets on cluster nodes (the GPU labels of issue 12) belong
-/// here, so that the objects that select on them and the consistency pass read one definition.
-pub fn node_labels(_s: &Site, n: &Node) -> BTreeMap<String, String> {
+/// The labels K3s itself sets on a node of a site's cluster (the hostname, the OS, the
+/// control-plane role on servers): what a node carries before any step labels it. The labels
+/// fabric sets are objects of the steps that set them (D.1's Nodes, `objects::gpu_labels`) and
+/// the `node-label`s of external workloads ([`workload_labels`]).
+pub fn k3s_node_labels(_s: &Site, n: &Node) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     out.insert("kubernetes.io/hostname".to_string(), n.name.clone());
     out.insert("kubernetes.io/os".to_string(), "linux".to_string());

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 use serde_json::Value;
 
-use super::{Produced, Resource, Target, node_labels, workload_labels};
+use super::{Produced, Resource, Target, k3s_node_labels, workload_labels};
 use crate::catalog::Want;
 use crate::topology::Topology;
 
@@ -149,7 +149,8 @@ pub fn group_of(api_version: &str) -> &str {
 }
 
 /// What exists without any step: in every cluster what an API server has from the start, K3s's
-/// own `helm.cattle.io`, and each node's labels ([`node_labels`], [`workload_labels`]).
+/// own `helm.cattle.io`, the labels K3s gives each node ([`k3s_node_labels`]) and those external
+/// workloads join with ([`workload_labels`]). Labels a step applies to Nodes are that step's.
 pub fn ambient(t: &Topology) -> BTreeSet<Fact> {
     let mut out = BTreeSet::new();
     for s in &t.sites {
@@ -159,7 +160,7 @@ pub fn ambient(t: &Topology) -> BTreeSet<Fact> {
         });
         out.insert(Fact { at: at.clone(), thing: Thing::Group("helm.cattle.io".into()) });
         for n in &s.cluster.nodes {
-            for (key, value) in node_labels(s, n) {
+            for (key, value) in k3s_node_labels(s, n) {
                 out.insert(Fact { at: at.clone(), thing: Thing::NodeLabel { key, value } });
             }
         }

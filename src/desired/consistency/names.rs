@@ -68,7 +68,7 @@ fn problem(
     };
     let help = match thing {
         Thing::NodeLabel { .. } => {
-            "label the nodes (`desired::node_labels` lists each node's labels), or select on a label they carry"
+            "label the nodes (D.1 applies the GPU labels of `objects::gpu_labels` to GPU nodes), or select on a label they carry"
         }
         Thing::PodLabel { .. } => "select on a label the pods carry, or have the step that places them set it",
         Thing::Group(_) => {

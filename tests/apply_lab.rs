@@ -69,6 +69,89 @@ fn b1_on_vyos_routers() {
     }
 }
 
+/// Routers whose firewall drops by default (`lab.sh up --firewall`: the operator's own nftables
+/// table `inet lab`, policy drop on input and forward). B.1 opens what the tunnel needs by
+/// inserting its tagged rules into those chains, proves the MTU with a don't-fragment ping, leaves
+/// the operator's rules alone, and takes its rules away again on rollback.
+#[test]
+fn b1_through_default_drop_firewalls() {
+    let lab = lab::Lab::up("fw", "10.236", &["--firewall"], &[]);
+    let run = Run::new(&lab, "firewall");
+    let topo = run.topology(LINUX);
+    let lab_rules = |router: &str| -> Vec<String> {
+        let o = lab.exec(router, "nft list table inet lab");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.contains("fabric-b1"))
+            .map(String::from)
+            .collect()
+    };
+    let before = lab_rules("sp-router");
+    assert!(before.iter().any(|l| l.contains("policy drop")), "{before:?}");
+
+    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let text = out(&o);
+    assert!(text.contains("host.franca-lan → 172.30.2.10 ok (1420-byte packets, don't fragment)"), "{text}");
+    // apply prints each router's public key, for the topology.
+    let key =
+        String::from_utf8_lossy(&lab.exec("sp-router", "wg pubkey < /etc/wireguard/wg0.key").stdout).trim().to_string();
+    assert!(text.contains(&format!("router.sp WireGuard public key {key} (record it under")), "{text}");
+    assert!(lab.ping("franca-lan", "172.30.2.10"));
+    assert_eq!(lab_rules("sp-router"), before, "the operator's rules are untouched");
+    let o = lab.exec("sp-router", "nft list chain inet lab forward");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).matches("comment \"fabric-b1 ").count(), 2);
+    // The MTU is set on both ends, and a packet one byte over it does not pass whole.
+    let o = lab.exec("franca-router", "ip -o link show wg0");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("mtu 1420"), "{}", out(&o));
+    let o = lab.exec("franca-lan", "ping -c 1 -W 2 -M do -s 1393 172.30.2.10");
+    assert!(!o.status.success(), "a 1421-byte packet passed a 1420-byte tunnel unfragmented");
+    let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // Without fabric's rules the LANs do not reach each other: plan sees the drift, apply
+    // puts the rules back.
+    lab.exec(
+        "sp-router",
+        "nft -a list chain inet lab forward | sed -n 's/.*fabric-b1.* # handle \\([0-9]*\\)$/\\1/p' | \
+         while read h; do nft delete rule inet lab forward handle $h; done",
+    );
+    assert!(!lab.ping("franca-lan", "172.30.2.10"), "the firewall lets the LANs through by itself");
+    let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(2), "{}", out(&o));
+    assert!(out(&o).contains("router.sp/command:nftables"), "{}", out(&o));
+    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert!(lab.ping("franca-lan", "172.30.2.10"));
+
+    // A key the topology records that is not the router's: plan warns.
+    let other = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    let wrong = LINUX.replacen(
+        "address: 10.0.0.2/30, listen_port: 51820",
+        &format!("address: 10.0.0.2/30, listen_port: 51820, public_key: {other}"),
+        1,
+    );
+    let wrong = run.topology(&wrong);
+    let o = run.fabric(&wrong, &["plan", "--step", "B.1"]);
+    assert!(
+        out(&o).contains(&format!(
+            "warning: router.sp: its WireGuard public key is {key}, but the topology records {other}"
+        )),
+        "{}",
+        out(&o)
+    );
+    let topo = run.topology(LINUX);
+
+    // Rolling back the run that put sp's rules back removes them again (its rollback point: no
+    // rules), and only them.
+    let o = run.fabric(&topo, &["rollback"]);
+    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(lab_rules("sp-router"), before);
+    let o = lab.exec("sp-router", "nft list table inet lab");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("fabric-b1"), "{}", out(&o));
+}
+
 /// Builds the VyOS test double (an example of this crate) and returns its path.
 fn lock_of(lab: &lab::Lab, router: &str) -> String {
     String::from_utf8_lossy(&lab.exec(router, "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).trim().to_string()
@@ -402,7 +485,10 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
     assert!(
-        out(&o).contains("check passed: host.franca-lan → 172.30.2.10 ok, host.sp-lan → 172.30.1.10 ok"),
+        out(&o).contains(
+            "check passed: host.franca-lan → 172.30.2.10 ok (1420-byte packets, don't fragment), \
+             host.sp-lan → 172.30.1.10 ok (1420-byte packets, don't fragment)"
+        ),
         "{}",
         out(&o)
     );

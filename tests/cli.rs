@@ -243,6 +243,11 @@ fn plan_selection() {
         [
             "router.sp/vyos:interfaces wireguard wg0",
             "router.sp/vyos:protocols static route 192.168.0.0/23",
+            "router.sp/vyos:firewall ipv4 input filter rule 50",
+            "router.sp/vyos:firewall ipv4 input filter rule 51",
+            "router.sp/vyos:firewall ipv4 forward filter rule 50",
+            "router.sp/vyos:firewall ipv4 forward filter rule 51",
+            "router.sp/vyos:nat source rule 50",
             "router.sp/vyos:system config-management commit-confirm"
         ]
     );

@@ -56,11 +56,13 @@ fn a_quota_change_shows_just_that_change_with_its_diff() {
     let o = pr.plan(&["--format", "markdown"]);
     let md = text(&o);
     assert_eq!(o.status.code(), Some(2), "{md}");
-    assert!(md.contains("**Plan: 0 to create, 2 to update, 0 to delete.**"), "{md}");
+    // Each quota is a Kueue ClusterQueue's and a KAI Scheduler Queue's.
+    assert!(md.contains("**Plan: 0 to create, 4 to update, 0 to delete.**"), "{md}");
     assert!(
         md.contains("~ cluster.sp/ClusterQueue/gpu-batch") && md.contains("~ cluster.franca/ClusterQueue/gpu-batch"),
         "{md}"
     );
+    assert!(md.contains("~ cluster.sp/Queue/gpu-batch"), "{md}");
     assert!(md.contains("-        nominalQuota: 2\n+        nominalQuota: 1"), "{md}");
     assert!(md.contains("| `D.1@sp` | Kueue in each cluster | low | 0 | 1 | 0 | changes |"), "{md}");
     assert!(!md.contains("`B.1`"), "steps without changes are only counted: {md}");

@@ -201,14 +201,68 @@ fn every_vyos_command_matches_the_interface_definitions() {
 fn the_vyos_files_hold_exactly_the_checked_commands() {
     let r = rendered("topology.example.yaml");
     let file = r.artifacts.iter().find(|a| a.path == "config/vyos/wireguard/sp.conf").unwrap();
-    let in_file: Vec<&str> = file.content.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).collect();
+    // A peer's key the topology does not have yet: its command is there, commented out, after a
+    // line that says how to fill it in.
+    let commented: Vec<&str> = file.content.lines().filter_map(|l| l.strip_prefix("# set ")).collect();
+    assert_eq!(commented, ["interfaces wireguard wg0 peer franca public-key '<public-key:router.franca>'"]);
+    assert!(
+        file.content.contains("run `fabric apply --step B.1`, which\n# prints it, put it under"),
+        "{}",
+        file.content
+    );
+    let in_file: Vec<String> = file
+        .content
+        .lines()
+        .map(|l| l.strip_prefix("# ").filter(|c| c.starts_with("set ")).unwrap_or(l).to_string())
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .collect();
     let from_resources: Vec<&str> =
         r.vyos.iter().filter(|(a, _)| a.starts_with("router.sp/")).map(|(_, c)| c.as_str()).collect();
-    let mut a = in_file.clone();
+    let mut a: Vec<&str> = in_file.iter().map(String::as_str).collect();
     let mut b = from_resources.clone();
     a.sort();
     b.sort();
     assert_eq!(a, b, "the file and the resources carry the same commands");
+}
+
+/// With the peer's public key in the topology, the file is whole: every line a valid command that
+/// VyOS takes as it is, the key included.
+#[test]
+fn a_key_in_the_topology_makes_the_vyos_file_pasteable() {
+    const KEY: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.example.yaml")).unwrap();
+    let text = text.replacen("address: 10.0.0.1/30", &format!("address: 10.0.0.1/30\n        public_key: {KEY}"), 1);
+    assert!(text.contains(KEY), "the example's franca tunnel address moved");
+    let l = fabric::topology::load_str("t.yaml", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &l.topology).unwrap();
+    let files = render::render(&g, &l.topology);
+    let file = files.iter().find(|a| a.path == "config/vyos/wireguard/sp.conf").unwrap();
+    assert!(!file.content.contains("<public-key:"), "{}", file.content);
+    assert!(file.content.contains(&format!("set interfaces wireguard wg0 peer franca public-key '{KEY}'\n")));
+    for line in file.content.lines().filter(|l| !l.starts_with('#')) {
+        vyos().check(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+    }
+}
+
+/// Every top-level key of the rendered Cilium values is one the chart declares (Helm ignores an
+/// unknown key, so a misspelled `mtu` would silently do nothing), and `MTU` is the tunnel's.
+#[test]
+fn cilium_values_use_keys_the_chart_declares() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/specs/helm/cilium/values.schema.json");
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let props = schema["properties"].as_object().unwrap();
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.example.yaml")).unwrap();
+    let t = fabric::topology::load_str("t.yaml", text).unwrap().topology;
+    for s in &t.sites {
+        let mut v = fabric::desired::objects::cilium_values(&t, s);
+        fabric::desired::objects::merge(&mut v, &fabric::desired::objects::clustermesh_values(&t, s));
+        for key in v.as_object().unwrap().keys() {
+            assert!(props.contains_key(key), "{}: `{key}` is not a value of the Cilium chart", s.name);
+        }
+        assert_eq!(props["MTU"]["type"], "integer");
+        assert_eq!(v["MTU"], 1420, "the tunnel's MTU (the example sets none: 1420)");
+    }
+    assert!(!props.contains_key("mtu"), "a misspelling would be caught");
 }
 
 #[test]

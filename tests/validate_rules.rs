@@ -446,3 +446,39 @@ fn hostile_values_never_reach_a_shell() {
     let d = errors(&text);
     assert!(d.iter().any(|d| d.problem.message == "`tun0` is not a valid interface name"), "{:?}", messages(&d));
 }
+
+/// A router's recorded WireGuard key must be a key (its value is not repeated in the message);
+/// the tunnel MTU stays in 1280–9000.
+#[test]
+fn wireguard_public_key_and_mtu() {
+    const KEY: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    let good = mutate(
+        "",
+        "address: 10.0.0.1/30",
+        &format!("address: 10.0.0.1/30\n        public_key: {KEY}\n        mtu: 1412"),
+    );
+    let l = valid(&good);
+    assert_eq!(l.topology.sites[0].router.wireguard.public_key.as_ref().unwrap().to_string(), KEY);
+    assert_eq!(l.topology.sites[0].router.wireguard.tunnel_mtu(), 1412);
+    assert_eq!(l.topology.sites[1].router.wireguard.tunnel_mtu(), 1420);
+
+    let bad = mutate("", "address: 10.0.0.1/30", "address: 10.0.0.1/30\n        public_key: not-a-key-at-all");
+    let d = errors(&bad);
+    let one = expect_one(
+        &d,
+        "topology::wireguard-key",
+        "is not a WireGuard public key",
+        pos(&bad, "public_key:", "not-a-key"),
+    );
+    assert!(!one.problem.message.contains("not-a-key-at-all"), "{}", one.problem.message);
+    // 43 characters, or 44 that are not canonical base64: not a key either.
+    for k in [&KEY[..43], "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dh="] {
+        let bad = mutate("", "address: 10.0.0.1/30", &format!("address: 10.0.0.1/30\n        public_key: {k}"));
+        expect_one(&errors(&bad), "topology::wireguard-key", "public_key", pos(&bad, "public_key:", k));
+    }
+
+    let bad = mutate("", "address: 10.0.0.1/30", "address: 10.0.0.1/30\n        mtu: 1500000");
+    assert!(errors(&bad).iter().any(|d| d.problem.code == "topology::range"), "{:?}", messages(&errors(&bad)));
+    let bad = mutate("", "address: 10.0.0.1/30", "address: 10.0.0.1/30\n        mtu: 576");
+    assert!(errors(&bad).iter().any(|d| d.problem.code == "topology::range"), "{:?}", messages(&errors(&bad)));
+}

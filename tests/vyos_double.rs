@@ -270,6 +270,31 @@ fn vyos_double_in_the_lab() {
     let bad_value = vbash(FRANCA.router, "configure\nset interfaces wireguard wg0 port 'seventy'\ncommit\n");
     assert_ne!(bad_value.code, 0, "{}", bad_value.all());
     assert!(bad_value.all().contains("Value validation failed"), "{}", bad_value.all());
+    // The firewall and nat trees are checked like the interfaces: a 1.3-style base chain, a port
+    // out of range and a misspelled `exclude` are refused; B.1's rules are committed and shown.
+    for (line, says) in [
+        ("set firewall name WAN_LOCAL rule 50 action 'accept'", "is not valid"),
+        ("set firewall ipv4 input filter rule 51 destination port '70000'", "Value validation failed"),
+        ("set nat source rule 50 exlude", "is not valid"),
+    ] {
+        let r = vbash(FRANCA.router, &format!("configure\n{line}\ncommit\nexit\n"));
+        assert_ne!(r.code, 0, "`{line}` was accepted:\n{}", r.all());
+        assert!(r.all().contains(says), "`{line}`:\n{}", r.all());
+    }
+    assert_eq!(show_config(FRANCA.router), franca_config);
+    let rules = "set firewall ipv4 forward filter rule 51 action 'accept'\n\
+                 set firewall ipv4 forward filter rule 51 outbound-interface name 'wg0'\n\
+                 set firewall ipv4 input filter rule 51 destination port '51820'\n\
+                 set firewall ipv4 input filter rule 51 protocol 'udp'\n\
+                 set nat source rule 50 exclude\n\
+                 set nat source rule 50 outbound-interface name 'wg0'\n";
+    ok(FRANCA.router, &format!("configure\n{rules}commit\nexit\n"));
+    let shown = show_config(FRANCA.router);
+    for line in rules.lines() {
+        assert!(shown.contains(&format!("{line}\n")), "`{line}` not shown:\n{shown}");
+    }
+    ok(FRANCA.router, "configure\ndelete firewall\ndelete nat\ncommit\nexit\n");
+    assert_eq!(show_config(FRANCA.router), franca_config);
     let op_set = vbash(FRANCA.router, "set interfaces wireguard wg0 port '1'\n");
     assert_ne!(op_set.code, 0, "set outside configure succeeded: {}", op_set.all());
     let unknown = ssh(FRANCA.router, "ls /", "");

@@ -454,3 +454,36 @@ fn numeric_validator_follows_vyos_utils() {
     let e = spec.check("set interfaces wireguard wg0 port 1000-2000").unwrap_err();
     assert!(e.contains("Value must be a number, not a range"), "{e}");
 }
+
+/// The firewall and NAT rules B.1 renders (VyOS 1.4+ syntax), and the mistakes the checker must
+/// refuse: 1.3's `firewall name … rule` on a base chain, a port outside 1–65535, a protocol name
+/// that does not exist, `inbound-interface` without `name`, a NAT rule's misspelled `exclude`.
+#[test]
+fn firewall_and_nat_rules_of_the_underlay() {
+    for ok in [
+        "set firewall ipv4 input filter rule 50 action 'accept'",
+        "set firewall ipv4 input filter rule 50 inbound-interface name 'wg0'",
+        "set firewall ipv4 input filter rule 50 protocol 'icmp'",
+        "set firewall ipv4 input filter rule 51 destination port '51820'",
+        "set firewall ipv4 input filter rule 51 protocol 'udp'",
+        "set firewall ipv4 input filter rule 51 source address '198.51.100.7'",
+        "set firewall ipv4 input filter rule 51 description 'fabric lab: WireGuard'",
+        "set firewall ipv4 forward filter rule 50 destination address '172.30.1.0/24'",
+        "set firewall ipv4 forward filter rule 51 outbound-interface name 'wg0'",
+        "set firewall ipv4 forward filter default-action 'drop'",
+        "set nat source rule 50 exclude",
+        "set nat source rule 50 outbound-interface name 'wg0'",
+        "set firewall ipv4 input filter rule 52 destination port '1000-2000,!22'",
+    ] {
+        accepts(ok);
+    }
+    rejects("set firewall ipv4 input filter rule 51 destination port '70000'", &["not a valid port"]);
+    rejects("set firewall ipv4 input filter rule 51 destination port '2000-1000'", &["not a valid port"]);
+    rejects("set firewall ipv4 input filter rule 51 destination port 'wireguard'", &["named services"]);
+    rejects("set firewall ipv4 input filter rule 51 protocol 'udpp'", &["not a valid IP protocol"]);
+    rejects("set firewall ipv4 input filter rule 50 inbound-interface 'wg0'", &[]);
+    rejects("set firewall ipv4 input filter rule 0 action 'accept'", &[]);
+    rejects("set firewall ipv4 input filter rule 50 action 'allow'", &[]);
+    rejects("set nat source rule 50 exclude-it", &[]);
+    rejects("set firewall name WAN_LOCAL rule 50 action 'accept'", &[]);
+}

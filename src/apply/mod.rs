@@ -194,6 +194,23 @@ async fn unlock(s: &Session, run: &str) {
 
 // ---- The run -----------------------------------------------------------------------------
 
+/// Prints the public key of each router of the step (public keys are not secrets), so that the
+/// operator can record it under `sites[].router.wireguard.public_key` for `fabric render`.
+fn report_keys(sh: &Shared<'_>, step: &StepWork, live: &Live) {
+    let routers: BTreeSet<&Target> =
+        step.resources.iter().filter(|r| r.is_wireguard_interface()).map(|r| r.target()).collect();
+    for target in routers {
+        let Some(key) = live.keys.get(target) else { continue };
+        let site = sh.t.sites.iter().find(|s| &Target::router(&s.name) == target);
+        let note = match site.and_then(|s| s.router.wireguard.public_key.as_ref()) {
+            Some(k) if k == key => "as the topology records",
+            Some(_) => "NOT the key the topology records: update sites[].router.wireguard.public_key",
+            None => "record it under sites[].router.wireguard.public_key for `fabric render`",
+        };
+        (sh.progress)(&format!("{}: {target} WireGuard public key {key} ({note})", step.key));
+    }
+}
+
 /// Makes sure every router of the step has its WireGuard key, so that the peers' public keys are
 /// known before any configuration that names them is written. Keys are created on the routers
 /// and never leave them; creating one is not a change the journal reverts.
@@ -405,6 +422,7 @@ async fn apply_step(
     lock_hosts(sh, step).await?;
     pause::at("locked").await;
     ensure_keys(step, &sh.pool, sh.targets, &mut live).await?;
+    report_keys(sh, step, &live);
     let changes = pending_changes(sh, step, &mut live).await?;
     if changes.is_empty() {
         (sh.progress)(&format!("{}: no changes", step.key));

@@ -16,6 +16,7 @@ use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod consistency;
+pub mod nft;
 pub mod objects;
 pub mod refs;
 pub mod text;

@@ -55,14 +55,15 @@ pub fn wireguard_conf(t: &Topology, s: &Site) -> String {
     let mut out = format!(
         "# WireGuard {} of site `{}` in fabric `{}` (step B.1).\n\
          # The private key is generated on the host (/etc/wireguard/{}.key, mode 0600) and never copied.\n\
-         [Interface]\nAddress = {}\nListenPort = {}\nPostUp = wg set %i private-key /etc/wireguard/%i.key\n\
+         [Interface]\nAddress = {}\nListenPort = {}\nMTU = {}\nPostUp = wg set %i private-key /etc/wireguard/%i.key\n\
          PostUp = sysctl -q -w net.ipv4.ip_forward=1\n",
         wg.interface,
         wg_comment(&s.name),
         wg_comment(&t.name),
         wg.interface,
         wg.address,
-        wg.listen_port.0
+        wg.listen_port.0,
+        wg.tunnel_mtu()
     );
     for p in t.sites.iter().filter(|p| p.name != s.name) {
         let _ = write!(

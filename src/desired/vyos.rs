@@ -1,9 +1,13 @@
-//! VyOS 1.4+ configuration of a site's WireGuard link, as `set` commands.
+//! VyOS 1.4+ configuration of a site's WireGuard link, as `set` commands: the interface, the
+//! routes, and its underlay (firewall rules that let the tunnel through, no source NAT on it).
 //!
 //! Pure builders: the exact commands are tested offline and every one is checked against VyOS's
-//! interface definitions. The private key is never part of them: the router generates its own
-//! (`generate pki wireguard key-pair install interface wg0`) and fabric reads back only the
-//! public key, which render shows as a placeholder.
+//! interface definitions (firewall and nat included). The private key is never part of them: the
+//! router generates its own (`generate pki wireguard key-pair install interface wg0`) and fabric
+//! reads back only the public key; plan and apply put the live key in place of the placeholder,
+//! render the key the topology records (or a commented-out line saying how to get it).
+
+pub mod underlay;
 
 use crate::topology::Topology;
 use crate::topology::model::{PublicAddressChoice, Site};
@@ -76,28 +80,45 @@ pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
         }
         out.push(format!("{peer} public-key {}", q(public_key_placeholder(&p.name))));
     }
+    out.push(format!("{base} mtu {}", q(wg.tunnel_mtu())));
     for p in t.sites.iter().filter(|p| p.name != s.name) {
         out.push(format!("set protocols static route {} interface {}", p.lan, word(&wg.interface)));
     }
+    out.extend(underlay::commands(t, s));
     // commit-confirm reverts a change that cut the management path; reload instead of the
     // default reboot.
     out.push("set system config-management commit-confirm action 'reload'".into());
     out
 }
 
-/// The rendered file `config/vyos/wireguard/<site>.conf`.
+/// The rendered file `config/vyos/wireguard/<site>.conf`: the commands, with each peer's public
+/// key from the topology. A key the topology does not have yet leaves its command commented out
+/// (VyOS refuses the placeholder), with how to fill it in.
 pub fn conf_file(t: &Topology, s: &Site) -> String {
     let iface = &s.router.wireguard.interface;
     let mut out = format!(
         "# Rendered by fabric from topology `{}`; do not edit: change the topology and run `fabric render`.\n\
-         # VyOS 1.4+ for site `{}`: WireGuard {iface} and routes to the other sites (step B.1).\n\
+         # VyOS 1.4+ for site `{}`: WireGuard {iface}, routes to the other sites, and the firewall and\n\
+         # NAT rules the tunnel needs (step B.1).\n\
          # The private key is generated on the router and never leaves it:\n\
-         #   generate pki wireguard key-pair install interface {iface}\n\
-         # <public-key:router.X> is the peer's public key, read from that router by plan.\n",
+         #   generate pki wireguard key-pair install interface {iface}\n",
         t.name, s.name
     );
     for c in commands(t, s) {
-        out.push_str(&c);
+        match t.sites.iter().find(|p| c.contains(&q(public_key_placeholder(&p.name)))) {
+            Some(p) => match &p.router.wireguard.public_key {
+                Some(k) => out.push_str(&c.replace(&q(public_key_placeholder(&p.name)), &q(k))),
+                None => {
+                    out.push_str(&format!(
+                        "# The public key of `{}` is not in the topology yet: run `fabric apply --step B.1`, which\n\
+                         # prints it, put it under sites[].router.wireguard.public_key of `{}`, and render again.\n# ",
+                        p.name, p.name
+                    ));
+                    out.push_str(&c);
+                }
+            },
+            None => out.push_str(&c),
+        }
         out.push('\n');
     }
     out

@@ -74,7 +74,9 @@ fn from_snapshot(ws: &Workspace, sel: Selection, file: &Path) -> Result<Planned,
     let selected = ws.select(&sel, pending)?;
     let mode = Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
     let inputs = ws.plan_inputs(&selected, &sel, &snap.orphans(&ws.graph));
-    Ok(Planned { plan: plan::build(ws.header(&sel, mode), inputs, Some(&live)), note, observation: None })
+    let mut plan = plan::build(ws.header(&sel, mode), inputs, Some(&live));
+    plan.warnings = super::read::key_warnings(ws.topology(), &live);
+    Ok(Planned { plan, note, observation: None })
 }
 
 /// The change from the base topology to this one: the base's desired state stands in for the

@@ -74,6 +74,29 @@ impl Workspace {
     /// The plan of an observation.
     pub fn plan_of(&self, o: &Observation) -> Plan {
         let header = self.header(&o.selection, Mode::Live { fingerprint: o.live.fingerprint() });
-        plan::build(header, self.plan_inputs(&o.selected, &o.selection, &o.orphans), Some(&o.live))
+        let mut plan = plan::build(header, self.plan_inputs(&o.selected, &o.selection, &o.orphans), Some(&o.live));
+        plan.warnings = key_warnings(self.topology(), &o.live);
+        plan
     }
+}
+
+/// A router whose live WireGuard public key is not the one the topology records: the rendered
+/// VyOS files name the topology's, which the peers would then refuse. Apply always uses the live
+/// key, so this is a warning (update the topology), not a refusal.
+pub fn key_warnings(t: &crate::topology::Topology, live: &crate::live::observe::Live) -> Vec<String> {
+    t.sites
+        .iter()
+        .filter_map(|s| {
+            let recorded = s.router.wireguard.public_key.as_ref()?;
+            let target = crate::addr::Target::router(&s.name);
+            let actual = live.keys.get(&target)?;
+            (actual != recorded).then(|| {
+                format!(
+                    "{target}: its WireGuard public key is {actual}, but the topology records {recorded} \
+                     (sites[].router.wireguard.public_key of `{}`): put the live key there and run `fabric render`",
+                    s.name
+                )
+            })
+        })
+        .collect()
 }

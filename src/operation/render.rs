@@ -54,7 +54,15 @@ fn artifacts(graph: &StepGraph, desired: &BTreeMap<NodeIndex, Produced>, t: &Top
             let Some(path) = &r.file else { continue };
             let doc = match &r.desired {
                 Desired::Kube(v) => yaml::to_string(v),
-                Desired::File(text) | Desired::Wireguard(text) => text.clone(),
+                Desired::File(text) => text.clone(),
+                // Peers' keys as the topology records them (a placeholder where it does not yet).
+                Desired::Wireguard(text) => crate::providers::resolve_keys(text, &|target| {
+                    t.sites
+                        .iter()
+                        .find(|s| &crate::addr::Target::router(&s.name) == target)
+                        .and_then(|s| s.router.wireguard.public_key.as_ref())
+                        .map(ToString::to_string)
+                }),
                 // VyOS files come whole from the generator; secrets and commands are never files.
                 Desired::Vyos(_) | Desired::Secret(_) | Desired::Command { .. } | Desired::Prune(_) => continue,
             };

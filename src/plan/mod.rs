@@ -51,6 +51,7 @@ pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan 
         steps,
         unreachable: Vec::new(),
         held: Vec::new(),
+        warnings: Vec::new(),
         summary: Default::default(),
     };
     // Only targets that hold selected resources count; a peer read only for its public key keeps

@@ -137,6 +137,10 @@ pub struct Plan {
     /// running, or one died and left them (display only; `fabric lock` works on them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub held: Vec<Held>,
+    /// What the operator should know that is not a change: a router's live WireGuard key that
+    /// differs from the one the topology records (render writes the topology's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub summary: Summary,
 }
 

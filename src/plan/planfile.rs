@@ -76,6 +76,7 @@ mod tests {
             }],
             unreachable: vec![Unreachable { target: "router.franca".into(), reason: "down".into() }],
             held: vec![],
+            warnings: vec![],
             summary: Default::default(),
         };
         p.summarize();

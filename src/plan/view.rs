@@ -88,6 +88,9 @@ pub fn human(p: &Plan, st: &Style) -> String {
     for u in &p.unreachable {
         let _ = writeln!(out, "{} {}: {}", st.red("unreachable:"), u.target, u.reason);
     }
+    for w in &p.warnings {
+        let _ = writeln!(out, "{} {w}", st.yellow("warning:"));
+    }
     for h in &p.held {
         if let Some(l) = &h.lock {
             let stale = h
@@ -177,6 +180,9 @@ pub fn markdown(p: &Plan) -> String {
     }
     for u in &p.unreachable {
         let _ = writeln!(out, "\n:warning: `{}` unreachable: {}", u.target, md_escape(&u.reason));
+    }
+    for w in &p.warnings {
+        let _ = writeln!(out, "\n:warning: {}", md_escape(w));
     }
     out
 }

@@ -7,17 +7,17 @@
 
 pub mod kube;
 pub mod lease;
+pub mod nft;
 pub mod secrets;
-pub mod wgkey;
 
 use std::time::Duration;
 
 use crate::addr::{Address, Target};
 use crate::desired::{Desired, ProviderKind, Resource};
 use crate::sh;
+pub use crate::topology::wgkey::{self, WgKey};
 use crate::transport::shell::{self, Sh};
 use crate::transport::ssh::{Session, SshError};
-pub use wgkey::WgKey;
 
 /// Live state of one resource.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -654,6 +654,7 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
 pub fn undo_of(address: &Address) -> Option<Sh> {
     match address.command()? {
         "ip-forward" => Some(Sh::lit("sysctl -q -w net.ipv4.ip_forward=0")),
+        "nftables" => Some(nft::remove()),
         _ => None,
     }
 }

@@ -98,95 +98,186 @@ async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
                     addr: addr.to_string(),
                 });
             }
-            evidence.push(format!("{from} → {addr} ok"));
+            // The MTU: a packet of the tunnel's full size, which must not be fragmented.
+            let mtu = s.router.wireguard.tunnel_mtu().min(p.router.wireguard.tunnel_mtu());
+            let o = session.run(&full_size_ping(addr, mtu), None, Duration::from_secs(20)).await?;
+            if o.status != 0 {
+                return Err(CheckError::Mtu {
+                    from: from.to_string(),
+                    site: p.name.clone(),
+                    addr: addr.to_string(),
+                    mtu,
+                });
+            }
+            evidence.push(format!("{from} → {addr} ok ({mtu}-byte packets, don't fragment)"));
         }
     }
     Ok(evidence.join(", "))
 }
 
+/// A ping of `mtu` bytes (IPv4 header 20 + ICMP header 8 + payload) with don't-fragment set,
+/// three tries: it passes only if the tunnel carries a full-size packet whole.
+pub fn full_size_ping(addr: std::net::Ipv4Addr, mtu: u16) -> Sh {
+    let payload = mtu.saturating_sub(28);
+    sh!("for i in 1 2 3; do ping -c 1 -W 2 -M do -s {} {} >/dev/null 2>&1 && exit 0; done; exit 1", payload, addr)
+}
+
 /// B.1 at one router.
 fn tunnel(o: &mut Out<'_>, s: &Site) {
+    match s.router.kind {
+        RouterKind::Vyos => vyos_tunnel(o, s),
+        RouterKind::Linux => linux_tunnel(o, s),
+    }
+}
+
+/// A VyOS router: its subtrees, applied in one commit-confirm.
+fn vyos_tunnel(o: &mut Out<'_>, s: &Site) {
     let t = o.t;
     let target = Target::router(&s.name);
     let wg = &s.router.wireguard;
-    match s.router.kind {
-        RouterKind::Vyos => {
-            let all = vyos::commands(t, s);
-            let file = Some(format!("config/vyos/wireguard/{}.conf", s.name));
-            let iface = format!("interfaces wireguard {}", wg.interface);
-            let pick = |prefix: &str| -> Vec<String> {
-                all.iter().filter(|c| c.starts_with(&format!("set {prefix}"))).cloned().collect()
-            };
-            o.push(Resource {
-                address: target.at(format!("vyos:{iface}")),
-                site: Some(s.name.clone()),
-                provider: ProviderKind::Vyos,
-                summary: format!(
-                    "{} {} port {}, private key generated on the router",
-                    wg.interface, wg.address, wg.listen_port.0
-                ),
-                sensitive: false,
-                desired: Desired::Vyos(pick(&iface)),
-                file: file.clone(),
-            });
-            for p in t.sites.iter().filter(|p| p.name != s.name) {
-                let route = format!("protocols static route {}", p.lan);
-                o.push(Resource {
-                    address: target.at(format!("vyos:{route}")),
-                    site: Some(s.name.clone()),
-                    provider: ProviderKind::Vyos,
-                    summary: format!("route to {} via {}", p.name, wg.interface),
-                    sensitive: false,
-                    desired: Desired::Vyos(pick(&route)),
-                    file: file.clone(),
-                });
-            }
-            o.push(Resource {
-                address: target.at("vyos:system config-management commit-confirm"),
-                site: Some(s.name.clone()),
-                provider: ProviderKind::Vyos,
-                summary: "commit-confirm reverts by reload".into(),
-                sensitive: false,
-                desired: Desired::Vyos(pick("system config-management commit-confirm")),
-                file,
-            });
-            // The whole file, comments included, is what render writes.
-            o.extra(format!("config/vyos/wireguard/{}.conf", s.name), vyos::conf_file(t, s));
-        }
-        RouterKind::Linux => {
-            o.push(Resource {
-                address: target.at(format!("wireguard:{}", wg.interface)),
-                site: Some(s.name.clone()),
-                provider: ProviderKind::Wireguard,
-                summary: format!(
-                    "{} {} port {}, key generated on the host",
-                    wg.interface, wg.address, wg.listen_port.0
-                ),
-                sensitive: false,
-                desired: Desired::Wireguard(text::wireguard_conf(t, s)),
-                file: Some(format!("config/wireguard/{}.conf", s.name)),
-            });
-            // Forwarding between the tunnel and the LAN; its state before is journaled, so a
-            // rollback turns it off again where fabric turned it on (wg-quick's PostUp sets it
-            // too, for reboots).
-            o.command(
-                target.clone(),
-                &s.name,
-                "ip-forward",
-                Sh::lit("[ \"$(sysctl -n net.ipv4.ip_forward)\" = 1 ]"),
-                Sh::lit("sysctl -q -w net.ipv4.ip_forward=1"),
-                "IPv4 forwarding on (turned off again on rollback if it was off)",
-            );
-            for p in t.sites.iter().filter(|p| p.name != s.name) {
-                o.command(
-                    target.clone(),
-                    &s.name,
-                    &format!("route {}", p.lan),
-                    sh!("ip route show {} dev {}", p.lan.to_string(), wg.interface.clone()),
-                    sh!("ip route replace {} dev {}", p.lan.to_string(), wg.interface.clone()),
-                    &format!("route to {} via {}", p.name, wg.interface),
-                );
-            }
-        }
+    let all = vyos::commands(t, s);
+    let file = Some(format!("config/vyos/wireguard/{}.conf", s.name));
+    let iface = format!("interfaces wireguard {}", wg.interface);
+    // `set <subtree> …` lines only: `rule 5` must not take `rule 50`'s.
+    let pick = |prefix: &str| -> Vec<String> {
+        all.iter().filter(|c| c.starts_with(&format!("set {prefix} "))).cloned().collect()
+    };
+    o.push(Resource {
+        address: target.at(format!("vyos:{iface}")),
+        site: Some(s.name.clone()),
+        provider: ProviderKind::Vyos,
+        summary: format!(
+            "{} {} port {} mtu {}, private key generated on the router",
+            wg.interface,
+            wg.address,
+            wg.listen_port.0,
+            wg.tunnel_mtu()
+        ),
+        sensitive: false,
+        desired: Desired::Vyos(pick(&iface)),
+        file: file.clone(),
+    });
+    for p in t.sites.iter().filter(|p| p.name != s.name) {
+        let route = format!("protocols static route {}", p.lan);
+        o.push(Resource {
+            address: target.at(format!("vyos:{route}")),
+            site: Some(s.name.clone()),
+            provider: ProviderKind::Vyos,
+            summary: format!("route to {} via {}", p.name, wg.interface),
+            sensitive: false,
+            desired: Desired::Vyos(pick(&route)),
+            file: file.clone(),
+        });
+    }
+    for rule in vyos::underlay::rules(t, s) {
+        o.push(Resource {
+            address: target.at(format!("vyos:{}", rule.subtree)),
+            site: Some(s.name.clone()),
+            provider: ProviderKind::Vyos,
+            summary: rule.summary,
+            sensitive: false,
+            desired: Desired::Vyos(rule.lines),
+            file: file.clone(),
+        });
+    }
+    o.push(Resource {
+        address: target.at("vyos:system config-management commit-confirm"),
+        site: Some(s.name.clone()),
+        provider: ProviderKind::Vyos,
+        summary: "commit-confirm reverts by reload".into(),
+        sensitive: false,
+        desired: Desired::Vyos(pick("system config-management commit-confirm")),
+        file,
+    });
+    // The whole file, comments included, is what render writes.
+    o.extra(format!("config/vyos/wireguard/{}.conf", s.name), vyos::conf_file(t, s));
+}
+
+/// A Linux router: a wg-quick file, forwarding, the firewall and the routes.
+fn linux_tunnel(o: &mut Out<'_>, s: &Site) {
+    let t = o.t;
+    let target = Target::router(&s.name);
+    let wg = &s.router.wireguard;
+    o.push(Resource {
+        address: target.at(format!("wireguard:{}", wg.interface)),
+        site: Some(s.name.clone()),
+        provider: ProviderKind::Wireguard,
+        summary: format!(
+            "{} {} port {}, key generated on the host",
+            wg.interface, wg.address, wg.listen_port.0
+        ),
+        sensitive: false,
+        desired: Desired::Wireguard(text::wireguard_conf(t, s)),
+        file: Some(format!("config/wireguard/{}.conf", s.name)),
+    });
+    // Forwarding between the tunnel and the LAN; its state before is journaled, so a
+    // rollback turns it off again where fabric turned it on (wg-quick's PostUp sets it
+    // too, for reboots).
+    o.command(
+        target.clone(),
+        &s.name,
+        "ip-forward",
+        Sh::lit("[ \"$(sysctl -n net.ipv4.ip_forward)\" = 1 ]"),
+        Sh::lit("sysctl -q -w net.ipv4.ip_forward=1"),
+        "IPv4 forwarding on (turned off again on rollback if it was off)",
+    );
+    // The firewall lets the tunnel through (see `desired::nft`); its rules are removed
+    // again on rollback (`providers::undo_of`).
+    let rules = crate::desired::nft::rules(t, s);
+    o.command(
+        target.clone(),
+        &s.name,
+        "nftables",
+        crate::providers::nft::probe(&rules),
+        crate::providers::nft::apply(&rules),
+        &format!(
+            "nftables: WireGuard (UDP {}) in, {} ↔ {} forwarded, in every input/forward chain (rules tagged `{}`)",
+            wg.listen_port.0,
+            s.lan,
+            wg.interface,
+            rules.tag()
+        ),
+    );
+    for p in t.sites.iter().filter(|p| p.name != s.name) {
+        o.command(
+            target.clone(),
+            &s.name,
+            &format!("route {}", p.lan),
+            sh!("ip route show {} dev {}", p.lan.to_string(), wg.interface.clone()),
+            sh!("ip route replace {} dev {}", p.lan.to_string(), wg.interface.clone()),
+            &format!("route to {} via {}", p.name, wg.interface),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_full_size_ping_does_not_fragment() {
+        let cmd = full_size_ping("172.30.2.10".parse().unwrap(), 1420);
+        assert_eq!(
+            cmd,
+            "for i in 1 2 3; do ping -c 1 -W 2 -M do -s 1392 172.30.2.10 >/dev/null 2>&1 && exit 0; done; exit 1"
+        );
+    }
+
+    #[test]
+    fn a_linux_router_gets_its_mtu_and_its_firewall_rules() {
+        let t = crate::topology::load_str("t.yaml", include_str!("../../tests/data/lab-linux.yaml").to_string())
+            .unwrap()
+            .topology;
+        let conf = text::wireguard_conf(&t, &t.sites[0]);
+        assert!(conf.contains("\nMTU = 1420\n"), "{conf}");
+        let r = crate::desired::nft::rules(&t, &t.sites[0]);
+        assert_eq!(
+            r.input,
+            ["iifname \"wg0\" ip protocol icmp accept", "ip saddr 198.18.2.2 udp dport 51820 accept"]
+        );
+        assert_eq!(
+            r.forward,
+            ["iifname \"wg0\" ip daddr 172.30.1.0/24 accept", "oifname \"wg0\" ip saddr 172.30.1.0/24 accept"]
+        );
     }
 }

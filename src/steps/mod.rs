@@ -106,6 +106,12 @@ pub enum CheckError {
     Ssh(#[from] SshError),
     #[error("{from} cannot reach {site} ({addr}) through the tunnel")]
     NoPath { from: String, site: String, addr: String },
+    #[error(
+        "{from} reaches {site} ({addr}), but not with a full-size packet: {mtu} bytes with don't-fragment \
+         set did not pass the tunnel (its MTU); lower sites[].router.wireguard.mtu, or open ICMP \
+         'fragmentation needed' on the path"
+    )]
+    Mtu { from: String, site: String, addr: String, mtu: u16 },
 }
 
 /// What a step's verify needs.

@@ -6,6 +6,7 @@ pub mod problem;
 pub mod rules;
 pub mod schema_check;
 pub mod tree;
+pub mod wgkey;
 
 mod load;
 

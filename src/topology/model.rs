@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::net::{Cidr, IfaceAddr};
+use super::wgkey::WgKey;
 
 /// One fabric: every site, what runs where, and how the sites are joined.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
@@ -243,6 +244,27 @@ pub struct WireGuard {
     /// on fixed ones it lets the tunnel recover from a peer's restart or port change by itself.
     #[serde(default)]
     pub keepalive: Option<u16>,
+    /// MTU of the tunnel interface, set on both ends. Default 1420: a 1500-byte underlay less
+    /// WireGuard's 80 bytes over IPv6 (60 over IPv4), so it fits whichever the path uses. Lower it
+    /// when the underlay is smaller (PPPoE: 1492 − 80 = 1412).
+    #[serde(default)]
+    #[schemars(range(min = 1280, max = 9000))]
+    pub mtu: Option<u16>,
+    /// This router's WireGuard public key (44 characters of base64), once it exists: `fabric apply
+    /// --step B.1` prints it. Only `fabric render` uses it, to write the peers' VyOS commands in
+    /// full; apply always reads the live key, and plan warns when the two differ.
+    #[serde(default)]
+    pub public_key: Option<WgKey>,
+}
+
+/// Tunnel MTU when the topology sets none (see [`WireGuard::mtu`]).
+pub const DEFAULT_TUNNEL_MTU: u16 = 1420;
+
+impl WireGuard {
+    /// The tunnel's MTU: the topology's, or [`DEFAULT_TUNNEL_MTU`].
+    pub fn tunnel_mtu(&self) -> u16 {
+        self.mtu.unwrap_or(DEFAULT_TUNNEL_MTU)
+    }
 }
 
 fn default_wg_interface() -> String {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value as J};
 use super::net;
 use super::problem::Problem;
 use super::tree::{Node, Path, Value};
+use super::wgkey;
 
 /// Checks `node` against `schema` (whose `$defs` resolve references) and returns every problem.
 pub fn check(node: &Node, schema: &J) -> Vec<Problem> {
@@ -153,7 +154,24 @@ impl<'a> Checker<'a> {
             }
             Value::Int(i) => self.integer(node, *i, schema, path, out),
             Value::Str(s) => {
-                if let Some(Some(Err(e))) = schema.get("format").and_then(J::as_str).map(|f| net::check_format(f, s)) {
+                let format = schema.get("format").and_then(J::as_str);
+                if let Some(Some(Err(_))) = format.map(|f| wgkey::check_format(f, s)) {
+                    // The value is not repeated: whatever was pasted there (a private key with a
+                    // typo?) stays out of the output.
+                    out.push(
+                        Problem::error(
+                            "topology::wireguard-key",
+                            path.clone(),
+                            format!("`{path}` is not a WireGuard public key (32 bytes in base64, 44 characters)"),
+                        )
+                        .label("not a public key")
+                        .help(
+                            "copy the key `fabric apply --step B.1` prints for this router (`wg pubkey` on Linux, \
+                             `show interfaces wireguard wg0 public-key` on VyOS), or leave the field out",
+                        )
+                        .at(node.span),
+                    );
+                } else if let Some(Some(Err(e))) = format.map(|f| net::check_format(f, s)) {
                     out.push(
                         Problem::error("topology::address", path.clone(), format!("`{path}`: {e}"))
                             .label("not a valid address")

@@ -10,7 +10,7 @@
 #
 # See tests/lab/README.md for the layout (every address) and the pitfalls.
 #
-# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] [--vyos-routers] | down | status
+# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] [--vyos-routers] [--firewall] | down | status
 #        | cut SITE | restore SITE | cut-mgmt SITE|HOST | restore-mgmt SITE|HOST
 #        | exec HOST CMD...
 # Environment: LAB_PREFIX (default fl), LAB_DIR (default /tmp/fabric-lab, or
@@ -38,7 +38,7 @@ PYTHON=/usr/bin/python3
 CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SITES=(franca sp)
 DEPS_PACKAGES=(openssh-server openssh-client wireguard-tools wireguard-go
-	iproute2 iputils-ping python3 util-linux hostname sudo)
+	iproute2 iputils-ping python3 util-linux hostname sudo nftables)
 # Marks a state dir as ours, so `down` only ever deletes a directory that this
 # script created (LAB_DIR is user-supplied).
 MARKER=.fabric-lab
@@ -267,6 +267,30 @@ setup_site() {
 	add_mgmt_link "$site-lan"
 }
 
+# A hardened router (up --firewall): the operator's own nftables table `inet
+# lab` drops by default what comes in or is forwarded, except the management
+# link, loopback and replies. B.1 must open what the tunnel needs (WireGuard's
+# port, LAN-to-LAN forwarding) without touching this table's rules.
+setup_firewall() {
+	local r
+	r=$(ns_of "$1-router")
+	PATH="$CLEAN_PATH" command -v nft >/dev/null || die "missing 'nft': run 'lab.sh deps' first"
+	ip netns exec "$r" nft -f - <<-'EOF'
+		table inet lab {
+			chain input {
+				type filter hook input priority filter; policy drop;
+				iif "lo" accept
+				iifname "mgmt0" accept
+				ct state established,related accept
+			}
+			chain forward {
+				type filter hook forward priority filter; policy drop;
+				ct state established,related accept
+			}
+		}
+	EOF
+}
+
 # WAN latency without netem: traffic arriving from either router is policy-
 # routed into a TUN device whose reader (delay_relay.py) writes each packet
 # back after the delay; written-back packets arrive with iif=dly0 and take the
@@ -455,7 +479,7 @@ on_up_exit() {
 }
 
 cmd_up() {
-	local nhosts=0 delay=0
+	local nhosts=0 delay=0 firewall=0
 	while (($#)); do
 		case "$1" in
 		--hosts)
@@ -468,6 +492,10 @@ cmd_up() {
 			;;
 		--vyos-routers) # VyOS test double, see write_sshd_config
 			VYOS_DOUBLE="${LAB_VYOS_DOUBLE:-$SCRIPT_DIR/../../target/debug/examples/vyos_double}"
+			shift
+			;;
+		--firewall) # hardened Linux routers, see setup_firewall
+			firewall=1
 			shift
 			;;
 		*) die "up: unknown option '$1'" ;;
@@ -527,6 +555,10 @@ cmd_up() {
 		add_mgmt_link "host$i"
 	done
 	if ((delay > 0)); then setup_delay "$delay"; fi
+	if ((firewall)); then
+		[[ -z "$VYOS_DOUBLE" ]] || die "--firewall is for Linux routers (the VyOS double does not realize firewall rules)"
+		for s in "${SITES[@]}"; do setup_firewall "$s"; done
+	fi
 
 	for host in "${hosts[@]}"; do
 		mkdir -p "$(host_dir "$host")"

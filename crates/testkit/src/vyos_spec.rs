@@ -50,6 +50,8 @@ pub const IMPLEMENTED_VALIDATORS: &[&str] = &[
     "fqdn",
     "mac-address",
     "ipv6-eui64-prefix",
+    "port-multi",
+    "ip-protocol",
 ];
 
 /// Old (VyOS 1.2 `crux` / 1.3 `equuleus`) keywords that were renamed, with the 1.4+ replacement,
@@ -767,8 +769,66 @@ fn run_validator(name: &str, args: &[String], value: &str) -> Option<Result<(), 
                 Err(format!("'{value}' does not have prefix length 64"))
             }
         }
+        "port-multi" => port_multi(value),
+        "ip-protocol" => ip_protocol(value),
         _ => return None,
     })
+}
+
+/// vyos-1x `src/validators/port-multi`: a comma-separated list of ports (1–65535) and ranges
+/// `a-b` (a ≤ b), each optionally negated with `!`. Named services (looked up in the router's
+/// `/etc/services`) are not modelled: they are rejected, never passed unchecked.
+fn port_multi(value: &str) -> Result<(), String> {
+    let port = |p: &str| -> Option<u32> {
+        (!p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse().ok())
+            .flatten()
+            .filter(|n| (1..=65535).contains(n))
+    };
+    for item in value.split(',') {
+        let item = item.strip_prefix('!').unwrap_or(item);
+        let ok = match item.split_once('-') {
+            Some((a, b)) => matches!((port(a), port(b)), (Some(a), Some(b)) if a <= b),
+            None => port(item).is_some(),
+        };
+        if !ok {
+            return Err(format!(
+                "'{item}' is not a valid port or port range (named services from /etc/services are not modelled)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// vyos-1x `src/validators/ip-protocol`: a protocol number 0–255, or a name of its list,
+/// optionally negated with `!` (the names most rules use; the others are rejected, not passed).
+fn ip_protocol(value: &str) -> Result<(), String> {
+    const NAMES: &[&str] = &[
+        "all",
+        "ip",
+        "icmp",
+        "igmp",
+        "tcp",
+        "udp",
+        "tcp_udp",
+        "gre",
+        "esp",
+        "ah",
+        "ipv6-icmp",
+        "icmpv6",
+        "ospf",
+        "pim",
+        "vrrp",
+        "l2tp",
+        "sctp",
+        "udplite",
+        "ipip",
+    ];
+    if value.parse::<u16>().is_ok_and(|n| n <= 255) && !value.starts_with('+') {
+        return Ok(());
+    }
+    let name = value.strip_prefix('!').unwrap_or(value);
+    if NAMES.contains(&name) { Ok(()) } else { Err(format!("'{value}' is not a valid IP protocol")) }
 }
 
 /// An address as ipaddrcheck accepts it: the string must look like `is_any_single` or

@@ -1,6 +1,7 @@
-//! A WireGuard public key as read from a router: parsed before use. A router's answer is
-//! untrusted input (a compromised router may print anything); only 32 bytes in canonical
-//! base64 become a key, and only a key ever reaches a peer's configuration.
+//! A WireGuard public key, as a router prints it or the topology records it: parsed before use.
+//! A router's answer is untrusted input (a compromised router may print anything); only 32 bytes
+//! in canonical base64 become a key, and only a key ever reaches a peer's configuration. It lives
+//! with the topology because the topology may carry each router's key (for `render`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,6 +43,27 @@ impl fmt::Display for WgKey {
 }
 
 serde_as_text!(WgKey);
+
+/// `format` of a key in the generated schema; the schema pass checks it ([`check_format`]).
+pub const FORMAT_WGKEY: &str = "wireguard-key";
+
+impl schemars::JsonSchema for WgKey {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "WgKey".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "format": FORMAT_WGKEY,
+            "description": "A WireGuard public key: 32 bytes in base64 (44 characters), as `wg pubkey` prints it."
+        })
+    }
+}
+
+/// Checks a string of the schema's `format`; None for another format.
+pub fn check_format(format: &str, s: &str) -> Option<Result<(), NotAKey>> {
+    (format == FORMAT_WGKEY).then(|| s.parse::<WgKey>().map(|_| ()))
+}
 
 /// The key in a command's output: its one line, trimmed; None when it printed nothing (no key
 /// yet), an error when it printed anything but a key.

@@ -360,3 +360,84 @@ fn rendered_output_holds_no_secret_material() {
     assert!(texts.contains("<public-key:router.sp>"), "public keys are placeholders");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn with_deps_follows_the_edges_derived_from_the_objects() {
+    // D.4's Job is sent to the LocalQueue D.3 makes, whose ClusterQueue names D.2's admission
+    // check: the table (C.1, D.1) alone left both out (issue 12, item 4).
+    let o = fabric(&["--example", "plan", "--offline", "--step", "D.4", "--with-deps", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert!(keys.contains(&"D.2") && keys.contains(&"D.3"), "{keys:?}");
+    // The gateway's per-site Services select the label C.6's overriders set.
+    let text = stdout(&fabric(&["--example", "graph"]));
+    assert!(text.contains("needs B.3, C.5, C.6*\n"), "{text}");
+    assert!(text.contains("* C.6 makes pod label fabric.io/site="), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&fabric(&["--example", "graph", "--format", "json"]))).unwrap();
+    let d4 = json["steps"].as_array().unwrap().iter().find(|s| s["key"] == "D.4").unwrap();
+    assert_eq!(d4["derived"][0]["step"], "D.3", "{d4}");
+    let dot = stdout(&fabric(&["--example", "graph", "--format", "dot"]));
+    assert!(dot.contains("\"D.3\" -> \"D.4\" [style=dashed"), "{dot}");
+}
+
+#[test]
+fn the_example_passes_the_consistency_pass() {
+    let o = fabric(&["--example", "validate", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("consistency::"), "{}", stdout(&o));
+    for cmd in [&["--example", "plan", "--offline"][..], &["--example", "render", "--out", "/nonexistent/x", "--check"]]
+    {
+        let o = fabric(cmd);
+        assert!(!stderr(&o).contains("consistency::"), "{cmd:?}: {}", stderr(&o));
+    }
+}
+
+/// The example with SP's GPU nodes made plain workers (no GPUs, no GPU quota, no MultiKueue).
+fn example_without_sp_gpus() -> String {
+    let mut s = EXAMPLE.to_string();
+    for i in 1..=3 {
+        s = s.replace(
+            &format!("- {{ name: sp-gpu{i}, role: gpu, address: 192.168.2.2{i}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }} }}"),
+            &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i} }}"),
+        );
+    }
+    let queues = "        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh";
+    assert!(s.contains(queues));
+    s = s.replace(queues, &queues.replace("gpu_quota: 1", "gpu_quota: 0").replace("gpu_quota: 2", "gpu_quota: 0"));
+    let mk = s.find("\nmultikueue:\n").unwrap();
+    let end = s[mk + 1..].find("\n\n").unwrap() + mk + 1;
+    s.replace_range(mk..end, "");
+    s
+}
+
+#[test]
+fn a_gateway_route_to_a_site_without_gpus_is_a_consistency_error_at_the_route() {
+    let text = example_without_sp_gpus();
+    let f = TempFile::new("no-sp-gpus.yaml", &text);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("consistency::label"), "{err}");
+    assert!(
+        err.contains("selects pod label fabric.io/site=sp, but no pod of cluster.franca or cluster.sp carries it"),
+        "{err}"
+    );
+    // At the route to SP (column of its `sp`).
+    let line = text.lines().position(|l| l.contains("{ site: sp, weight: 20 }")).unwrap() + 1;
+    assert!(err.contains(&format!("no-sp-gpus.yaml:{line}:19")), "{err}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 consistency error(s)"), "{}", stderr(&o));
+    // Routed only to Franca, the same topology passes.
+    let fixed = text
+        .replace("        - { site: sp, weight: 20 }\n", "")
+        .replace("{ site: franca, weight: 80 }", "{ site: franca, weight: 100 }")
+        .replace("fallback: [sp, franca]", "fallback: [franca]");
+    let f = TempFile::new("no-sp-gpus-fixed.yaml", &fixed);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -6,8 +6,11 @@
 //! 3. `needs_any` edges: to whichever alternatives exist at the same site (one must);
 //! 4. order: a topological order that keeps catalog order among independent steps, so output is
 //!    stable and reads like the seed's table.
+//!
+//! Then, once every instance's resources are known, [`StepGraph::add_derived`] adds the edges
+//! that follow from what the resources refer to (`desired::refs`), and orders again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use petgraph::Direction;
 use petgraph::graph::{DiGraph, NodeIndex};
@@ -39,6 +42,19 @@ pub struct StepGraph {
     pub graph: DiGraph<Instance, ()>,
     /// Every instance, dependencies first.
     pub order: Vec<NodeIndex>,
+    /// The edges added from what resources refer to (neither in `phases/` nor in a step's
+    /// code), with why: `(from, to) → what `to` needs that `from` makes`.
+    pub derived: BTreeMap<(NodeIndex, NodeIndex), String>,
+}
+
+/// Something instance `to` needs that only other instances make (`providers`, any of which
+/// will do), as `desired::refs` finds it.
+#[derive(Debug, Clone)]
+pub struct Want {
+    pub to: NodeIndex,
+    pub providers: Vec<NodeIndex>,
+    /// What is needed, for `fabric graph` and errors (`LocalQueue research/batch at cluster.franca`).
+    pub why: String,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -47,6 +63,8 @@ pub enum GraphError {
     NoAlternative { step: String, alternatives: String, site: String },
     #[error("the step graph has a cycle through {}", .steps.join(", "))]
     Cycle { steps: Vec<String> },
+    #[error("{step} needs {why}, which only {providers} make(s), and they depend on {step}")]
+    DerivedCycle { step: String, why: String, providers: String },
 }
 
 /// Whether condition `when` holds at `site` (or for the fabric when `site` is None).
@@ -143,25 +161,47 @@ impl StepGraph {
                 graph.update_edge(d, n, ());
             }
         }
-        // Pass 4: stable topological order (Kahn, smallest insertion index first).
-        let mut indegree: Vec<usize> =
-            graph.node_indices().map(|n| graph.neighbors_directed(n, Direction::Incoming).count()).collect();
-        let mut ready: BTreeSet<NodeIndex> = graph.node_indices().filter(|n| indegree[n.index()] == 0).collect();
-        let mut order = Vec::with_capacity(graph.node_count());
-        while let Some(n) = ready.pop_first() {
-            order.push(n);
-            for m in graph.neighbors_directed(n, Direction::Outgoing) {
-                indegree[m.index()] -= 1;
-                if indegree[m.index()] == 0 {
-                    ready.insert(m);
-                }
+        // Pass 4: stable topological order.
+        let order = order(&graph)?;
+        Ok(StepGraph { graph, order, derived: BTreeMap::new() })
+    }
+
+    /// Adds the edges `wants` call for, in order: a want already met by a dependency (direct or
+    /// not) adds nothing; otherwise an edge comes from its first provider in graph order that
+    /// does not itself depend on the wanting instance. When every provider does, the resources
+    /// contradict each other (a bug in a step): that is an error, never a silent cycle.
+    pub fn add_derived(&mut self, wants: &[Want]) -> Result<(), GraphError> {
+        for w in wants {
+            let ancestors = self.with_ancestors(&BTreeSet::from([w.to]));
+            if w.providers.iter().any(|p| ancestors.contains(p)) {
+                continue;
             }
+            let position = |n: &NodeIndex| self.order.iter().position(|o| o == n);
+            let mut usable: Vec<NodeIndex> = w
+                .providers
+                .iter()
+                .copied()
+                .filter(|p| !self.with_ancestors(&BTreeSet::from([*p])).contains(&w.to))
+                .collect();
+            usable.sort_by_key(position);
+            let Some(&from) = usable.first() else {
+                let providers: Vec<String> = w.providers.iter().map(|p| self.graph[*p].key()).collect();
+                return Err(GraphError::DerivedCycle {
+                    step: self.graph[w.to].key(),
+                    why: w.why.clone(),
+                    providers: providers.join(", "),
+                });
+            };
+            self.graph.update_edge(from, w.to, ());
+            self.derived.insert((from, w.to), w.why.clone());
+            self.order = order(&self.graph)?;
         }
-        if order.len() != graph.node_count() {
-            let steps = graph.node_indices().filter(|n| !order.contains(n)).map(|n| graph[n].key()).collect();
-            return Err(GraphError::Cycle { steps });
-        }
-        Ok(StepGraph { graph, order })
+        Ok(())
+    }
+
+    /// Why the edge `from → to` exists when it was derived from the resources.
+    pub fn derived_why(&self, from: NodeIndex, to: NodeIndex) -> Option<&str> {
+        self.derived.get(&(from, to)).map(String::as_str)
     }
 
     pub fn instances(&self) -> impl Iterator<Item = &Instance> {
@@ -191,5 +231,74 @@ impl StepGraph {
 
     pub fn find(&self, key: &str) -> Option<NodeIndex> {
         self.order.iter().copied().find(|n| self.graph[*n].key() == key)
+    }
+}
+
+/// A stable topological order (Kahn, smallest insertion index first): catalog order among
+/// independent steps.
+fn order(graph: &DiGraph<Instance, ()>) -> Result<Vec<NodeIndex>, GraphError> {
+    let mut indegree: Vec<usize> =
+        graph.node_indices().map(|n| graph.neighbors_directed(n, Direction::Incoming).count()).collect();
+    let mut ready: BTreeSet<NodeIndex> = graph.node_indices().filter(|n| indegree[n.index()] == 0).collect();
+    let mut order = Vec::with_capacity(graph.node_count());
+    while let Some(n) = ready.pop_first() {
+        order.push(n);
+        for m in graph.neighbors_directed(n, Direction::Outgoing) {
+            indegree[m.index()] -= 1;
+            if indegree[m.index()] == 0 {
+                ready.insert(m);
+            }
+        }
+    }
+    if order.len() != graph.node_count() {
+        let steps = graph.node_indices().filter(|n| !order.contains(n)).map(|n| graph[n].key()).collect();
+        return Err(GraphError::Cycle { steps });
+    }
+    Ok(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = "phase: X\ntitle: x\nseed_title: x\nsteps:\n  \
+        - { id: X.1, title: a, seed_title: a, risk: low, scope: fabric }\n  \
+        - { id: X.2, title: b, seed_title: b, risk: low, scope: fabric, needs: [X.1] }\n";
+
+    fn graph() -> StepGraph {
+        let c = Catalog::from_sources(&[("x.yaml", TWO)]).unwrap();
+        let t = crate::topology::load_str("t", include_str!("../../topology.example.yaml").into()).unwrap().topology;
+        StepGraph::build(&c, &t).unwrap()
+    }
+
+    #[test]
+    fn a_derived_edge_is_added_once_with_why_and_reorders() {
+        let mut g = graph();
+        let (x1, x2) = (g.find("X.1").unwrap(), g.find("X.2").unwrap());
+        // Already met by the table's edge: nothing added.
+        g.add_derived(&[Want { to: x2, providers: vec![x1], why: "Secret a/b at karmada".into() }]).unwrap();
+        assert!(g.derived.is_empty());
+        let mut g = graph();
+        g.graph.clear_edges();
+        g.order = order(&g.graph).unwrap();
+        g.add_derived(&[Want { to: x1, providers: vec![x2], why: "Secret a/b at karmada".into() }]).unwrap();
+        assert_eq!(g.derived_why(x2, x1), Some("Secret a/b at karmada"));
+        assert_eq!(g.order, vec![x2, x1]);
+    }
+
+    #[test]
+    fn a_derived_edge_that_would_close_a_cycle_is_an_error() {
+        let mut g = graph();
+        let (x1, x2) = (g.find("X.1").unwrap(), g.find("X.2").unwrap());
+        let e = g.add_derived(&[Want { to: x1, providers: vec![x2], why: "LocalQueue q/q at cluster.sp".into() }]);
+        assert_eq!(
+            e,
+            Err(GraphError::DerivedCycle {
+                step: "X.1".into(),
+                why: "LocalQueue q/q at cluster.sp".into(),
+                providers: "X.2".into()
+            })
+        );
+        assert!(g.derived.is_empty());
     }
 }

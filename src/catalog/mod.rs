@@ -5,5 +5,5 @@ pub mod refusal;
 pub mod spec;
 pub mod view;
 
-pub use graph::{Instance, StepGraph};
+pub use graph::{Instance, StepGraph, Want};
 pub use spec::Catalog;

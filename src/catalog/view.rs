@@ -26,7 +26,11 @@ pub fn text(g: &StepGraph) -> String {
                 out.push('\n');
             }
         }
-        let deps: Vec<String> = g.dependencies(n).iter().map(|d| g.graph[*d].key()).collect();
+        let deps: Vec<String> = g
+            .dependencies(n)
+            .iter()
+            .map(|d| if g.derived_why(*d, n).is_some() { format!("{}*", g.graph[*d].key()) } else { g.graph[*d].key() })
+            .collect();
         let deps = if deps.is_empty() { "—".to_string() } else { deps.join(", ") };
         let _ = writeln!(
             out,
@@ -35,6 +39,14 @@ pub fn text(g: &StepGraph) -> String {
             i.spec.title,
             risk_word(i.spec.risk),
         );
+        for d in g.dependencies(n) {
+            if let Some(why) = g.derived_why(d, n) {
+                let _ = writeln!(out, "{:width$}  * {} makes {why}", "", g.graph[d].key());
+            }
+        }
+    }
+    if !g.derived.is_empty() {
+        out.push_str("\n* derived: the step's resources name something only that step makes\n");
     }
     out
 }
@@ -61,7 +73,15 @@ pub fn dot(g: &StepGraph) -> String {
     }
     for &n in &g.order {
         for d in g.dependencies(n) {
-            let _ = writeln!(out, "  \"{}\" -> \"{}\";", g.graph[d].key(), g.graph[n].key());
+            let (from, to) = (g.graph[d].key(), g.graph[n].key());
+            match g.derived_why(d, n) {
+                Some(why) => {
+                    let _ = writeln!(out, "  \"{from}\" -> \"{to}\" [style=dashed, tooltip=\"{}\"];", quote(why));
+                }
+                None => {
+                    let _ = writeln!(out, "  \"{from}\" -> \"{to}\";");
+                }
+            }
         }
     }
     out.push_str("}\n");
@@ -86,7 +106,9 @@ pub fn mermaid(g: &StepGraph) -> String {
     }
     for &n in &g.order {
         for d in g.dependencies(n) {
-            let _ = writeln!(out, "  {} --> {}", mermaid_id(&g.graph[d].key()), mermaid_id(&g.graph[n].key()));
+            let (from, to) = (mermaid_id(&g.graph[d].key()), mermaid_id(&g.graph[n].key()));
+            let arrow = if g.derived_why(d, n).is_some() { "-.->" } else { "-->" };
+            let _ = writeln!(out, "  {from} {arrow} {to}");
         }
     }
     out
@@ -108,6 +130,11 @@ pub fn json(g: &StepGraph) -> String {
                 "seed_title": i.spec.seed_title,
                 "risk": risk_word(i.spec.risk),
                 "needs": g.dependencies(*n).iter().map(|d| g.graph[*d].key()).collect::<Vec<_>>(),
+                "derived": g
+                    .dependencies(*n)
+                    .iter()
+                    .filter_map(|d| g.derived_why(*d, *n).map(|why| serde_json::json!({ "step": g.graph[*d].key(), "why": why })))
+                    .collect::<Vec<_>>(),
                 "decisions": i.spec.decisions,
                 "check": i.spec.check,
             })

@@ -197,6 +197,17 @@ pub fn print_read(g: &Global, report: &ReadReport, live: &Live) {
     }
 }
 
+/// Prints the consistency pass's findings: errors always (the command fails on them), warnings
+/// unless -q.
+pub fn print_findings(diags: &[topology::problem::Diag], g: &Global) {
+    let shown: Vec<topology::problem::Diag> = diags
+        .iter()
+        .filter(|d| !g.quiet || d.problem.severity == topology::problem::Severity::Error)
+        .cloned()
+        .collect();
+    print_diags(&shown, g);
+}
+
 pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {
     for d in diags {
         eprintln!("{}", render_diag(d, Style::stderr(g.no_color).color));

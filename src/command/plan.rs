@@ -18,7 +18,8 @@ use crate::style::{Style, terminal_safe};
 /// reported with the reason and the rest is still planned. Exit status: 0 no changes, 1 error
 /// (including a refused step), 2 changes with --detailed-exitcode. `--offline` reads nothing:
 /// every resource is planned as absent; with `--base FILE` as well, the plan is the change from
-/// that topology to this one (a pull request's, for review).
+/// that topology to this one (a pull request's, for review). A plan is refused (exit 1) when the
+/// objects would not work together (the consistency pass, docs/errors.md).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric --example plan --offline\n  fabric plan --step B.1 --out b1.plan\n  \
                         fabric plan --offline --phase B --with-deps\n  \
@@ -52,6 +53,11 @@ pub struct Opts {
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let Opts { selection, offline, observed, base, format, detailed_exitcode, out } = o;
     let ws = super::workspace(g)?;
+    let found = ws.consistency();
+    super::print_findings(&found, g);
+    if let Some(e) = super::validate::consistency_error(&found) {
+        return Err(e);
+    }
     let planned = match (offline, observed.as_deref(), base.as_deref()) {
         (true, _, Some(file)) => {
             let base = super::workspace_of(g, file)?;

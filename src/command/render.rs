@@ -15,7 +15,8 @@ use crate::style::Style;
 /// The files are the same desired state that plan and apply use. With --check nothing is
 /// written: exit 1 and list the files that differ from DIR (the CI guard that the repository
 /// matches the topology), exit 0 when identical. Files fabric rendered earlier that the topology
-/// no longer produces are removed (or, with --check, listed as stale).
+/// no longer produces are removed (or, with --check, listed as stale). Nothing is written when
+/// the objects would not work together (the consistency pass, docs/errors.md).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric --example render --out /tmp/devops\n  fabric -f topology.yaml render --out . --check"
@@ -31,6 +32,11 @@ pub struct Opts {
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let ws = super::workspace(g)?;
+    let found = ws.consistency();
+    super::print_findings(&found, g);
+    if let Some(e) = super::validate::consistency_error(&found) {
+        return Err(e);
+    }
     let artifacts = ws.render();
     let io = |e: std::io::Error, what: &str| {
         usage("render::io", format!("{what}: {e}"), "check that the directory exists and is writable")

@@ -6,13 +6,17 @@ use miette::Report;
 use super::{Done, load};
 use crate::catalog::{Catalog, StepGraph, refusal};
 use crate::command::args::Global;
+use crate::desired::consistency::{self, Level};
+use crate::steps;
 use crate::topology::problem::{Diag, DiagJson, Problem, Severity};
 use crate::topology::{self, LoadError};
 
-/// Check a topology file: YAML, structure, names, references, prefixes, quotas, versions, decisions
+/// Check a topology file: YAML, structure, names, references, prefixes, quotas, versions, decisions, consistency
 ///
 /// Exit status: 0 when valid (warnings allowed), 1 when there is any error. Every problem is
-/// reported at once, each with file:line:column and a hint.
+/// reported at once, each with file:line:column and a hint. Consistency: every label the
+/// objects select on is set, and every object, queue or namespace they name is made by a step
+/// they depend on (render and plan also check kinds, overrider paths and ArgoCD's folder).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric -f topology.yaml validate\n  fabric validate --format json | jq '.[] | .message'"
@@ -66,14 +70,43 @@ pub fn refusal_warnings(l: &topology::Loaded) -> Result<Vec<Diag>, Report> {
         .collect())
 }
 
+/// The consistency pass's findings that the topology alone decides (`Level::Topology`).
+pub fn consistency_diags(l: &topology::Loaded) -> Result<Vec<Diag>, Report> {
+    let catalog = steps::with_code_needs(Catalog::embedded().map_err(|e| {
+        super::usage("catalog::invalid", e.to_string(), "the embedded catalog is broken: please report this")
+    })?);
+    let (graph, desired) = steps::resolve(&catalog, &l.topology).map_err(|e| {
+        super::usage("graph::invalid", e.to_string(), "check the sites' clusters and external workloads")
+    })?;
+    let found = consistency::check(&l.topology, &graph, &desired, Level::Topology);
+    Ok(found.into_iter().map(|p| l.diag(p)).collect())
+}
+
+/// The error that ends a command whose diagnostics hold consistency errors (printed above it).
+pub fn consistency_error(diags: &[Diag]) -> Option<Report> {
+    let errors = diags.iter().filter(|d| d.problem.severity == Severity::Error).count();
+    (errors > 0).then(|| {
+        super::usage(
+            "consistency::failed",
+            format!("{errors} consistency error(s): the objects would not work together"),
+            "fix the topology lines shown above (docs/errors.md explains each code)",
+        )
+    })
+}
+
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if o.format == ValidateFormat::Human {
         let loaded = load(g)?;
         let extra = refusal_warnings(&loaded)?;
+        let found = consistency_diags(&loaded)?;
         if !g.quiet {
             super::print_diags(&extra, g);
         }
-        let warnings = loaded.warnings.len() + extra.len();
+        super::print_findings(&found, g);
+        if let Some(e) = consistency_error(&found) {
+            return Err(e);
+        }
+        let warnings = loaded.warnings.len() + extra.len() + found.len();
         if !g.quiet {
             let t = &loaded.topology;
             println!(
@@ -100,7 +133,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         Ok(l) => {
             let mut d = l.warnings.clone();
             d.extend(refusal_warnings(&l)?);
-            (d, true)
+            d.extend(consistency_diags(&l)?);
+            let ok = !d.iter().any(|d| d.problem.severity == Severity::Error);
+            (d, ok)
         }
         Err(LoadError::Invalid { diags, .. }) => {
             let ok = !diags.iter().any(|d| d.problem.severity == Severity::Error);

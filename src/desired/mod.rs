@@ -7,14 +7,18 @@
 //! `cluster.sp/kube-system/HelmChart/cilium`, `router.franca/vyos:interfaces wireguard wg0`,
 //! `host.sp-cp1/file:/etc/rancher/k3s/config.yaml`.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 pub use crate::addr::{Address, Target};
 use crate::transport::shell::Sh;
 use serde_json::Value;
 
+pub mod consistency;
 pub mod nft;
 pub mod objects;
+pub mod refs;
 pub mod text;
 pub mod vyos;
 pub mod yaml;
@@ -242,4 +246,40 @@ pub fn flavor(s: &Site) -> String {
 /// Whether `q` is the MultiKueue queue of its site (made with its admission check by D.3).
 pub fn is_dispatch_queue(t: &Topology, s: &Site, q: &ClusterQueue) -> bool {
     t.multikueue.as_ref().is_some_and(|m| m.manager == s.name && m.queue == q.name)
+}
+
+/// The labels K3s itself sets on a node of a site's cluster (the hostname, the OS, the
+/// control-plane role on servers): what a node carries before any step labels it. The labels
+/// fabric sets are objects of the steps that set them (D.1's Nodes, `objects::gpu_labels`) and
+/// the `node-label`s of external workloads ([`workload_labels`]).
+pub fn k3s_node_labels(_s: &Site, n: &Node) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    out.insert("kubernetes.io/hostname".to_string(), n.name.clone());
+    out.insert("kubernetes.io/os".to_string(), "linux".to_string());
+    if n.role == NodeRole::ControlPlane {
+        out.insert("node-role.kubernetes.io/control-plane".to_string(), "true".to_string());
+    }
+    out
+}
+
+/// The labels fabric gives an external workload joining as a K3s agent (its `node-label`s, A.3/A.4).
+pub fn workload_labels(w: &ExternalWorkload) -> BTreeMap<String, String> {
+    let kind = match w.kind {
+        WorkloadKind::Vm => "vm",
+        WorkloadKind::BareMetal => "bare-metal",
+    };
+    let mut out = BTreeMap::new();
+    out.insert(o::EXTERNAL_LABEL.to_string(), kind.to_string());
+    if let Some(g) = &w.gpu {
+        out.insert(o::GPU_MODEL_LABEL.to_string(), g.model.clone());
+    }
+    out
+}
+
+/// One Kubernetes object as a resource of `site`'s cluster (None: Karmada), for tests.
+#[cfg(test)]
+pub(crate) fn kube_resource(t: &Topology, site: Option<&str>, obj: Value, file: Option<&str>) -> Resource {
+    let mut out = Out::new(t);
+    out.kube(site, obj, "test", file.map(String::from));
+    out.done().resources.remove(0)
 }

@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use serde_json::{Value, json};
 
-use super::objects::{EXTERNAL_LABEL, EXTERNAL_TAINT, GPU_MODEL_LABEL};
+use super::objects::EXTERNAL_TAINT;
 use super::vyos::{endpoint, keepalive, public_key_placeholder};
 use crate::topology::Topology;
 use crate::topology::model::*;
@@ -31,14 +31,7 @@ pub fn k3s_server_config(s: &Site) -> Value {
 
 /// `/etc/rancher/k3s/config.yaml` of a VM or bare-metal host joining as a tainted agent (A.3/A.4).
 pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
-    let kind = match w.kind {
-        WorkloadKind::Vm => "vm",
-        WorkloadKind::BareMetal => "bare-metal",
-    };
-    let mut labels = vec![json!(format!("{EXTERNAL_LABEL}={kind}"))];
-    if let Some(g) = &w.gpu {
-        labels.push(json!(format!("{GPU_MODEL_LABEL}={}", g.model)));
-    }
+    let labels: Vec<Value> = super::workload_labels(w).iter().map(|(k, v)| json!(format!("{k}={v}"))).collect();
     json!({
         "server": format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0),
         // The join token is copied from the server at apply time, never rendered.

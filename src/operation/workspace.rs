@@ -8,10 +8,12 @@ use petgraph::graph::NodeIndex;
 
 use super::{OpError, digest};
 use crate::catalog::{Catalog, Instance, StepGraph, refusal};
+use crate::desired::consistency::{self, Level};
 use crate::desired::{Produced, Resource};
 use crate::plan::select::Selection;
 use crate::plan::{Header, StepInput, model::Mode};
 use crate::steps;
+use crate::topology::problem::Diag;
 use crate::topology::{Loaded, Topology};
 
 pub struct Workspace {
@@ -32,10 +34,15 @@ impl Workspace {
     /// topology and the desired state of every instance.
     pub fn new(loaded: Loaded) -> Result<Workspace, OpError> {
         let catalog = steps::with_code_needs(Catalog::embedded()?);
-        let graph = StepGraph::build(&catalog, &loaded.topology)?;
-        let desired = steps::desired_state(&graph, &loaded.topology);
+        let (graph, desired) = steps::resolve(&catalog, &loaded.topology)?;
         let digest = digest(&loaded.text);
         Ok(Workspace { loaded, catalog, graph, desired, digest, offline_only: false })
+    }
+
+    /// The consistency pass over every object (`render`, `plan`).
+    pub fn consistency(&self) -> Vec<Diag> {
+        let found = consistency::check(self.topology(), &self.graph, &self.desired, Level::Objects);
+        found.into_iter().map(|p| self.loaded.diag(p)).collect()
     }
 
     /// Refuses live work on the embedded example (`help` says what to do instead).

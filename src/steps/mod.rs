@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use futures::future::BoxFuture;
 use petgraph::graph::NodeIndex;
 
+use crate::catalog::graph::GraphError;
 use crate::catalog::{Catalog, Instance, StepGraph};
-use crate::desired::{Out, Produced, Resource};
+use crate::desired::{Out, Produced, Resource, refs};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
 use crate::topology::Topology;
@@ -153,6 +154,15 @@ pub fn for_instance(inst: &Instance, t: &Topology) -> Vec<Resource> {
 /// What every instance of the graph makes, computed once per run.
 pub fn desired_state(g: &StepGraph, t: &Topology) -> BTreeMap<NodeIndex, Produced> {
     g.order.iter().map(|&n| (n, produce(&g.graph[n], t))).collect()
+}
+
+/// The step graph of `t` with every edge: the table's, the steps' own, and those derived from
+/// what the resources refer to (`desired::refs`); and what each instance makes.
+pub fn resolve(catalog: &Catalog, t: &Topology) -> Result<(StepGraph, BTreeMap<NodeIndex, Produced>), GraphError> {
+    let mut g = StepGraph::build(catalog, t)?;
+    let desired = desired_state(&g, t);
+    g.add_derived(&refs::wants(t, &g.order, &desired))?;
+    Ok((g, desired))
 }
 
 /// The catalog with the dependencies the modules declare added to the table's: the graph's
@@ -334,5 +344,83 @@ mod tests {
         // And the merged catalog is still a valid one (no cycle, nothing dangling).
         let merged = with_code_needs(c);
         merged.check().unwrap();
+    }
+
+    /// Needs of the seed's table that no resource shows, each with why (the table is right, but
+    /// the order comes from outside the objects, or the table is coarse).
+    const NOT_IN_THE_OBJECTS: &[(&str, &str, &str)] = &[
+        ("A.3", "A.1", "a host joins a running cluster: the cluster's existence is no object reference"),
+        ("A.3", "A.2", "a host joins a running cluster: the cluster's existence is no object reference"),
+        ("A.4", "A.1", "a host joins a running cluster: the cluster's existence is no object reference"),
+        ("A.4", "A.2", "a host joins a running cluster: the cluster's existence is no object reference"),
+        ("B.2", "B.1", "Cluster Mesh needs the tunnel's routes, which no Kubernetes object names"),
+        ("C.1", "B.2", "the seed orders the federation after the mesh; Karmada's objects do not use it"),
+        ("C.4", "C.3", "coarse: the estimators use C.1's chart and C.2's members, not ArgoCD"),
+        ("B.3", "B.2", "a global service needs Cluster Mesh, which its annotation does not name"),
+        ("C.3", "C.2", "coarse: ArgoCD needs the Karmada API (C.1); members matter to what it deploys, not to C.3"),
+        ("D.2", "C.1", "coarse: MultiKueue's objects are Kueue's, in the manager cluster, not Karmada's"),
+        ("D.3", "C.1", "coarse: the dispatching queue is Kueue's, in the manager cluster"),
+        ("D.4", "C.1", "coarse: the test Job is Kueue's, in the manager cluster"),
+        ("C.7", "C.3", "coarse: the taint policy is cluster-scoped and names no ArgoCD object"),
+        ("D.1", "C.2", "coarse: Kueue in a cluster does not need Karmada's members"),
+        ("D.5", "D.1", "KAI places pods on the GPUs D.1's device plugin advertises, which no object names"),
+        ("G.1", "B.3", "the gateway relies on global services working, which B.3 tests, not makes"),
+    ];
+
+    /// The graph with no edge but the derived ones: what the objects alone say.
+    fn derived_only(t: &Topology) -> StepGraph {
+        let mut c = Catalog::embedded().unwrap();
+        for spec in c.phases.iter_mut().flat_map(|p| p.steps.iter_mut()) {
+            spec.needs.clear();
+            spec.needs_any.clear();
+        }
+        let mut g = StepGraph::build(&c, t).unwrap();
+        let desired = desired_state(&g, t);
+        g.add_derived(&refs::wants(t, &g.order, &desired)).unwrap();
+        g
+    }
+
+    #[test]
+    fn for_every_step_the_derived_needs_include_the_tables_where_the_objects_can_show_them() {
+        let t = example();
+        let table = Catalog::embedded().unwrap();
+        let g = derived_only(&t);
+        let mut missing = Vec::new();
+        for &n in &g.order {
+            let inst = &g.graph[n];
+            let ancestors = g.with_ancestors(&BTreeSet::from([n]));
+            let spec = table.step(&inst.spec.id).unwrap();
+            let met = |need: &String| ancestors.iter().any(|a| g.graph[*a].spec.id == *need && *a != n);
+            let excused = |need: &String| NOT_IN_THE_OBJECTS.iter().any(|(s, d, _)| *s == spec.id && d == need);
+            // "One of": met when one alternative is (the others need no excuse then).
+            let any_met = spec.needs_any.iter().any(met);
+            for need in spec.needs.iter().chain(spec.needs_any.iter().filter(|_| !any_met)) {
+                let (met, excused) = (met(need), excused(need));
+                if !met && !excused {
+                    missing.push(format!("{} needs {need} in phases/, the objects do not show it", inst.key()));
+                }
+                if met && excused {
+                    missing.push(format!("{} -> {need} is excused but derived: drop the excuse", inst.key()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{missing:#?}");
+    }
+
+    #[test]
+    fn d4_needs_the_queue_d3_makes_and_the_gateway_the_label_c6_sets() {
+        let t = example();
+        let (g, _) = resolve(&with_code_needs(Catalog::embedded().unwrap()), &t).unwrap();
+        let key = |k: &str| g.find(k).unwrap();
+        let deps = |k: &str| g.with_ancestors(&BTreeSet::from([key(k)]));
+        assert!(deps("D.4").contains(&key("D.3")) && deps("D.4").contains(&key("D.2")));
+        assert!(g.derived_why(key("D.3"), key("D.4")).unwrap().starts_with("LocalQueue "));
+        assert!(g.derived_why(key("D.2"), key("D.3")).unwrap().starts_with("AdmissionCheck multikueue"));
+        let why = g.derived_why(key("C.6"), key("G.1")).unwrap();
+        assert!(why.contains("fabric.io/site="), "{why}");
+        // Without the derived edges D.4 did not need D.3 (the bug of issue 12, item 4).
+        let plain = StepGraph::build(&with_code_needs(Catalog::embedded().unwrap()), &t).unwrap();
+        let n = plain.find("D.4").unwrap();
+        assert!(!plain.with_ancestors(&BTreeSet::from([n])).contains(&plain.find("D.3").unwrap()));
     }
 }

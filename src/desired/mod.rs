@@ -16,6 +16,7 @@ use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod consistency;
+pub mod drbd;
 pub mod nft;
 pub mod objects;
 pub mod refs;
@@ -272,6 +273,23 @@ pub fn workload_labels(w: &ExternalWorkload) -> BTreeMap<String, String> {
     out.insert(o::EXTERNAL_LABEL.to_string(), kind.to_string());
     if let Some(g) = &w.gpu {
         out.insert(o::GPU_MODEL_LABEL.to_string(), g.model.clone());
+    }
+    out
+}
+
+/// The static routes through the tunnel, with what each is for: every other site's LAN, then,
+/// when DRBD crosses the sites directly, a host route per remote storage host (`desired::drbd`),
+/// so the storage path stays on the tunnel whatever more specific route to the other LAN a site
+/// adds later.
+pub fn routes(t: &Topology, s: &Site) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = t
+        .sites
+        .iter()
+        .filter(|p| p.name != s.name)
+        .map(|p| (p.lan.to_string(), format!("route to {}", p.name)))
+        .collect();
+    if let Some(d) = drbd::direct(t, s) {
+        out.extend(d.remote.iter().map(|a| (format!("{a}/32"), format!("route to storage host {a} (DRBD)"))));
     }
     out
 }

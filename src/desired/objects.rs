@@ -123,6 +123,12 @@ pub fn cilium_values(t: &Topology, s: &Site) -> Value {
     if t.mesh.hubble {
         v["hubble"] = json!({ "enabled": true, "relay": { "enabled": true }, "ui": { "enabled": true } });
     }
+    if super::drbd::cilium_encryption(t) {
+        // DRBD between the sites through Cilium (`decisions.drbd_cross_site: cilium`): DRBD runs
+        // in the storage hosts' network namespace, which only node-to-node encryption covers.
+        // Every cluster of a Cluster Mesh must run it (see `desired::drbd`).
+        v["encryption"] = json!({ "enabled": true, "type": "wireguard", "nodeEncryption": true });
+    }
     v
 }
 

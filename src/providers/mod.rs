@@ -655,7 +655,14 @@ pub fn undo_of(address: &Address) -> Option<Sh> {
     match address.command()? {
         "ip-forward" => Some(Sh::lit("sysctl -q -w net.ipv4.ip_forward=0")),
         "nftables" => Some(nft::remove()),
-        _ => None,
+        // A route B.1 added (`command:route <prefix>`); the prefix comes from a journal, so it
+        // is parsed, never passed on as text. Gone already (its interface was removed first):
+        // nothing to do.
+        c => {
+            let prefix: crate::topology::net::Cidr = c.strip_prefix("route ")?.parse().ok()?;
+            let p = prefix.to_string();
+            Some(sh!("if [ -n \"$(ip route show {})\" ]; then ip route del {}; fi", p.clone(), p))
+        }
     }
 }
 

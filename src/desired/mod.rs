@@ -17,6 +17,7 @@ use serde_json::Value;
 
 pub mod consistency;
 pub mod drbd;
+pub mod k3s_install;
 pub mod nft;
 pub mod objects;
 pub mod refs;
@@ -56,6 +57,8 @@ pub enum Desired {
     Wireguard(String),
     /// A command that makes the state so, with the probe that tells whether it is.
     Command { probe: Sh, apply: Sh },
+    /// K3s from the air-gap bundle (provider `command`; see `desired::k3s_install`).
+    K3sInstall(k3s_install::K3sInstall),
     /// A secret file fabric copies at apply time from another host's file (its address,
     /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
     Secret(Option<Address>),

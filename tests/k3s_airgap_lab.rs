@@ -40,6 +40,13 @@ agent*) svc=k3s-agent ;;
 	;;
 esac
 printf '[Service]\nExecStart=/usr/local/bin/k3s %s\n' "$INSTALL_K3S_EXEC" >"/etc/systemd/system/$svc.service"
+# A server writes its admin kubeconfig as K3s does (names `default`, server 127.0.0.1:6443).
+if [ "$svc" = k3s ] && [ "$(hostname)" = sp-lan ]; then
+	umask 077
+	cat >/etc/rancher/k3s/k3s.yaml <<'KUBECONFIG'
+@KUBECONFIG@
+KUBECONFIG
+fi
 "#;
 
 fn k3s(version: &str, build: &str) -> String {
@@ -50,13 +57,24 @@ fn sha(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The kubeconfig a K3s server writes, with the test API server's credentials.
+fn k3s_yaml() -> String {
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\ncontexts:\n\
+         - context:\n    cluster: default\n    user: default\n  name: default\ncurrent-context: default\nkind: Config\n\
+         users:\n- name: default\n  user:\n    token: {}\n",
+        kube_api::TEST_TOKEN
+    )
+}
+
 /// Writes the bundle's files under `dir` and returns the topology section naming them.
 fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
     std::fs::create_dir_all(dir).unwrap();
     let images: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let script = INSTALL_SH.replace("@KUBECONFIG@", k3s_yaml().trim_end());
     std::fs::write(dir.join("k3s"), binary).unwrap();
     std::fs::write(dir.join(IMAGES), &images).unwrap();
-    std::fs::write(dir.join("install.sh"), INSTALL_SH).unwrap();
+    std::fs::write(dir.join("install.sh"), &script).unwrap();
     let d = dir.display();
     format!(
         "k3s_airgap:\n  binary: {{ path: {d}/k3s, sha256: {} }}\n  images: {{ path: {d}/{IMAGES}, sha256: {} }}\n  \
@@ -64,7 +82,7 @@ fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
          - {{ registry: docker.io, endpoints: [\"https://mirror.lab.invalid:5000\"] }}\n",
         sha(binary.as_bytes()),
         images_sha.map(String::from).unwrap_or_else(|| sha(&images)),
-        sha(INSTALL_SH.as_bytes()),
+        sha(script.as_bytes()),
     )
 }
 
@@ -84,6 +102,13 @@ fn k3s_from_the_air_gap_bundle() {
         "ssh: { host: sp-lan } }\n    external_workloads:\n      \
          - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
     );
+    // sp's cluster does not run yet: no kubeconfig here. fabric fetches the one K3s writes and
+    // points it at the API as this machine reaches it (`server`), under the topology's context.
+    let base = base.replace(
+        "kubeconfig: { path: /nonexistent/sp.yaml }",
+        &format!("kubeconfig: {{ path: /nonexistent/sp.yaml, context: sp, server: \"{}\" }}", sp.url),
+    );
+    std::fs::remove_file(dir.join("sp.yaml")).unwrap();
     let write = |section: &str| {
         let text = kube_api::with_test_kubeconfigs(&format!("{base}{section}"), &dir);
         std::fs::write(dir.join("topology.yaml"), text).unwrap();
@@ -102,6 +127,8 @@ fn k3s_from_the_air_gap_bundle() {
     }
     assert!(text.contains("+ host.sp-lan/file:/etc/rancher/k3s/registries.yaml"), "{text}");
     assert!(!text.contains("command:k3s-agent"), "{text}");
+    assert!(text.contains("cluster.sp does not run yet: apply installs K3s on host.sp-lan first"), "{text}");
+    assert!(text.contains("+ cluster.sp/kube-system/HelmChart/cilium") && !text.contains("unreachable"), "{text}");
 
     // 2. A file that is not the topology's: nothing runs on any host, nothing stays.
     write(&bundle(&dir.join("bundle"), &binary, Some(&"ab".repeat(32))));
@@ -135,6 +162,22 @@ fn k3s_from_the_air_gap_bundle() {
         assert!(on(host, "cat /etc/rancher/k3s/registries.yaml").contains("https://mirror.lab.invalid:5000"), "{host}");
     }
     assert!(on("host1", "stat -c %a /etc/rancher/k3s/token").trim() == "600", "the agent's join token");
+    // sp's cluster came up: its kubeconfig fetched, pointed at the API, never shown.
+    let text = out(&o);
+    assert!(text.contains("cluster.sp: kubeconfig written to") && text.contains("cluster.sp: API up"), "{text}");
+    assert!(!text.contains(kube_api::TEST_TOKEN), "the kubeconfig's credentials were shown: {text}");
+    let kc = std::fs::read_to_string(dir.join("sp.yaml")).unwrap();
+    assert!(kc.contains(&sp.url) && kc.contains("current-context: sp") && !kc.contains("127.0.0.1:6443"), "{kc}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(dir.join("sp.yaml")).unwrap().permissions().mode() & 0o777, 0o600);
+    let mut objs = sp.objects();
+    objs.retain(|o| o["kind"] == "HelmChart" && o["metadata"]["name"] == "cilium");
+    assert_eq!(objs.len(), 1, "Cilium's chart in sp's new cluster");
+    let journals = std::fs::read_dir(dir.join(".fabric/runs")).unwrap();
+    for j in journals {
+        let j = std::fs::read_to_string(j.unwrap().path()).unwrap_or_default();
+        assert!(!j.contains(kube_api::TEST_TOKEN), "a journal holds the kubeconfig's credentials");
+    }
     assert!(!Path::new("/usr/local/bin/k3s").exists(), "the lab wrote into the machine's /usr/local/bin");
 
     // 4. Installed and matching: no change.

@@ -200,6 +200,12 @@ pub fn parse_read(answer: &str) -> Option<String> {
     (!lines.is_empty() && lines.iter().all(|l| ok(l))).then(|| lines.join("\n") + "\n")
 }
 
+/// A kubeconfig as K3s writes it, parsed (the text is a secret: nothing here keeps or shows it).
+pub fn parse_kubeconfig(text: &str) -> Option<serde_json::Value> {
+    let v = serde_saphyr::from_str::<crate::topology::tree::Node>(text).ok()?.to_json();
+    (v["clusters"].is_array() && v["users"].is_array()).then_some(v)
+}
+
 /// K3s's `registries.yaml` for the topology's mirrors (K3s docs, "Private Registry
 /// Configuration": `mirrors: <registry>: endpoint: [...]`), when there are any.
 pub fn registries_yaml(t: &Topology) -> Option<serde_json::Value> {

@@ -368,6 +368,10 @@ pub struct KubeAccess {
     /// Context inside that file; the file's current context when unset.
     #[serde(default)]
     pub context: Option<String>,
+    /// The API server's URL as this machine reaches it, written into the kubeconfig fabric fetches
+    /// from a cluster it has just installed (A.1); `https://<api_address>:<api_port>` when unset.
+    #[serde(default)]
+    pub server: Option<String>,
 }
 
 /// Role of a cluster node.

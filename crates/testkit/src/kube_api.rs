@@ -170,6 +170,20 @@ impl TestApiServer {
         }
     }
 
+    /// Removes an object as a controller would (no finalizers, no cascade); `false` when there was
+    /// none.
+    pub fn delete_raw(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
+        let (group, _) = split_api_version(api_version);
+        let key = (group.to_string(), kind.to_string(), namespace.unwrap_or("").to_string(), name.to_string());
+        let mut st = self.shared.lock();
+        if st.objects.remove(&key).is_none() {
+            return false;
+        }
+        st.rv += 1;
+        self.shared.trigger(&st, vec![key]);
+        true
+    }
+
     /// Accepts requests without a valid bearer token too (default: `false`, such requests get 401).
     /// Needed for `kubectl`: client-go does not send a bearer token over plain `http://`.
     pub fn set_allow_anonymous(&self, allowed: bool) {
@@ -2955,10 +2969,13 @@ impl Shared {
     }
 
     /// Job controller: a Job without a terminal condition completes (or fails, see
-    /// `fail_helm_job`).
+    /// `fail_helm_job`). A Job whose `spec.managedBy` names another controller is not its
+    /// (KEP-4368 JobManagedBy, on by default since 1.32: MultiKueue's manager-side Jobs).
     fn job_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let job = st.objects.get(key)?.obj.clone();
-        if condition_is_true(&job, "Complete")
+        let managed_by = text_at(&job, "/spec/managedBy");
+        if !(managed_by.is_empty() || managed_by == "kubernetes.io/job-controller")
+            || condition_is_true(&job, "Complete")
             || condition_is_true(&job, "Failed")
             || job.pointer("/spec/suspend") == Some(&json!(true))
         {

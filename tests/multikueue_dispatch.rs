@@ -15,7 +15,7 @@ use fabric::live::observe::{self, Targets};
 use fabric::topology::Topology;
 use fabric::transport::ssh_config::SshConfig;
 use fabric_testkit::kube_api::{ExampleFabric, TestApiServer};
-use fabric_testkit::kueue;
+use fabric_testkit::{kueue, run};
 use serde_json::{Value, json};
 
 /// fabric applies D.1 at both sites, D.2 and D.3, as `apply` does, one step after the other.
@@ -82,6 +82,13 @@ fn settle(f: &ExampleFabric) -> Vec<String> {
     panic!("Kueue does not settle: {all:#?}");
 }
 
+/// `fabric verify --step D.4` against the servers: (exit code, output).
+fn verify_d4(f: &ExampleFabric) -> (Option<i32>, String) {
+    let o =
+        run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), &["verify", "--step", "D.4"]);
+    (o.status.code(), run::out(&o))
+}
+
 fn job(s: &TestApiServer, ns: &str, name: &str) -> Option<Value> {
     s.object("batch/v1", "Job", Some(ns), name)
 }
@@ -117,6 +124,10 @@ async fn a_site_queue_runs_at_the_site_and_the_dispatching_queue_in_a_worker_wit
     assert!(kueue::finished(&at_manager), "status synced from sp: {at_manager:#}");
     assert_eq!(at_manager["spec"]["managedBy"], kueue::MULTIKUEUE);
     assert!(job(&f.sp, "batch", "fabric-multikueue-test").is_none());
+    // verify reads the Job's end at Franca, though SP's copy is gone.
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("batch/fabric-multikueue-test completed in a worker"), "{out}");
 }
 
 /// SP full (its batch queue's 2 GPUs and, through the cohort, interactive's one): D.4's Job
@@ -137,6 +148,9 @@ async fn the_dispatching_queue_waits_for_a_worker_with_room() {
     let waiting = job(&f.franca, "batch", "fabric-multikueue-test").unwrap();
     assert_eq!(waiting["spec"]["suspend"], true, "{waiting:#}");
     assert!(job(&f.sp, "batch", "fabric-multikueue-test").is_none());
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("is in no worker (sp): not dispatched yet (queued in franca"), "{out}");
     f.franca.put_raw(short("local", "ai", "interactive"));
     assert_eq!(settle(&f), ["franca: ai/local admitted on gpu-a5500", "franca: ai/local completed"]);
 

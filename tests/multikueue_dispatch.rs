@@ -159,3 +159,19 @@ async fn the_dispatching_queue_waits_for_a_worker_with_room() {
     assert_eq!(ev[0], "franca: batch/fabric-multikueue-test dispatched to sp", "{ev:#?}");
     assert!(kueue::finished(&job(&f.franca, "batch", "fabric-multikueue-test").unwrap()), "{ev:#?}");
 }
+
+/// A queue borrows what the other queues of its cohort (`<site>-gpu`, as D.1 renders them) leave
+/// unused, and the lender then waits for its own quota until the borrower finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_borrows_what_its_cohort_leaves_unused() {
+    let f = ExampleFabric::start("multikueue-cohort");
+    apply_d_steps(&f).await;
+    f.sp.put_raw(holder("big", "batch", "batch", 3));
+    assert_eq!(settle(&f), ["sp: batch/big admitted on gpu-a5000"], "2 GPUs of gpu-batch and 1 of gpu-interactive");
+    f.sp.put_raw(short("small", "ai", "interactive"));
+    assert_eq!(settle(&f), Vec::<String>::new(), "gpu-interactive's GPU is lent out");
+    f.sp.put_raw(holder("bigger", "batch", "batch", 4));
+    kueue::finish(&f.sp, "batch", "big");
+    let ev = settle(&f);
+    assert_eq!(ev, ["sp: ai/small admitted on gpu-a5000", "sp: ai/small completed"], "4 GPUs never fit sp's 3");
+}

@@ -199,7 +199,7 @@ fn usage(api: &TestApiServer, cq_name: &str, flavor: &str) -> i64 {
         .sum()
 }
 
-/// The first flavor with room for `want` GPUs: the queue's own unused quota, else what its
+/// The first flavor with room for `want` GPUs: the queue's own unused quota, with what its
 /// cohort's queues leave unused of the same flavor.
 fn fitting_flavor(api: &TestApiServer, cq: &Value, want: i64) -> Option<String> {
     let name = meta(cq, "name");
@@ -213,15 +213,18 @@ fn fitting_flavor(api: &TestApiServer, cq: &Value, want: i64) -> Option<String> 
             .collect()
     };
     gpu_flavors(cq).into_iter().find_map(|(f, nominal)| {
+        // Without borrowing or lending limits (fabric sets none), what the queue may still take
+        // is what its cohort as a whole has left: every member's nominal quota less its usage
+        // (a queue that borrowed counts against the others).
         let own = nominal - usage(api, name, &f);
-        let lent: i64 = others
+        let rest: i64 = others
             .iter()
             .map(|o| {
                 let n = gpu_flavors(o).into_iter().find(|(of, _)| *of == f).map_or(0, |(_, n)| n);
-                (n - usage(api, meta(o, "name"), &f)).max(0)
+                n - usage(api, meta(o, "name"), &f)
             })
             .sum();
-        (want <= own + lent).then_some(f)
+        (want <= own + rest).then_some(f)
     })
 }
 

@@ -128,6 +128,7 @@ async fn a_site_queue_runs_at_the_site_and_the_dispatching_queue_in_a_worker_wit
     let (code, out) = verify_d4(&f);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("batch/fabric-multikueue-test completed in a worker"), "{out}");
+    assert!(out.contains("dispatching ClusterQueue Active") && out.contains("MultiKueue worker Active"), "{out}");
 }
 
 /// SP full (its batch queue's 2 GPUs and, through the cohort, interactive's one): D.4's Job

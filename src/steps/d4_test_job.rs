@@ -5,7 +5,7 @@
 
 use futures::future::BoxFuture;
 
-use super::verify::{Verdict, conditions, get, id};
+use super::verify::{ReadError, Verdict, conditions, get, id};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
@@ -84,7 +84,7 @@ async fn dispatched(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
         }
     }
     let manager = Target::cluster(&mk.manager);
-    let local = get(cx.targets, &manager, job(&l.namespace)).await.map_err(|e| format!("{manager}: {e}"));
+    let local = get(cx.targets, &manager, job(&l.namespace)).await;
     let (verdict, evidence) = judge(&Seen { ns: &l.namespace, manager: &mk.manager, workers: &mk.workers, local, found, errors });
     vec![CheckResult { step: cx.key.into(), check: "test Job dispatched to a worker".into(), verdict, evidence }]
 }
@@ -95,7 +95,7 @@ struct Seen<'a> {
     manager: &'a str,
     workers: &'a [String],
     /// The manager's Job.
-    local: Result<Option<Value>, String>,
+    local: Result<Option<Value>, ReadError>,
     /// The workers that have its copy.
     found: Vec<String>,
     errors: Vec<String>,
@@ -125,7 +125,7 @@ fn judge(s: &Seen<'_>) -> (Verdict, String) {
         return (Verdict::Fail, s.errors.join("; "));
     }
     match &s.local {
-        Err(e) => (Verdict::Fail, e.clone()),
+        Err(e) => (Verdict::Fail, format!("{}: {e}", Target::cluster(s.manager))),
         Ok(None) => (Verdict::Skip, format!("no test Job {name} in {}: `fabric apply --step D.4` sends one", s.manager)),
         Ok(Some(_)) => (
             Verdict::Fail,
@@ -172,5 +172,8 @@ mod tests {
         let errors = vec!["cluster.sp: down".to_string()];
         let r = judge(&Seen { ns: "batch", manager: "franca", workers: &workers, local: Ok(None), found: vec![], errors });
         assert_eq!(r, (Verdict::Fail, "cluster.sp: down".into()));
+        let local = Err(ReadError("connection refused".into()));
+        let r = judge(&Seen { ns: "batch", manager: "franca", workers: &workers, local, found: vec![], errors: vec![] });
+        assert_eq!(r, (Verdict::Fail, "cluster.franca: connection refused".into()));
     }
 }

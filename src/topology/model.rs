@@ -661,7 +661,9 @@ pub struct LocalQueue {
     pub namespace: String,
 }
 
-/// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs.
+/// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs. Every
+/// job of that queue goes to a worker, and waits at the manager while no worker has room: Kueue
+/// does not try the manager's own GPUs first (docs/design.md, "Local first, then the other site?").
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MultiKueue {

@@ -48,22 +48,42 @@ pub fn server_url(s: &Site) -> String {
         .unwrap_or_else(|| format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0))
 }
 
+/// Why a cluster did not come up.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    #[error("{0} is not a site's cluster")]
+    NotACluster(Target),
+    #[error("{host}: {what}")]
+    Fetch { host: Target, what: String },
+    #[error("{host}: {K3S_KUBECONFIG} is not a kubeconfig")]
+    NotAKubeconfig { host: Target },
+    #[error("cannot write {path}: {source}")]
+    Write { path: String, source: std::io::Error },
+    #[error("{cluster} did not come up within --wait-timeout: {last}")]
+    NotUp { cluster: Target, last: String },
+}
+
 /// Fetches the kubeconfig (when the operator has none at the path) and waits until the API
 /// answers; the error says what did not come up.
-pub(super) async fn bring_up(sh: &Shared<'_>, step: &str, cluster: &Target, host: &Target) -> Result<(), String> {
-    let Some(site) = sh.t.sites.iter().find(|s| Target::cluster(&s.name) == *cluster) else {
-        return Err(format!("{cluster} is not a site's cluster"));
+pub(super) async fn bring_up(
+    sh: &Shared<'_>,
+    step: &str,
+    cluster: &Target,
+    host: &Target,
+) -> Result<(), BootstrapError> {
+    let site = sh.t.sites.iter().find(|s| Target::cluster(&s.name) == *cluster);
+    let (Some(site), Some(access)) = (site, sh.targets.kube.get(cluster)) else {
+        return Err(BootstrapError::NotACluster(cluster.clone()));
     };
-    let Some(access) = sh.targets.kube.get(cluster) else { return Err(format!("{cluster} has no kubeconfig")) };
     let deadline = Instant::now() + sh.opts.wait_timeout;
     if !access.path.exists() {
         (sh.progress)(&format!("{step}: {cluster}: fetching its kubeconfig from {host}"));
         let text = fetch(sh, host, deadline).await?;
         let kc = crate::desired::k3s_install::parse_kubeconfig(&text)
-            .ok_or_else(|| format!("{host}: {K3S_KUBECONFIG} is not a kubeconfig"))?;
+            .ok_or_else(|| BootstrapError::NotAKubeconfig { host: host.clone() })?;
         let kc = for_operator(kc, &server_url(site), site.cluster.kubeconfig.context.as_deref());
         write_private(&access.path, &crate::desired::yaml::to_string(&kc))
-            .map_err(|e| format!("cannot write {}: {e}", access.path.display()))?;
+            .map_err(|source| BootstrapError::Write { path: access.path.display().to_string(), source })?;
         (sh.progress)(&format!("{step}: {cluster}: kubeconfig written to {} (mode 0600)", access.path.display()));
     }
     loop {
@@ -76,8 +96,8 @@ pub(super) async fn bring_up(sh: &Shared<'_>, step: &str, cluster: &Target, host
                 (sh.progress)(&format!("{step}: {cluster}: API up"));
                 return Ok(());
             }
-            Err(e) if Instant::now() >= deadline => {
-                return Err(format!("{cluster} did not come up within --wait-timeout: {e}"));
+            Err(last) if Instant::now() >= deadline => {
+                return Err(BootstrapError::NotUp { cluster: cluster.clone(), last });
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
@@ -85,14 +105,15 @@ pub(super) async fn bring_up(sh: &Shared<'_>, step: &str, cluster: &Target, host
 }
 
 /// The server's kubeconfig, once K3s has written it.
-async fn fetch(sh: &Shared<'_>, host: &Target, deadline: Instant) -> Result<String, String> {
-    let s = sh.pool.get(sh.targets, host).await.map_err(|e| e.to_string())?;
+async fn fetch(sh: &Shared<'_>, host: &Target, deadline: Instant) -> Result<String, BootstrapError> {
+    let fail = |what: String| BootstrapError::Fetch { host: host.clone(), what };
+    let s = sh.pool.get(sh.targets, host).await.map_err(|e| fail(e.to_string()))?;
     let address = host.at(format!("file:{K3S_KUBECONFIG}"));
     loop {
         match crate::providers::read_secret_file(&s, &address).await {
             Ok(t) => return Ok(t),
             Err(e) if Instant::now() >= deadline => {
-                return Err(format!("K3s on {host} wrote no kubeconfig within --wait-timeout: {e}"));
+                return Err(fail(format!("K3s wrote no kubeconfig within --wait-timeout: {e}")));
             }
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }

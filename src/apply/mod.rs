@@ -551,7 +551,7 @@ async fn apply_bringing_up(
     let clusters: BTreeSet<Target> = later.iter().map(|c| c.resource.target().clone()).collect();
     for cluster in &clusters {
         if let Err(e) = bootstrap::bring_up(sh, &step.key, cluster, &bringing_up[cluster]).await {
-            return Ok((applied, Some(e)));
+            return Ok((applied, Some(e.to_string())));
         }
     }
     let (more, f) = apply_rounds(sh, step, later).await?;

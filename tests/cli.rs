@@ -132,24 +132,50 @@ fn undecided_decision_warns_in_validate_and_is_refused_by_plan() {
 
 #[test]
 fn a_choice_this_build_cannot_carry_out_refuses_only_its_step() {
-    let text = EXAMPLE.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
-        "    host_site: franca\n",
-        "    host_site: franca\n    vm: { name: karmada-vm, address: 192.168.0.50, ssh: { host: karmada-vm } }\n",
-    );
-    let t = TempFile::new("dedicated.yaml", &text);
+    let text = EXAMPLE.replace("    franca: in-place\n", "    franca: new-cluster\n");
+    let t = TempFile::new("new-cluster.yaml", &text);
     let o = fabric(&["-f", t.path(), "validate"]);
     assert_eq!(o.status.code(), Some(0), "a warning: {}", stderr(&o));
-    assert!(stderr(&o).contains("cannot install Karmada on a dedicated VM") && !stderr(&o).contains("undecided"));
+    assert!(stderr(&o).contains("would rewrite the running cluster's K3s config") && !stderr(&o).contains("undecided"));
     let o = fabric(&["-f", t.path(), "plan", "--offline"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = stdout(&o);
+    assert!(out.contains("refused: step A.2@franca (Migrate K3s to Cilium (existing cluster)) would rewrite"), "{out}");
     assert!(
-        out.contains("refused: step C.1 (Karmada control plane) cannot install Karmada on a dedicated VM"),
-        "{out}"
+        !out.contains("+ host.franca-cp1/file:/etc/rancher/k3s/config.yaml"),
+        "the running server is left alone: {out}"
     );
-    // The later steps may run against a Karmada installed by hand: they are planned.
-    assert!(!out.contains("refused: step C.2"), "{out}");
-    assert!(out.contains("+ karmada/Cluster/sp"), "{out}");
+    // What comes after may run against a cluster built another way: it is planned.
+    assert!(!out.contains("refused: step A.3@franca") && !out.contains("refused: step B.2"), "{out}");
+}
+
+/// `karmada_host: dedicated-vm`: C.1 puts a single-node K3s on the VM (from the bundle) and
+/// Karmada's chart into it; the estimators follow; the host site's cluster gets none of it.
+#[test]
+fn a_dedicated_vm_hosts_karmada() {
+    let digest = "a".repeat(64);
+    let text = format!(
+        "{}\nk3s_airgap:\n  binary: {{ path: b/k3s, sha256: {digest} }}\n  images: {{ path: b/k3s-airgap-images-amd64.tar.zst, sha256: {digest} }}\n  install_script: {{ path: b/install.sh, sha256: {digest} }}\n",
+        EXAMPLE.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
+            "    host_site: franca\n",
+            "    host_site: franca\n    vm: { name: karmada-vm, address: 192.168.0.50, ssh: { host: karmada-vm }, kubeconfig: { path: ~/.kube/karmada-vm.yaml } }\n",
+        )
+    );
+    let t = TempFile::new("dedicated.yaml", &text);
+    let o = fabric(&["-f", t.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["-f", t.path(), "plan", "--offline"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    for want in [
+        "+ host.karmada-vm/file:/etc/rancher/k3s/config.yaml",
+        "+ host.karmada-vm/command:k3s-install",
+        "+ cluster.karmada-vm/kube-system/HelmChart/karmada",
+        "+ cluster.karmada-vm/karmada-system/Deployment/karmada-scheduler-estimator-sp",
+    ] {
+        assert!(out.contains(want), "{want} missing: {out}");
+    }
+    assert!(!out.contains("cluster.franca/kube-system/HelmChart/karmada"), "{out}");
 }
 
 #[test]

@@ -41,7 +41,7 @@ agent*) svc=k3s-agent ;;
 esac
 printf '[Service]\nExecStart=/usr/local/bin/k3s %s\n' "$INSTALL_K3S_EXEC" >"/etc/systemd/system/$svc.service"
 # A server writes its admin kubeconfig as K3s does (names `default`, server 127.0.0.1:6443).
-if [ "$svc" = k3s ] && [ "$(hostname)" = sp-lan ]; then
+if [ "$svc" = k3s ] && [ "$(hostname)" = @KUBE_HOST@ ]; then
 	umask 077
 	cat >/etc/rancher/k3s/k3s.yaml <<'KUBECONFIG'
 @KUBECONFIG@
@@ -67,11 +67,12 @@ fn k3s_yaml() -> String {
     )
 }
 
-/// Writes the bundle's files under `dir` and returns the topology section naming them.
-fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
+/// Writes the bundle's files under `dir` and returns the topology section naming them; the
+/// install script writes a server's kubeconfig on `kube_host`.
+fn bundle_for(dir: &Path, binary: &str, images_sha: Option<&str>, kube_host: &str) -> String {
     std::fs::create_dir_all(dir).unwrap();
     let images: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
-    let script = INSTALL_SH.replace("@KUBECONFIG@", k3s_yaml().trim_end());
+    let script = INSTALL_SH.replace("@KUBECONFIG@", k3s_yaml().trim_end()).replace("@KUBE_HOST@", kube_host);
     std::fs::write(dir.join("k3s"), binary).unwrap();
     std::fs::write(dir.join(IMAGES), &images).unwrap();
     std::fs::write(dir.join("install.sh"), &script).unwrap();
@@ -84,6 +85,10 @@ fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
         images_sha.map(String::from).unwrap_or_else(|| sha(&images)),
         sha(script.as_bytes()),
     )
+}
+
+fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
+    bundle_for(dir, binary, images_sha, "sp-lan")
 }
 
 #[test]
@@ -207,5 +212,72 @@ fn k3s_from_the_air_gap_bundle() {
     assert!(text.contains("the bundle's k3s is not versions.k3s (v1.33.5+k3s1)"), "{text}");
     assert_eq!(on("sp-lan", "sha256sum < /usr/local/bin/k3s | cut -d' ' -f1").trim(), sha(binary.as_bytes()));
     assert_eq!(on("sp-lan", "ls -A /var/lib/fabric").trim(), "");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `karmada_host: dedicated-vm`: C.1 installs a single-node K3s on the VM (lab host `host1`) from
+/// the bundle, brings its API up (the kubeconfig fetched, pointed at it), and installs Karmada's
+/// chart there; the host site's cluster gets none of it.
+#[test]
+fn karmada_on_a_dedicated_vm() {
+    let lab = lab::Lab::up("kv", "10.230", &["--hosts", "1"], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-karmada-vm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    let vm = kube_api::TestApiServer::start_blocking(kube_api::shared_schemas());
+    for s in [&franca, &sp, &vm] {
+        s.simulate_controllers(std::time::Duration::from_millis(100));
+    }
+    let section = bundle_for(&dir.join("bundle"), &k3s("v1.33.5+k3s1", "standin-1"), None, "host1");
+    let text = TOPOLOGY.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
+        "kubeconfig: { path: /nonexistent/karmada.yaml } }",
+        &format!(
+            "kubeconfig: {{ path: /nonexistent/karmada.yaml }}, vm: {{ name: karmada-vm, address: 172.30.1.50, \
+             ssh: {{ host: host1 }}, kubeconfig: {{ path: {}, context: karmada-vm, server: \"{}\" }} }} }}",
+            dir.join("karmada-vm.yaml").display(),
+            vm.url
+        ),
+    );
+    let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &dir);
+    let l = fabric::topology::load_str("t.yaml", text).unwrap_or_else(|e| panic!("{e}"));
+    let t = &l.topology;
+    let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), t).unwrap();
+    let step = fabric::apply::StepWork::alone(&g, t, "C.1").unwrap();
+    let addresses: Vec<String> = step.resources.iter().map(|r| r.address.to_string()).collect();
+    assert!(addresses.contains(&"host.karmada-vm/command:k3s-install".to_string()), "{addresses:?}");
+    let targets = fabric::live::observe::Targets::from_topology(
+        t,
+        &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+    );
+    let opts = fabric::apply::Options {
+        run: "20261201T210000Z-1".into(),
+        state_dir: dir.clone(),
+        confirm_timeout: std::time::Duration::from_secs(30),
+        force_conflicts: false,
+        wait_timeout: std::time::Duration::from_secs(60),
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let lines = std::sync::Mutex::new(Vec::new());
+    let result = rt.block_on(async {
+        let keys = fabric::live::observe::key_targets(&step.resources);
+        let live = fabric::live::observe::observe(&step.resources, &keys, &targets).await;
+        assert!(live.bootstrap.contains_key(&fabric::addr::Target::cluster("karmada-vm")), "{:?}", live.unreachable);
+        let mut j = fabric::apply::journal::Journal::create(&dir, &opts.run).unwrap();
+        let progress = |l: &str| lines.lock().unwrap().push(l.to_string());
+        fabric::apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &progress).await
+    });
+    let lines = lines.into_inner().unwrap().join("\n");
+    result.unwrap_or_else(|e| panic!("{e}\n{lines}"));
+    let log =
+        String::from_utf8_lossy(&lab.exec("host1", "cat /var/lib/rancher/install-standin.log").stdout).to_string();
+    assert!(log.contains("INSTALL_K3S_EXEC=server"), "{log}");
+    let kc = std::fs::read_to_string(dir.join("karmada-vm.yaml")).unwrap();
+    assert!(kc.contains(&vm.url) && kc.contains("current-context: karmada-vm"), "{kc}");
+    let chart = vm.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "karmada");
+    assert!(chart.is_some(), "Karmada's chart in the VM's K3s\n{lines}");
+    assert!(vm.object("v1", "Namespace", None, "karmada-system").is_some());
+    assert!(franca.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "karmada").is_none());
+    assert!(!lines.contains(kube_api::TEST_TOKEN));
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 use super::Shared;
 use crate::addr::Target;
-use crate::topology::model::Site;
+use crate::topology::Topology;
+use crate::topology::model::KubeAccess;
 
 /// Where K3s writes the admin kubeconfig on a server.
 pub const K3S_KUBECONFIG: &str = "/etc/rancher/k3s/k3s.yaml";
@@ -38,20 +39,22 @@ pub fn for_operator(mut kc: Value, server: &str, context: Option<&str>) -> Value
     kc
 }
 
-/// The API's URL from this machine: the topology's `kubeconfig.server`, else the cluster's
-/// address and port.
-pub fn server_url(s: &Site) -> String {
-    s.cluster
-        .kubeconfig
-        .server
-        .clone()
-        .unwrap_or_else(|| format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0))
+/// How this machine reaches the API of `cluster` (a site's, or Karmada's VM's): its URL (the
+/// topology's `kubeconfig.server`, else the address and port) and the context to name.
+pub fn api_of(t: &Topology, cluster: &Target) -> Option<(String, Option<String>)> {
+    let pick = |k: &KubeAccess, default: String| (k.server.clone().unwrap_or(default), k.context.clone());
+    if let Some(s) = t.sites.iter().find(|s| Target::cluster(&s.name) == *cluster) {
+        let url = format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0);
+        return Some(pick(&s.cluster.kubeconfig, url));
+    }
+    let vm = t.federation.karmada.vm.as_ref().filter(|vm| Target::cluster(&vm.name) == *cluster)?;
+    Some(pick(&vm.kubeconfig, format!("https://{}:6443", vm.address)))
 }
 
 /// Why a cluster did not come up.
 #[derive(Debug, thiserror::Error)]
 pub enum BootstrapError {
-    #[error("{0} is not a site's cluster")]
+    #[error("{0} is not a cluster of the topology")]
     NotACluster(Target),
     #[error("{host}: {what}")]
     Fetch { host: Target, what: String },
@@ -71,8 +74,7 @@ pub(super) async fn bring_up(
     cluster: &Target,
     host: &Target,
 ) -> Result<(), BootstrapError> {
-    let site = sh.t.sites.iter().find(|s| Target::cluster(&s.name) == *cluster);
-    let (Some(site), Some(access)) = (site, sh.targets.kube.get(cluster)) else {
+    let (Some((url, context)), Some(access)) = (api_of(sh.t, cluster), sh.targets.kube.get(cluster)) else {
         return Err(BootstrapError::NotACluster(cluster.clone()));
     };
     let deadline = Instant::now() + sh.opts.wait_timeout;
@@ -81,7 +83,7 @@ pub(super) async fn bring_up(
         let text = fetch(sh, host, deadline).await?;
         let kc = crate::desired::k3s_install::parse_kubeconfig(&text)
             .ok_or_else(|| BootstrapError::NotAKubeconfig { host: host.clone() })?;
-        let kc = for_operator(kc, &server_url(site), site.cluster.kubeconfig.context.as_deref());
+        let kc = for_operator(kc, &url, context.as_deref());
         write_private(&access.path, &crate::desired::yaml::to_string(&kc))
             .map_err(|source| BootstrapError::Write { path: access.path.display().to_string(), source })?;
         (sh.progress)(&format!("{step}: {cluster}: kubeconfig written to {} (mode 0600)", access.path.display()));

@@ -69,18 +69,6 @@ fn unsupported(inst: &Instance, t: &Topology) -> Option<(Path, String, &'static 
              leave the running one out of the topology until you retire it (docs/runbook.md)",
         ));
     }
-    if inst.spec.decisions.iter().any(|k| k == "karmada_host") && d.karmada_host == KarmadaHostChoice::DedicatedVm {
-        return Some((
-            path!["decisions", "karmada_host"],
-            format!(
-                "step {} ({}) cannot install Karmada on a dedicated VM: this build installs it in a host cluster only",
-                inst.key(),
-                inst.spec.title
-            ),
-            "choose `host-cluster`, or install Karmada on the VM yourself (karmadactl init), point \
-             `federation.karmada.kubeconfig` at it and apply the later steps with --step",
-        ));
-    }
     None
 }
 

@@ -63,6 +63,9 @@ impl Upload {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct K3sInstall {
     pub role: Role,
+    /// The cluster a server install brings up (`cluster.<site>`, or Karmada's VM's): while it
+    /// does not run, its objects are planned as new (`live::observe::mark_bootstrap`).
+    pub brings_up: Option<crate::addr::Target>,
     /// `versions.k3s`: the binary's `--version` must name it.
     pub version: String,
     pub binary: Upload,
@@ -83,6 +86,7 @@ impl K3sInstall {
         let a = t.k3s_airgap.as_ref()?;
         Some(K3sInstall {
             role,
+            brings_up: None,
             version: t.versions.k3s.clone(),
             // The binary and the script get fixed names on the host: the script is run by name
             // and the binary installed under /usr/local/bin/k3s whatever it was called here.
@@ -229,6 +233,7 @@ mod tests {
         };
         K3sInstall {
             role: Role::Agent,
+            brings_up: None,
             version: "v1.33.5+k3s1".into(),
             binary: u("k3s", 'a'),
             images: u("k3s-airgap-images-amd64.tar.zst", 'b'),

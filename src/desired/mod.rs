@@ -58,7 +58,7 @@ pub enum Desired {
     /// A command that makes the state so, with the probe that tells whether it is.
     Command { probe: Sh, apply: Sh },
     /// K3s from the air-gap bundle (provider `command`; see `desired::k3s_install`).
-    K3sInstall(k3s_install::K3sInstall),
+    K3sInstall(Box<k3s_install::K3sInstall>),
     /// A secret file fabric copies at apply time from another host's file (its address,
     /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
     Secret(Option<Address>),
@@ -145,11 +145,23 @@ impl<'a> Out<'a> {
     }
     /// A Kubernetes object in a site's cluster (or in Karmada when `site` is None).
     pub fn kube(&mut self, site: Option<&str>, obj: Value, summary: impl Into<String>, file: Option<String>) {
+        self.kube_at(Target::api(site), site, obj, summary, file);
+    }
+    /// An object of the Kubernetes API `target` (a cluster that is not a site's: Karmada's VM),
+    /// counted as `site`'s.
+    pub fn kube_at(
+        &mut self,
+        target: Target,
+        site: Option<&str>,
+        obj: Value,
+        summary: impl Into<String>,
+        file: Option<String>,
+    ) {
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
         let name = obj["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let ns = obj["metadata"]["namespace"].as_str().map(String::from);
         self.push(Resource {
-            address: Target::api(site).at(ns_path(ns.as_deref(), &kind, &name)),
+            address: target.at(ns_path(ns.as_deref(), &kind, &name)),
             site: site.map(String::from),
             provider: ProviderKind::Kube,
             summary: summary.into(),
@@ -217,6 +229,17 @@ pub fn sa_token(t: &Topology, name: &str, ns: &str, sa: &str) -> Value {
     let mut token = o::secret_placeholder(t, name, ns, "kubernetes.io/service-account-token");
     token["metadata"]["annotations"] = serde_json::json!({ "kubernetes.io/service-account.name": sa });
     token
+}
+
+/// Where Karmada's control plane runs: the host site's cluster, or, with `karmada_host:
+/// dedicated-vm`, the single-node K3s on the VM (a cluster of its own, `cluster.<vm name>`);
+/// with the site it belongs to (for `--site`).
+pub fn karmada_host(t: &Topology) -> (Target, &str) {
+    let k = &t.federation.karmada;
+    match (&k.vm, t.decisions.karmada_host) {
+        (Some(vm), KarmadaHostChoice::DedicatedVm) => (Target::cluster(&vm.name), k.host_site.as_str()),
+        _ => (Target::cluster(&k.host_site), k.host_site.as_str()),
+    }
 }
 
 /// The Karmada API as other clusters reach it: the host site's API address on the chart's NodePort.

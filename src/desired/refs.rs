@@ -168,6 +168,14 @@ pub fn ambient(t: &Topology) -> BTreeSet<Fact> {
             out.insert(Fact { at: at.clone(), thing: Thing::NodeLabel { key, value } });
         }
     }
+    // Karmada's dedicated VM runs a K3s of its own (C.1): the same as any K3s from the start.
+    let (host, _) = super::karmada_host(t);
+    if !t.sites.iter().any(|s| Target::cluster(&s.name) == host) {
+        builtin(&host, &mut |at, thing| {
+            out.insert(Fact { at: at.clone(), thing });
+        });
+        out.insert(Fact { at: host.clone(), thing: Thing::Group("helm.cattle.io".into()) });
+    }
     out
 }
 

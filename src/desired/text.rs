@@ -29,6 +29,19 @@ pub fn k3s_server_config(s: &Site) -> Value {
     v
 }
 
+/// `/etc/rancher/k3s/config.yaml` of Karmada's dedicated VM (`karmada_host: dedicated-vm`): a
+/// single-node K3s that only hosts Karmada's control plane, so K3s's own networking is kept
+/// (Flannel; the VM is no Cluster Mesh member), its certificate names the VM's address, and
+/// Traefik is left out (Karmada's API is a NodePort).
+pub fn k3s_vm_config(vm: &crate::topology::model::KarmadaVm) -> Value {
+    json!({
+        "node-ip": vm.address.to_string(),
+        "tls-san": [vm.address.to_string()],
+        "write-kubeconfig-mode": "0600",
+        "disable": ["traefik"],
+    })
+}
+
 /// `/etc/rancher/k3s/config.yaml` of a VM or bare-metal host joining as a tainted agent (A.3/A.4).
 pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
     let labels: Vec<Value> = super::workload_labels(w).iter().map(|(k, v)| json!(format!("{k}={v}"))).collect();

@@ -58,6 +58,11 @@ impl Targets {
         if let Some(vm) = &t.federation.karmada.vm {
             let target = Target::host(&vm.name);
             ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &vm.ssh, config));
+            let k = &vm.kubeconfig;
+            kube.insert(
+                Target::cluster(&vm.name),
+                crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
+            );
         }
         Targets { ssh, kube, router_kind }
     }
@@ -101,8 +106,8 @@ impl Live {
 }
 
 /// A cluster that could not be read is one that does not run yet when the same resources install
-/// K3s as a server of its site on a host that has none: it is taken off `unreachable` and its
-/// objects are planned as absent. Anything else unreadable stays unreachable.
+/// K3s as its server on a host that has none: it is taken off `unreachable` and its objects are
+/// planned as absent. Anything else unreadable stays unreachable.
 pub fn mark_bootstrap(resources: &[Resource], live: &mut Live) {
     use crate::desired::Desired;
     use crate::desired::k3s_install::Role;
@@ -111,8 +116,7 @@ pub fn mark_bootstrap(resources: &[Resource], live: &mut Live) {
         if k.role != Role::Server || live.observed.get(&r.address).is_some_and(|o| *o != Observed::Absent) {
             continue;
         }
-        let Some(site) = &r.site else { continue };
-        let cluster = Target::cluster(site);
+        let Some(cluster) = k.brings_up.clone() else { continue };
         if live.unreachable.remove(&cluster).is_some() {
             live.bootstrap.insert(cluster, r.target().clone());
         }

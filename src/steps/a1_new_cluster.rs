@@ -56,7 +56,7 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>, install: Insta
                 Some(format!("config/k3s/{}/server.yaml", s.name)),
             );
             if install == Install::Servers && n.ssh.is_some() {
-                super::k3s::install(out, &n.name, &s.name, Role::Server);
+                super::k3s::install(out, &n.name, &s.name, Role::Server, Some(Target::cluster(&s.name)));
             }
         }
     }

@@ -8,7 +8,8 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, yaml};
+use crate::desired::k3s_install::Role;
+use crate::desired::{Desired, Out, karmada_host, text, yaml};
 
 pub struct C1;
 
@@ -23,18 +24,31 @@ impl Step for C1 {
 
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
-        let host = t.federation.karmada.host_site.as_str();
-        out.kube(Some(host), o::namespace(t, "karmada-system"), "Karmada namespace", None);
+        let (target, site) = karmada_host(t);
+        if let Some(vm) = t.federation.karmada.vm.as_ref().filter(|vm| target == Target::cluster(&vm.name)) {
+            // A dedicated VM: a single-node K3s first (from the air-gap bundle), then the chart in it.
+            out.file(
+                &vm.name,
+                site,
+                "/etc/rancher/k3s/config.yaml",
+                Desired::File(yaml::to_string(&text::k3s_vm_config(vm))),
+                "K3s server config of Karmada's VM (single node; K3s restarts when it changes)",
+                Some(format!("config/k3s/karmada/{}.yaml", vm.name)),
+            );
+            super::k3s::install(out, &vm.name, site, Role::Server, Some(target.clone()));
+        }
+        out.kube_at(target.clone(), Some(site), o::namespace(t, "karmada-system"), "Karmada namespace", None);
         let gate = if t.federation.karmada.failover { "on" } else { "off" };
         let summary = format!("Karmada {} with the Failover feature gate {gate}", t.versions.karmada);
-        out.kube(Some(host), o::karmada_helm_chart(t), summary, Some("apps/karmada/helmchart.yaml".into()));
+        let file = Some("apps/karmada/helmchart.yaml".into());
+        out.kube_at(target, Some(site), o::karmada_helm_chart(t), summary, file);
         out.extra("apps/karmada/values.yaml".into(), yaml::to_string(&o::karmada_values(t)));
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         Box::pin(async move {
             // The chart's control plane, in the host cluster (release `karmada`).
-            let target = Target::cluster(&cx.t.federation.karmada.host_site);
+            let (target, _) = karmada_host(cx.t);
             let mut out = Vec::new();
             for d in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
                 let oid = id("apps/v1", "Deployment", d, Some("karmada-system"));

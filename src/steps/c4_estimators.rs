@@ -32,7 +32,8 @@ impl Step for C4 {
         if !t.federation.karmada.estimator {
             return;
         }
-        let host = Some(t.federation.karmada.host_site.as_str());
+        let (host, site) = crate::desired::karmada_host(t);
+        let site = Some(site);
         let file = Some("apps/karmada/estimator.yaml".to_string());
         for s in members(t) {
             let c = &s.cluster.name;
@@ -43,13 +44,13 @@ impl Step for C4 {
                 o::COPY_AS: "kubeconfig",
                 o::SERVER: server,
             });
-            out.kube(host, kc, format!("the estimator's kubeconfig for {server}"), None);
+            out.kube_at(host.clone(), site, kc, format!("the estimator's kubeconfig for {server}"), None);
             let (deploy, svc) = o::scheduler_estimator(t, c);
-            out.kube(host, deploy, format!("estimates free capacity in `{c}`"), file.clone());
-            out.kube(host, svc, "where the scheduler reaches it (port 10352)", file.clone());
+            out.kube_at(host.clone(), site, deploy, format!("estimates free capacity in `{c}`"), file.clone());
+            out.kube_at(host.clone(), site, svc, "where the scheduler reaches it (port 10352)", file.clone());
         }
         let values = serde_json::json!({ "scheduler": { "enableSchedulerEstimator": true } });
-        out.kube(host, o::helm_chart_config(t, "karmada", &values), "the scheduler asks the estimators", file);
+        out.kube_at(host, site, o::helm_chart_config(t, "karmada", &values), "the scheduler asks the estimators", file);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -57,7 +58,7 @@ impl Step for C4 {
             if !cx.t.federation.karmada.estimator {
                 return skip(cx.key);
             }
-            let target = Target::cluster(&cx.t.federation.karmada.host_site);
+            let (target, _) = crate::desired::karmada_host(cx.t);
             let mut out = Vec::new();
             for m in members(cx.t) {
                 let name = format!("karmada-scheduler-estimator-{}", m.cluster.name);

@@ -44,7 +44,7 @@ impl Step for C7 {
 /// The Failover feature gate in the Karmada chart's values. Whether workloads move is the
 /// runbook's drill (it takes a member down), not something a read can show.
 async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
-    let host = Target::cluster(&cx.t.federation.karmada.host_site);
+    let (host, _) = crate::desired::karmada_host(cx.t);
     let chart = id("helm.cattle.io/v1", "HelmChart", "karmada", Some("kube-system"));
     let (verdict, evidence) = match get(cx.targets, &host, chart).await {
         Err(e) => (Verdict::Fail, format!("{host}: {e}")),

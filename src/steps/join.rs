@@ -50,7 +50,7 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
             o.file(&w.name, &s.name, "/etc/rancher/k3s/token", Desired::Secret(source), summary, None);
             // The agent runs the servers' version (`versions.k3s`, the bundle's): K3s supports
             // no skew the other way. Without a bundle, K3s must be on the host already.
-            super::k3s::install(o, &w.name, &s.name, Role::Agent);
+            super::k3s::install(o, &w.name, &s.name, Role::Agent, None);
         }
         JoinMethod::CiliumExternalWorkloads => {
             let cew = o::cilium_external_workload(t, s, w, index);

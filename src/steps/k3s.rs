@@ -9,9 +9,11 @@ use crate::desired::{Desired, Out, ProviderKind, Resource, yaml};
 /// Where K3s reads its registry mirrors (at start).
 pub const REGISTRIES: &str = "/etc/rancher/k3s/registries.yaml";
 
-pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role) {
+/// K3s on `host` (of `site`); a server brings up the cluster `brings_up`.
+pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role, brings_up: Option<Target>) {
     let t = out.t;
-    let Some(k) = K3sInstall::from_topology(t, role) else { return };
+    let Some(mut k) = K3sInstall::from_topology(t, role) else { return };
+    k.brings_up = brings_up;
     if let Some(r) = registries_yaml(t) {
         let mirrors: Vec<&str> =
             t.k3s_airgap.iter().flat_map(|a| &a.registry_mirrors).map(|m| m.registry.as_str()).collect();
@@ -36,7 +38,7 @@ pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role) {
         provider: ProviderKind::Command,
         summary,
         sensitive: false,
-        desired: Desired::K3sInstall(k),
+        desired: Desired::K3sInstall(Box::new(k)),
         file: None,
     });
 }

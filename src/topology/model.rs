@@ -144,7 +144,8 @@ pub enum MigrationChoice {
 pub enum KarmadaHostChoice {
     /// Inside the K3s cluster of `federation.karmada.host_site` (less infrastructure).
     HostCluster,
-    /// On a dedicated VM (isolation); needs `federation.karmada.vm`.
+    /// On a dedicated VM (isolation): C.1 installs a single-node K3s there from `k3s_airgap`, then
+    /// Karmada's chart into it; needs `federation.karmada.vm`.
     DedicatedVm,
     /// Not decided yet: C.1 is refused.
     Undecided,
@@ -592,6 +593,9 @@ pub struct KarmadaVm {
     pub address: Ipv4Addr,
     /// SSH access to the VM.
     pub ssh: SshAccess,
+    /// Where fabric finds (or, once C.1 has installed K3s on the VM, writes) the kubeconfig of
+    /// the VM's single-node K3s, which hosts Karmada's control plane.
+    pub kubeconfig: KubeAccess,
 }
 
 /// ArgoCD.

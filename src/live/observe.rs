@@ -113,7 +113,8 @@ pub fn mark_bootstrap(resources: &[Resource], live: &mut Live) {
     use crate::desired::k3s_install::Role;
     for r in resources {
         let Desired::K3sInstall(k) = &r.desired else { continue };
-        if k.role != Role::Server || live.observed.get(&r.address).is_some_and(|o| *o != Observed::Absent) {
+        // Read and found not installed: a host that could not be read says nothing.
+        if k.role != Role::Server || live.observed.get(&r.address) != Some(&Observed::Absent) {
             continue;
         }
         let Some(cluster) = k.brings_up.clone() else { continue };
@@ -451,5 +452,70 @@ mod tests {
             left,
             ["cluster.sp/ai/LocalQueue/l", "karmada/ai/PropagationPolicy/o", "karmada/data/PropagationPolicy/q"]
         );
+    }
+}
+
+#[cfg(test)]
+mod bootstrap_tests {
+    use super::*;
+
+    fn install(site: &str) -> Resource {
+        let t = crate::topology::load_str("t.yaml", include_str!("../../tests/data/lab-linux.yaml").to_string())
+            .unwrap()
+            .topology;
+        let k = crate::desired::k3s_install::K3sInstall {
+            role: crate::desired::k3s_install::Role::Server,
+            brings_up: Some(Target::cluster(site)),
+            version: t.versions.k3s.clone(),
+            binary: crate::desired::k3s_install::Upload {
+                local: "k3s".into(),
+                sha256: "a".repeat(64),
+                name: "k3s".into(),
+            },
+            images: crate::desired::k3s_install::Upload {
+                local: "i.tar".into(),
+                sha256: "b".repeat(64),
+                name: "i.tar".into(),
+            },
+            script: crate::desired::k3s_install::Upload {
+                local: "s".into(),
+                sha256: "c".repeat(64),
+                name: "install.sh".into(),
+            },
+        };
+        Resource {
+            address: "host.sp-lan/command:k3s-install".parse().unwrap(),
+            site: Some(site.into()),
+            provider: ProviderKind::Command,
+            summary: String::new(),
+            sensitive: false,
+            desired: crate::desired::Desired::K3sInstall(Box::new(k)),
+            file: None,
+        }
+    }
+
+    #[test]
+    fn only_a_server_read_as_not_installed_brings_its_cluster_up() {
+        let r = install("sp");
+        let cluster = Target::cluster("sp");
+        let unreadable = || {
+            let mut l = Live::default();
+            l.unreachable.insert(cluster.clone(), "no kubeconfig".into());
+            l
+        };
+        // Read, not installed: the cluster is being brought up.
+        let mut l = unreadable();
+        l.observed.insert(r.address.clone(), Observed::Absent);
+        mark_bootstrap(std::slice::from_ref(&r), &mut l);
+        assert!(l.unreachable.is_empty() && l.bootstrap.contains_key(&cluster));
+        // The host could not be read: nothing is known, the cluster stays unreachable.
+        let mut l = unreadable();
+        mark_bootstrap(std::slice::from_ref(&r), &mut l);
+        assert!(l.unreachable.contains_key(&cluster) && l.bootstrap.is_empty());
+        // Installed already: an unreadable cluster is unreachable, not new.
+        let mut l = unreadable();
+        l.observed.insert(r.address.clone(), Observed::Present(format!("k3s {}\n", "a".repeat(64))));
+        mark_bootstrap(std::slice::from_ref(&r), &mut l);
+        assert!(l.unreachable.contains_key(&cluster) && l.bootstrap.is_empty());
     }
 }

@@ -221,18 +221,21 @@ fn drbd_direct_on_linux_routers() {
 /// host) on `port`: a one-shot listener in sp's LAN host, a client in franca's.
 fn tcp(from: &str, to: &str, port: u16, lab: &lab::Lab) -> bool {
     let server = format!(
-        "timeout 8 python3 -c \"import socket; s = socket.socket(); \
+        "timeout 12 python3 -c \"import socket; s = socket.socket(); \
          s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('{to}', {port})); s.listen(1); \
          c, a = s.accept(); c.sendall(b'ok')\""
     );
     std::thread::scope(|sc| {
         let listener = sc.spawn(|| lab.exec("sp-lan", &server));
         std::thread::sleep(Duration::from_millis(500));
+        // The listener may take a moment to bind on a loaded machine: the client retries for 6 s.
         let client = lab.exec(
             "franca-lan",
             &format!(
-                "timeout 5 python3 -c \"import socket; s = socket.create_connection(('{to}', {port}), timeout=4, \
-                 source_address=('{from}', 0)); print(s.recv(2).decode())\""
+                "timeout 9 python3 -c \"import socket, time\nend = time.time() + 6\nwhile True:\n    try:\n        \
+                 s = socket.create_connection(('{to}', {port}), timeout=2, source_address=('{from}', 0)); \
+                 print(s.recv(2).decode()); break\n    except OSError:\n        \
+                 if time.time() > end: raise\n        time.sleep(0.2)\""
             ),
         );
         let _ = listener.join();

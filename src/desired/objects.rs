@@ -415,37 +415,90 @@ pub fn global_services_override(t: &Topology, c: &PlacementClass, ns: &str, serv
     )
 }
 
-/// The OverridePolicy of one member (C.6): GPU services run on the member's GPU nodes.
+/// What Karmada changes in one GPU service's pod template at one member (C.6), named as the
+/// seed's `vllm-franca`: the member's GPU model as node selector, the site label the gateway
+/// addresses backends by, and for a service in a queue KAI Scheduler's fields: the scheduler,
+/// the queue label, the sharing annotation (KAI reads them on the pod:
+/// `kai-scheduler/docs/quickstart_README.md`, `gpu-sharing_README.md`), and the tolerations.
 ///
-/// Karmada applies `plaintext` overriders as a JSON patch (RFC 6902), and an `add` whose parent
-/// does not exist fails. The services' Deployments come from the GitOps repository, with or
-/// without a `nodeSelector` or annotations, so every overrider here works either way: the node
-/// selector is added whole at `/spec/template/spec` (always there; an existing selector is
-/// replaced: at this member the GPU nodes decide), the pod label goes under the template's
-/// labels (which a Deployment's selector requires), and the annotation goes through
-/// `annotationsOverrider`, which creates the map when it is missing.
-pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], gpu_model: &str) -> Value {
-    let selectors: Vec<Value> =
-        services.iter().map(|svc| json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name })).collect();
+/// Every overrider works whatever shape the repository's Deployment has (a JSON patch's `add`
+/// needs the parent): the pod template's `spec` and `labels` always exist; node selector,
+/// annotations and tolerations are added whole, so at that member they replace the
+/// repository's own (the member's GPUs decide them).
+pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -> Value {
     let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
-    let plaintext = vec![
+    let mut plaintext = vec![
         json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
         // The gateway addresses each site's backends by this label (see `text::site_service`).
         json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
     ];
-    // The seed's "resource limits": one GPU per replica, with the model's memory noted.
+    if let Some(q) = &svc.queue {
+        plaintext
+            .push(json!({ "path": "/spec/template/spec/schedulerName", "operator": "add", "value": KAI_SCHEDULER }));
+        plaintext.push(
+            json!({ "path": "/spec/template/metadata/labels/kai.scheduler~1queue", "operator": "add", "value": q }),
+        );
+    }
+    if let Some(a) = sharing_annotations(svc) {
+        plaintext.push(json!({ "path": "/spec/template/metadata/annotations", "operator": "add", "value": a }));
+    }
+    let tolerations = gpu_tolerations(s, svc);
+    if !tolerations.is_empty() {
+        plaintext.push(json!({ "path": "/spec/template/spec/tolerations", "operator": "add", "value": tolerations }));
+    }
+    // The seed's "resource limits": the model's memory noted on the Deployment.
     let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
+    let selector = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name });
     with(
-        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("gpu-{}", s.name), Some(ns)),
+        object(
+            t,
+            "policy.karmada.io/v1alpha1",
+            "OverridePolicy",
+            &format!("{}-{}", svc.name, s.name),
+            Some(&svc.namespace),
+        ),
         "spec",
         json!({
-            "resourceSelectors": selectors,
+            "resourceSelectors": [selector],
             "overrideRules": [{
                 "targetCluster": { "clusterNames": [s.cluster.name] },
                 "overriders": { "plaintext": plaintext, "annotationsOverrider": annotations },
             }],
         }),
     )
+}
+
+/// KAI Scheduler's name, which a pod's `schedulerName` gives to have KAI place it.
+pub const KAI_SCHEDULER: &str = "kai-scheduler";
+/// KAI Scheduler's pod label naming the (leaf) queue a pod is scheduled in.
+pub const KAI_QUEUE_LABEL: &str = "kai.scheduler/queue";
+/// KAI Scheduler's pod annotations for a shared GPU: a share of one device, or MiB of its memory.
+pub const KAI_FRACTION: &str = "gpu-fraction";
+pub const KAI_MEMORY: &str = "gpu-memory";
+
+/// The pod annotations of a service that shares a GPU (`gpu-sharing_README.md`).
+pub fn sharing_annotations(svc: &Service) -> Option<Value> {
+    match (svc.gpu_fraction, svc.gpu_memory_mib) {
+        (Some(f), _) => Some(json!({ KAI_FRACTION: f.to_string() })),
+        (None, Some(mib)) => Some(json!({ KAI_MEMORY: mib.to_string() })),
+        (None, None) => None,
+    }
+}
+
+/// The taints a GPU service's pods tolerate at a site: the external hosts' when it says so.
+pub fn gpu_tolerations(_s: &Site, svc: &Service) -> Vec<Value> {
+    let mut out = Vec::new();
+    if svc.tolerate_external {
+        out.push(toleration(EXTERNAL_TAINT));
+    }
+    out
+}
+
+/// The toleration of a `key=value:Effect` taint.
+pub fn toleration(taint: &str) -> Value {
+    let (kv, effect) = taint.split_once(':').unwrap_or((taint, ""));
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    json!({ "key": key, "operator": "Equal", "value": value, "effect": effect })
 }
 
 /// Taints members that are not Ready or unreachable with NoExecute (C.7), which Karmada 1.14+

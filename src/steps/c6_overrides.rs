@@ -8,7 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, gpu_model, members, namespaces};
+use crate::desired::{Out, gpu_model, members};
 use crate::topology::model::Service;
 
 pub struct C6;
@@ -26,11 +26,10 @@ impl Step for C6 {
         let t = out.t;
         for s in members(t) {
             let Some(model) = gpu_model(s) else { continue };
-            for ns in namespaces(t.services.iter().filter(|s| s.gpus > 0)) {
-                let services: Vec<&Service> = t.services.iter().filter(|x| x.gpus > 0 && x.namespace == ns).collect();
-                let file = Some(format!("apps/karmada/override-policies/{}.yaml", s.name));
-                let policy = o::override_policy(t, s, &ns, &services, model);
-                out.kube(None, policy, format!("gpu.model={model} at {}", s.name), file);
+            let file = Some(format!("apps/karmada/override-policies/{}.yaml", s.name));
+            for svc in t.services.iter().filter(|x| x.uses_gpu()) {
+                let policy = o::override_policy(t, s, svc, model);
+                out.kube(None, policy, summary(svc, model, &s.name), file.clone());
             }
         }
     }
@@ -38,6 +37,20 @@ impl Step for C6 {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         Box::pin(gpu_selectors(cx))
     }
+}
+
+/// What a service's policy does at a member, for the plan.
+fn summary(svc: &Service, model: &str, site: &str) -> String {
+    let mut s = format!("{} on gpu.model={model} at {site}", svc.name);
+    if let Some(q) = &svc.queue {
+        s.push_str(&format!(", KAI queue {q}"));
+    }
+    match (svc.gpu_fraction, svc.gpu_memory_mib) {
+        (Some(f), _) => s.push_str(&format!(", {f} of a GPU")),
+        (None, Some(m)) => s.push_str(&format!(", {m} MiB of a GPU")),
+        (None, None) => {}
+    }
+    s
 }
 
 /// In each member, the GPU services Karmada propagated carry that member's GPU model as their
@@ -49,7 +62,7 @@ async fn gpu_selectors(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     for m in members(t) {
         let Some(model) = gpu_model(m) else { continue };
         let target = Target::cluster(&m.name);
-        for svc in t.services.iter().filter(|s| s.gpus > 0) {
+        for svc in t.services.iter().filter(|s| s.uses_gpu()) {
             let placed = t
                 .placement
                 .iter()

@@ -34,6 +34,8 @@ const RULES: &[Rule] = &[
     addresses_inside_lans,
     nodes,
     gpu_quotas,
+    super::gpus::gpu_sharing,
+    super::gpus::gpu_capacity,
     weights,
     versions,
     decisions,

@@ -35,16 +35,20 @@ pub const GPU_MODEL_LABEL: &str = "gpu.model";
 pub const GPU_MEMORY_LABEL: &str = "gpu.memory-gib";
 /// Node label with the number of GPUs of the node.
 pub const GPU_COUNT_LABEL: &str = "gpu.count";
+/// Node label with one GPU's memory in MiB, as NVIDIA's GPU feature discovery names it: KAI
+/// Scheduler reads it to turn a pod's `gpu-memory` (MiB) into a share of a device.
+pub const NVIDIA_GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 
 /// The labels every GPU node carries, set by fabric (D.1): the one set that Karmada's
 /// overriders (C.6), Kueue's ResourceFlavors (D.1) and the GPU services' node selectors select
 /// on. The seed's own label, `gpu.model`, leads; the memory and count make a node's capacity
-/// selectable without knowing models.
+/// selectable without knowing models; `nvidia.com/gpu.memory` (MiB) is KAI Scheduler's.
 pub fn gpu_labels(g: &Gpu) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(GPU_MODEL_LABEL.into(), json!(g.model));
     m.insert(GPU_MEMORY_LABEL.into(), json!(g.memory_gib.to_string()));
     m.insert(GPU_COUNT_LABEL.into(), json!(g.count.to_string()));
+    m.insert(NVIDIA_GPU_MEMORY_LABEL.into(), json!((u64::from(g.memory_gib) * 1024).to_string()));
     m
 }
 

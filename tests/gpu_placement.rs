@@ -15,6 +15,10 @@ use fabric::transport::ssh_config::SshConfig;
 use fabric_testkit::{karmada, kube_api};
 use serde_json::{Value, json};
 
+#[path = "support/apply_step.rs"]
+mod apply_step;
+use apply_step::apply_step;
+
 fn example() -> Topology {
     fabric::topology::load_str("example.yaml", include_str!("../topology.example.yaml").to_string()).unwrap().topology
 }
@@ -221,5 +225,63 @@ async fn two_half_gpu_pods_share_one_gpu_at_each_site() {
     assert!(d["status"]["availableReplicas"].is_null(), "Pending: {:#}", d["status"]);
     assert_eq!(d["status"]["unavailableReplicas"], 1);
     assert_eq!(sp.kai_placements().iter().filter(|p| p.node == "sp-gpu1").count(), 2, "{:?}", sp.kai_placements());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `cluster.gpu_taint` at sp: D.1 taints sp's GPU nodes through the API (server-side apply,
+/// field manager `fabric`), franca's stay as they are; sp's GPU flavor and the GPU services'
+/// overriders there carry the toleration, and KAI places the tolerating pods on the tainted
+/// nodes while a pod without the toleration finds no node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_taint_keeps_the_gpu_nodes_for_gpu_work() {
+    let dir = std::env::temp_dir().join(format!("fabric-gpu-taint-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    sp.simulate_controllers(Duration::from_millis(20));
+    let text = kube_api::example_topology(&dir);
+    let at = text.find("      api_address: 192.168.2.10\n").expect("sp's cluster");
+    let text = format!("{}      gpu_taint: true\n{}", &text[..at], &text[at..]);
+    let t = fabric::topology::load_str("t.yaml", text).unwrap().topology;
+
+    let taint = json!([{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]);
+    let toleration = json!({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"});
+    let flavor = objects(&t, "D.1@sp").into_iter().find(|o| o["kind"] == "ResourceFlavor").unwrap();
+    assert_eq!(flavor["spec"]["tolerations"], json!([toleration]), "Kueue's batch Jobs tolerate it");
+    let franca_flavor = objects(&t, "D.1@franca").into_iter().find(|o| o["kind"] == "ResourceFlavor").unwrap();
+    assert!(franca_flavor["spec"].get("tolerations").is_none());
+    let vllm = at_member(&t, "vllm", "sp");
+    assert_eq!(vllm["spec"]["template"]["spec"]["tolerations"], json!([toleration]), "{vllm:#}");
+    assert!(at_member(&t, "vllm", "franca")["spec"]["template"]["spec"].get("tolerations").is_none());
+
+    apply_step(&t, &dir, "D.1@sp", "20261201T101500Z-1").await.expect("D.1 applies");
+    let node = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    assert_eq!(node["spec"]["taints"], taint, "{node:#}");
+    let owners: Vec<&str> = node["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["fieldsV1"]["f:spec"].get("f:taints").is_some())
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["fabric"], "fabric owns the taints it set: {node:#}");
+    assert!(sp.object("v1", "Node", None, "sp-cp1").unwrap()["spec"].get("taints").is_none(), "not a GPU node");
+
+    for n in ["sp-gpu1", "sp-gpu2", "sp-gpu3"] {
+        sp.set_allocatable_gpus(n, 1);
+    }
+    for q in objects(&t, "D.5@sp").into_iter().filter(|o| o["kind"] == "Queue") {
+        sp.put_raw_as(q, "fabric");
+    }
+    sp.put_raw_as(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}}), "argocd");
+    let mut intolerant = vllm.clone();
+    intolerant["metadata"]["name"] = json!("intolerant");
+    intolerant["spec"]["template"]["spec"].as_object_mut().unwrap().remove("tolerations");
+    sp.put_raw_as(vllm, "karmada-execution-controller");
+    sp.put_raw_as(intolerant, "karmada-execution-controller");
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let placed = sp.kai_placements();
+    assert!(placed.iter().any(|p| p.deployment == "vllm" && p.node.starts_with("sp-gpu")), "{placed:?}");
+    assert!(!placed.iter().any(|p| p.deployment == "intolerant"), "the taint keeps it off: {placed:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

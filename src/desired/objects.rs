@@ -60,6 +60,30 @@ pub fn node_labels(name: &str, labels: Map<String, Value>) -> Value {
     json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": name, "labels": labels } })
 }
 
+/// The taint of GPU nodes kept for GPU work (`cluster.gpu_taint`). The key is the GPU's
+/// resource name, as Kubernetes's "nodes with special hardware" example has it: the
+/// ExtendedResourceToleration admission plugin, where it is on, and the NVIDIA device plugin's
+/// chart tolerate it without fabric.
+pub const GPU_TAINT: &str = "nvidia.com/gpu=present:NoSchedule";
+
+/// A GPU node as D.1 applies it: its labels, and the GPU taint when the cluster keeps its GPU
+/// nodes for GPU work. `spec.taints` is an atomic list in the Node API: fabric then owns it
+/// whole, so a taint another manager set makes the apply a conflict rather than dropping it.
+pub fn gpu_node(s: &Site, name: &str, labels: Map<String, Value>) -> Value {
+    let mut n = node_labels(name, labels);
+    if s.cluster.gpu_taint {
+        n["spec"] = json!({ "taints": [taint(GPU_TAINT)] });
+    }
+    n
+}
+
+/// A `key=value:Effect` taint as the Node API has it.
+fn taint(text: &str) -> Value {
+    let (kv, effect) = text.split_once(':').unwrap_or((text, ""));
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    json!({ "key": key, "value": value, "effect": effect })
+}
+
 pub fn object(t: &Topology, api: &str, kind: &str, name: &str, ns: Option<&str>) -> Map<String, Value> {
     let mut meta = Map::new();
     meta.insert("name".into(), json!(name));
@@ -489,9 +513,13 @@ pub fn sharing_annotations(svc: &Service) -> Option<Value> {
     }
 }
 
-/// The taints a GPU service's pods tolerate at a site: the external hosts' when it says so.
-pub fn gpu_tolerations(_s: &Site, svc: &Service) -> Vec<Value> {
+/// The taints a GPU service's pods tolerate at a site: the GPU nodes' when the cluster taints
+/// them, the external hosts' when the service says so.
+pub fn gpu_tolerations(s: &Site, svc: &Service) -> Vec<Value> {
     let mut out = Vec::new();
+    if s.cluster.gpu_taint {
+        out.push(toleration(GPU_TAINT));
+    }
     if svc.tolerate_external {
         out.push(toleration(EXTERNAL_TAINT));
     }
@@ -499,10 +527,10 @@ pub fn gpu_tolerations(_s: &Site, svc: &Service) -> Vec<Value> {
 }
 
 /// The toleration of a `key=value:Effect` taint.
-pub fn toleration(taint: &str) -> Value {
-    let (kv, effect) = taint.split_once(':').unwrap_or((taint, ""));
-    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
-    json!({ "key": key, "operator": "Equal", "value": value, "effect": effect })
+pub fn toleration(text: &str) -> Value {
+    let mut t = taint(text);
+    t["operator"] = json!("Equal");
+    t
 }
 
 /// Taints members that are not Ready or unreachable with NoExecute (C.7), which Karmada 1.14+
@@ -641,6 +669,11 @@ pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     let mut spec = json!({});
     if let Some(model) = crate::desired::gpu_model(s) {
         spec["nodeLabels"] = json!({ GPU_MODEL_LABEL: model });
+        // Kueue adds a flavor's tolerations to the pods it admits with it: the batch Jobs may
+        // use the GPU nodes kept for GPU work.
+        if s.cluster.gpu_taint {
+            spec["tolerations"] = json!([toleration(GPU_TAINT)]);
+        }
     }
     with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
 }

@@ -9,9 +9,13 @@
 
 use super::model::*;
 use super::problem::Problem;
-use super::rules::site_gpus;
 use super::tree::Path;
 use crate::path;
+
+/// GPUs a site has in its cluster (external hosts are not schedulable by Kueue).
+pub fn site_gpus(s: &Site) -> u32 {
+    s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.count).sum()
+}
 
 /// The first GPU of a site's cluster: its model is the one the GPU services select there.
 pub fn site_gpu(s: &Site) -> Option<&Gpu> {

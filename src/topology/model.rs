@@ -302,6 +302,12 @@ pub struct Cluster {
     /// Keep K3s's ServiceLB (klipper). The seed disables it.
     #[serde(default)]
     pub servicelb: bool,
+    /// Keep the GPU nodes for GPU work: D.1 taints them `nvidia.com/gpu=present:NoSchedule`,
+    /// and what should run there tolerates it: the GPU services (C.6's overriders), the batch
+    /// Jobs Kueue admits on the site's GPU flavor (the flavor's tolerations), the NVIDIA device
+    /// plugin (its chart tolerates `nvidia.com/gpu`). Other pods stay off the GPU nodes.
+    #[serde(default)]
+    pub gpu_taint: bool,
     /// The cluster's nodes.
     pub nodes: Vec<Node>,
 }

@@ -529,6 +529,13 @@ fn gpu_sharing_rules_point_at_the_field() {
     let d = errors(&text);
     expect_one(&d, "topology::reference", "queue `gpu-nope` does not exist at site `franca`", at);
     expect_one(&d, "topology::reference", "queue `gpu-nope` does not exist at site `sp`", at);
+    let text = vllm_with("queue: gpu-interactive");
+    expect_one(
+        &errors(&text),
+        "topology::gpu-sharing",
+        "names a queue but asks for no GPU",
+        pos(&text, "name: vllm", "gpu-interactive"),
+    );
     let text = vllm_with("gpu_fraction: 0.5, queue: gpu-batch");
     expect_one(&errors(&text), "topology::gpu-sharing", "dispatches batch Jobs", pos(&text, "name: vllm", "gpu-batch"));
 }

@@ -129,6 +129,18 @@ pub fn gpu_sharing(t: &Topology, out: &mut Vec<Problem>) {
                 ),
             );
         }
+        if svc.queue.is_some() && !svc.uses_gpu() {
+            out.push(
+                Problem::error(
+                    "topology::gpu-sharing",
+                    p.key("queue"),
+                    format!("service `{}` names a queue but asks for no GPU", svc.name),
+                )
+                .label("queue without GPUs")
+                .help("a queue holds GPUs: add `gpus`, `gpu_fraction` or `gpu_memory_mib`, or remove `queue`"),
+            );
+            continue;
+        }
         for (si, s, _) in placed(t, svc) {
             at_site(t, i, svc, si, s, out);
         }

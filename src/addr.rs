@@ -109,7 +109,7 @@ impl FromStr for Target {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Address {
     pub target: Target,
-    /// `file:/etc/…`, `wireguard:wg0`, `vyos:interfaces wireguard wg0`, `command:k3s-agent`, or
+    /// `file:/etc/…`, `wireguard:wg0`, `vyos:interfaces wireguard wg0`, `command:k3s-install`, or
     /// `[ns/]Kind/name`.
     pub path: String,
 }

@@ -152,6 +152,94 @@ fn b1_through_default_drop_firewalls() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("fabric-b1"), "{}", out(&o));
 }
 
+/// `decisions.drbd_cross_site: direct` on Linux routers whose firewall drops by default: each
+/// site has a storage host (a second address on its LAN host, declared as a LINSTOR satellite).
+/// B.1 adds a host route to the other site's storage host through the tunnel and rules that let
+/// DRBD's TCP ports through, both ways; with the tunnel's general LAN rules taken away, DRBD's
+/// port still passes between the storage hosts and another port does not. Rollback takes the
+/// routes and the rules away.
+#[test]
+fn drbd_direct_on_linux_routers() {
+    let lab = lab::Lab::up("dd", "10.234", &["--firewall"], &[]);
+    let run = Run::new(&lab, "drbd");
+    let mut text = LINUX.replace("drbd_cross_site: cilium", "drbd_cross_site: direct");
+    for (i, site) in ["franca", "sp"].iter().enumerate() {
+        let node = format!("ssh: {{ host: {site}-lan }} }}\n");
+        let store = format!(
+            "{node}    external_workloads:\n      - {{ name: {site}-store, kind: bare-metal, address: 172.30.{}.20, \
+             runs: [linstor-satellite], ssh: {{ host: {site}-lan }} }}\n",
+            i + 1
+        );
+        text = text.replacen(&node, &store, 1);
+        let o = lab.exec(&format!("{site}-lan"), &format!("ip addr add 172.30.{}.20/24 dev eth0", i + 1));
+        assert!(o.status.success(), "{}", out(&o));
+    }
+    let topo = run.topology(&text);
+    let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
+    assert!(out(&o).contains("+ router.franca/command:route 172.30.2.20/32"), "{}", out(&o));
+
+    let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "30"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for (router, remote) in [("franca-router", "172.30.2.20"), ("sp-router", "172.30.1.20")] {
+        let o = lab.exec(router, &format!("ip route show {remote}/32 dev wg0"));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(remote),
+            "{router}: no host route to {remote}: {}",
+            out(&o)
+        );
+        let o = lab.exec(router, "nft list chain inet lab forward");
+        let chain = String::from_utf8_lossy(&o.stdout).to_string();
+        assert_eq!(chain.matches("tcp dport 7000-7999 accept comment \"fabric-b1 ").count(), 2, "{chain}");
+        assert_eq!(chain.matches("tcp sport 7000-7999 accept comment \"fabric-b1 ").count(), 2, "{chain}");
+    }
+    let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
+    assert_eq!(o.status.code(), Some(0), "a second plan changes nothing: {}", out(&o));
+    assert!(tcp("172.30.1.20", "172.30.2.20", 7000, &lab), "DRBD's port between the storage hosts");
+
+    // Without the tunnel's general LAN rules, only DRBD's ports between the storage hosts pass.
+    for router in ["franca-router", "sp-router"] {
+        lab.exec(
+            router,
+            "nft -a list chain inet lab forward | grep fabric-b1 | grep -v ' tcp ' | \
+             sed -n 's/.* # handle \\([0-9]*\\)$/\\1/p' | while read h; do nft delete rule inet lab forward handle $h; done",
+        );
+    }
+    assert!(!lab.ping("franca-lan", "172.30.2.10"), "the LANs still reach each other without the general rules");
+    assert!(tcp("172.30.1.20", "172.30.2.20", 7001, &lab), "DRBD's port range passes on its own rules");
+    assert!(!tcp("172.30.1.20", "172.30.2.20", 8000, &lab), "a port outside DRBD's range passed");
+
+    let o = run.fabric(&topo, &["rollback"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for router in ["franca-router", "sp-router"] {
+        let o = lab.exec(router, "ip route; nft list table inet lab");
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!text.contains("/32") && !text.contains(".20 ") && !text.contains("fabric-b1"), "{router}: {text}");
+    }
+}
+
+/// A TCP connection from `from` (an address of franca's LAN host) to `to` (one of sp's LAN
+/// host) on `port`: a one-shot listener in sp's LAN host, a client in franca's.
+fn tcp(from: &str, to: &str, port: u16, lab: &lab::Lab) -> bool {
+    let server = format!(
+        "timeout 8 python3 -c \"import socket; s = socket.socket(); \
+         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('{to}', {port})); s.listen(1); \
+         c, a = s.accept(); c.sendall(b'ok')\""
+    );
+    std::thread::scope(|sc| {
+        let listener = sc.spawn(|| lab.exec("sp-lan", &server));
+        std::thread::sleep(Duration::from_millis(500));
+        let client = lab.exec(
+            "franca-lan",
+            &format!(
+                "timeout 5 python3 -c \"import socket; s = socket.create_connection(('{to}', {port}), timeout=4, \
+                 source_address=('{from}', 0)); print(s.recv(2).decode())\""
+            ),
+        );
+        let _ = listener.join();
+        client.status.success() && String::from_utf8_lossy(&client.stdout).trim() == "ok"
+    })
+}
+
 /// Builds the VyOS test double (an example of this crate) and returns its path.
 fn lock_of(lab: &lab::Lab, router: &str) -> String {
     String::from_utf8_lossy(&lab.exec(router, "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).trim().to_string()

@@ -124,7 +124,7 @@ fn undecided_decision_warns_in_validate_and_is_refused_by_plan() {
     let o = fabric(&["-f", t.path(), "plan", "--offline", "--phase", "A", "--phase", "B"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     // A per-site decision names the site.
-    let t = TempFile::new("undecided2.yaml", &EXAMPLE.replace("  cluster_migration:\n    franca: new-cluster\n", ""));
+    let t = TempFile::new("undecided2.yaml", &EXAMPLE.replace("  cluster_migration:\n    franca: in-place\n", ""));
     let o = fabric(&["-f", t.path(), "plan", "--offline", "--step", "A.2"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stdout(&o).contains("needs the decision `decisions.cluster_migration.franca`"), "{}", stdout(&o));

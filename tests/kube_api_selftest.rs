@@ -1193,6 +1193,49 @@ async fn admission_check_and_multikueue_cluster_are_active_by_config_and_secret(
     assert_eq!(c["reason"], "Inactive");
 }
 
+/// The design the MultiKueue docs do not allow: a local flavor first and the MultiKueue check
+/// scoped to a second flavor. Kueue keeps such a ClusterQueue inactive (`pkg/cache`
+/// clusterQueue: "Cannot specify MultiKueue AdmissionCheck per flavor"), and also one with two
+/// MultiKueue checks; `onFlavors` naming every flavor is the same as none.
+#[tokio::test]
+async fn a_multikueue_check_scoped_to_some_flavors_keeps_the_cluster_queue_inactive() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    put(&s, &namespace("kueue-system")).await;
+    put(&s, &multikueue_config("fabric")).await;
+    put(&s, &admission_check("multikueue", "kueue.x-k8s.io/multikueue", "fabric")).await;
+    put(&s, &resource_flavor("local")).await;
+    put(&s, &resource_flavor("remote")).await;
+    let cq = || s.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch");
+    let mut q = cluster_queue("gpu-batch");
+    let gpu = |f: &str| json!({"name": f, "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 1}]});
+    q["spec"]["resourceGroups"] =
+        json!([{"coveredResources": ["nvidia.com/gpu"], "flavors": [gpu("local"), gpu("remote")]}]);
+    q["spec"]["admissionChecksStrategy"] =
+        json!({"admissionChecks": [{"name": "multikueue", "onFlavors": ["remote"]}]});
+    put(&s, &q).await;
+    let c = eventually(&s, "per flavor", || {
+        with_condition(cq(), "Active", "False").filter(|c| c["reason"] == "MultiKueueAdmissionCheckAppliedPerFlavor")
+    })
+    .await;
+    assert_eq!(
+        c["message"],
+        "Can't admit new workloads: Cannot specify MultiKueue AdmissionCheck per flavor, found: multikueue."
+    );
+    q["spec"]["admissionChecksStrategy"] =
+        json!({"admissionChecks": [{"name": "multikueue", "onFlavors": ["remote", "local"]}]});
+    put(&s, &q).await;
+    eventually(&s, "all flavors", || with_condition(cq(), "Active", "True")).await;
+    put(&s, &admission_check("multikueue-2", "kueue.x-k8s.io/multikueue", "fabric")).await;
+    q["spec"]["admissionChecksStrategy"] =
+        json!({"admissionChecks": [{"name": "multikueue"}, {"name": "multikueue-2"}]});
+    put(&s, &q).await;
+    eventually(&s, "two MultiKueue checks", || {
+        with_condition(cq(), "Active", "False").filter(|c| c["reason"] == "MultipleMultiKueueAdmissionChecks")
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn hold_keeps_the_status_until_released() {
     let s = server().await;

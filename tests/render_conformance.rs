@@ -53,8 +53,15 @@ struct Rendered {
     artifacts: Vec<Artifact>,
 }
 
+fn read(topology: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(topology)).unwrap()
+}
+
 fn rendered(topology: &str) -> Rendered {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(topology)).unwrap();
+    rendered_text(topology, read(topology))
+}
+
+fn rendered_text(topology: &str, text: String) -> Rendered {
     let l = fabric::topology::load_str(topology, text).unwrap_or_else(|e| panic!("{topology}: {e}"));
     let g = StepGraph::build(&Catalog::embedded().unwrap(), &l.topology).unwrap();
     let mut objects = vec![];
@@ -182,8 +189,15 @@ fn a_misspelled_field_fails() {
 #[test]
 fn every_vyos_command_matches_the_interface_definitions() {
     let placeholder = regex::Regex::new(r"'<public-key:router\.[a-z0-9-]+>'").unwrap();
-    for topology in ["topology.example.yaml", "tests/data/three-sites.yaml"] {
-        let r = rendered(topology);
+    // The example as it is, with the direct storage path (its own routes, groups and rules), and
+    // three sites.
+    let direct = read("topology.example.yaml").replace("drbd_cross_site: cilium", "drbd_cross_site: direct");
+    for (topology, text) in [
+        ("topology.example.yaml", read("topology.example.yaml")),
+        ("topology.example.yaml (drbd_cross_site: direct)", direct),
+        ("tests/data/three-sites.yaml", read("tests/data/three-sites.yaml")),
+    ] {
+        let r = rendered_text(topology, text);
         assert!(r.vyos.len() >= 10, "{topology}: {} commands", r.vyos.len());
         let mut failures = vec![];
         for (address, cmd) in &r.vyos {

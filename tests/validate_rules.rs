@@ -363,6 +363,30 @@ fn decisions_are_consistent() {
     expect_one(&errors(&text), "topology::decision", "no site can be dialed", pos(&text, "", "public_address:\n"));
 }
 
+/// The air-gap bundle: digests, the images tarball's name, mirror URLs, each at its line.
+#[test]
+fn the_k3s_bundle_is_checked() {
+    let good = "a".repeat(64);
+    let bundle = |bin: &str, images: &str, endpoint: &str| {
+        format!(
+            "{EXAMPLE}\nk3s_airgap:\n  binary: {{ path: b/k3s, sha256: {bin} }}\n  images: {{ path: {images}, sha256: {good} }}\n  \
+             install_script: {{ path: b/install.sh, sha256: {good} }}\n  registry_mirrors:\n    - {{ registry: docker.io, endpoints: [\"{endpoint}\"] }}\n"
+        )
+    };
+    let l = valid(&bundle(&good, "b/k3s-airgap-images-amd64.tar.zst", "https://m.example:5000"));
+    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
+    let text = bundle("ABC", "b/images.zip", "ftp://m");
+    let d = errors(&text);
+    expect_one(&d, "topology::k3s-airgap", "`ABC` is not a SHA-256", pos(&text, "k3s_airgap:", "ABC"));
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "K3s does not import `b/images.zip`",
+        pos(&text, "k3s_airgap:", "b/images.zip"),
+    );
+    expect_one(&d, "topology::k3s-airgap", "`ftp://m` is not an http(s) URL", pos(&text, "k3s_airgap:", "\"ftp://m\""));
+}
+
 #[test]
 fn every_problem_is_reported_at_once() {
     let text = EXAMPLE

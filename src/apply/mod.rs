@@ -6,6 +6,7 @@
 //! changes are applied by `host` (SSH) or `kube` (clusters), then checked (the step's own
 //! `steps::Step::check`), confirmed (`confirm`) or reverted (`revert`).
 
+pub mod bootstrap;
 pub mod confirm;
 pub mod host;
 pub mod interrupt;
@@ -424,6 +425,7 @@ async fn apply_step(
     ensure_keys(step, &sh.pool, sh.targets, &mut live).await?;
     report_keys(sh, step, &live);
     let changes = pending_changes(sh, step, &mut live).await?;
+    let bootstrap = live.bootstrap.clone();
     if changes.is_empty() {
         (sh.progress)(&format!("{}: no changes", step.key));
         return Ok((false, live.keys));
@@ -437,7 +439,7 @@ async fn apply_step(
     // Shared before the change: another operator can roll it back should this machine be lost.
     sh.share().await;
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
-    let (applied, mut failure) = apply_rounds(sh, step, changes).await?;
+    let (applied, mut failure) = apply_bringing_up(sh, step, changes, &bootstrap).await?;
     pause::at("applied").await;
     if failure.is_none() {
         failure = run_check(sh, step).await;
@@ -487,6 +489,7 @@ async fn pending_changes(sh: &Shared<'_>, step: &StepWork, live: &mut Live) -> R
         now.keys.entry(k.clone()).or_insert_with(|| v.clone());
     }
     live.keys.extend(now.keys.clone());
+    live.bootstrap = now.bootstrap.clone();
     let mut changes = Vec::new();
     for r in &step.resources {
         let Some(c) = crate::plan::diff::change(r, &now) else {
@@ -530,6 +533,32 @@ fn prior_of(c: &PendingChange) -> Prior {
 
 /// What was applied (to revert on failure), and the first failure.
 type Applied = (Vec<(Resource, Observed)>, Option<String>);
+
+/// The step's changes, with the objects of a cluster this step brings up held back until its
+/// hosts are done and the cluster's API answers (see [`bootstrap`]).
+async fn apply_bringing_up(
+    sh: &Shared<'_>,
+    step: &StepWork,
+    changes: Vec<PendingChange>,
+    bringing_up: &BTreeMap<Target, Target>,
+) -> Result<Applied, ApplyError> {
+    let (later, first): (Vec<_>, Vec<_>) =
+        changes.into_iter().partition(|c| bringing_up.contains_key(c.resource.target()));
+    let (mut applied, mut failure) = apply_rounds(sh, step, first).await?;
+    if failure.is_some() || later.is_empty() {
+        return Ok((applied, failure));
+    }
+    let clusters: BTreeSet<Target> = later.iter().map(|c| c.resource.target().clone()).collect();
+    for cluster in &clusters {
+        if let Err(e) = bootstrap::bring_up(sh, &step.key, cluster, &bringing_up[cluster]).await {
+            return Ok((applied, Some(e.to_string())));
+        }
+    }
+    let (more, f) = apply_rounds(sh, step, later).await?;
+    applied.extend(more);
+    failure = f;
+    Ok((applied, failure))
+}
 
 /// Applies the changes in rounds (see [`rounds`]): the targets of a round at the same time, a
 /// target's resources in order; then waits for what the controllers must finish.

@@ -117,8 +117,12 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if p.summary.refused_steps > 0 {
         return Err(usage(
             "plan::refused",
-            format!("{} selected step(s) refused: a decision they need is undecided", p.summary.refused_steps),
-            "decide it in the topology's `decisions:`, or leave those steps out with --phase/--step/--site",
+            format!(
+                "{} selected step(s) refused: a decision they need is undecided, or decided but not supported by this build",
+                p.summary.refused_steps
+            ),
+            "`fabric validate` points at the decision's line; decide it (or choose a supported option) in \
+             the topology's `decisions:`, or leave those steps out with --phase/--step/--site",
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })

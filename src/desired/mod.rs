@@ -16,6 +16,8 @@ use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod consistency;
+pub mod drbd;
+pub mod k3s_install;
 pub mod nft;
 pub mod objects;
 pub mod refs;
@@ -55,6 +57,8 @@ pub enum Desired {
     Wireguard(String),
     /// A command that makes the state so, with the probe that tells whether it is.
     Command { probe: Sh, apply: Sh },
+    /// K3s from the air-gap bundle (provider `command`; see `desired::k3s_install`).
+    K3sInstall(k3s_install::K3sInstall),
     /// A secret file fabric copies at apply time from another host's file (its address,
     /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
     Secret(Option<Address>),
@@ -272,6 +276,23 @@ pub fn workload_labels(w: &ExternalWorkload) -> BTreeMap<String, String> {
     out.insert(o::EXTERNAL_LABEL.to_string(), kind.to_string());
     if let Some(g) = &w.gpu {
         out.insert(o::GPU_MODEL_LABEL.to_string(), g.model.clone());
+    }
+    out
+}
+
+/// The static routes through the tunnel, with what each is for: every other site's LAN, then,
+/// when DRBD crosses the sites directly, a host route per remote storage host (`desired::drbd`),
+/// so the storage path stays on the tunnel whatever more specific route to the other LAN a site
+/// adds later.
+pub fn routes(t: &Topology, s: &Site) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = t
+        .sites
+        .iter()
+        .filter(|p| p.name != s.name)
+        .map(|p| (p.lan.to_string(), format!("route to {}", p.name)))
+        .collect();
+    if let Some(d) = drbd::direct(t, s) {
+        out.extend(d.remote.iter().map(|a| (format!("{a}/32"), format!("route to storage host {a} (DRBD)"))));
     }
     out
 }

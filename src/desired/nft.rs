@@ -52,9 +52,70 @@ pub fn rules(t: &Topology, s: &Site) -> NftRules {
     } else {
         input.extend(peers.iter().flatten().map(|a| format!("ip saddr {a} udp dport {port} accept")));
     }
-    let forward = vec![
+    let mut forward = vec![
         format!("iifname \"{}\" ip daddr {} accept", wg.interface, s.lan),
         format!("oifname \"{}\" ip saddr {} accept", wg.interface, s.lan),
     ];
+    forward.extend(drbd_rules(t, s));
     NftRules { input, forward }
+}
+
+/// DRBD between the storage hosts, when it crosses the sites directly (`desired::drbd`): TCP on
+/// DRBD's ports, both ways through the tunnel, connections and their replies (the rules keep
+/// no state of their own).
+fn drbd_rules(t: &Topology, s: &Site) -> Vec<String> {
+    let Some(d) = super::drbd::direct(t, s) else { return vec![] };
+    let set =
+        |a: &[std::net::Ipv4Addr]| format!("{{ {} }}", a.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", "));
+    let (local, remote, ports, wg) =
+        (set(&d.local), set(&d.remote), super::drbd::Direct::ports(), &s.router.wireguard.interface);
+    let mut out = Vec::new();
+    for port in ["dport", "sport"] {
+        out.push(format!("iifname \"{wg}\" ip saddr {remote} ip daddr {local} tcp {port} {ports} accept"));
+        out.push(format!("oifname \"{wg}\" ip saddr {local} ip daddr {remote} tcp {port} {ports} accept"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lab's Linux topology with a storage host at each site (`172.30.<i>.20`), DRBD direct.
+    pub(crate) fn lab_with_storage() -> Topology {
+        let mut text = include_str!("../../tests/data/lab-linux.yaml")
+            .replace("drbd_cross_site: cilium", "drbd_cross_site: direct");
+        for (i, site) in ["franca", "sp"].iter().enumerate() {
+            let node = format!("ssh: {{ host: {site}-lan }} }}\n");
+            let store = format!(
+                "{node}    external_workloads:\n      - {{ name: {site}-store, kind: bare-metal, address: 172.30.{}.20, runs: [linstor-satellite], ssh: {{ host: {site}-lan }} }}\n",
+                i + 1
+            );
+            text = text.replacen(&node, &store, 1);
+        }
+        crate::topology::load_str("t.yaml", text).unwrap().topology
+    }
+
+    #[test]
+    fn the_direct_storage_path_is_let_through_by_port_both_ways() {
+        let t = lab_with_storage();
+        let r = rules(&t, &t.sites[0]);
+        assert_eq!(
+            &r.forward[2..],
+            [
+                "iifname \"wg0\" ip saddr { 172.30.2.20 } ip daddr { 172.30.1.20 } tcp dport 7000-7999 accept",
+                "oifname \"wg0\" ip saddr { 172.30.1.20 } ip daddr { 172.30.2.20 } tcp dport 7000-7999 accept",
+                "iifname \"wg0\" ip saddr { 172.30.2.20 } ip daddr { 172.30.1.20 } tcp sport 7000-7999 accept",
+                "oifname \"wg0\" ip saddr { 172.30.1.20 } ip daddr { 172.30.2.20 } tcp sport 7000-7999 accept",
+            ]
+        );
+        // Through Cilium, or without storage hosts at both sites: only the tunnel's own rules.
+        let lab = crate::topology::load_str("t.yaml", include_str!("../../tests/data/lab-linux.yaml").to_string())
+            .unwrap()
+            .topology;
+        assert_eq!(rules(&lab, &lab.sites[0]).forward.len(), 2);
+        assert_ne!(r.tag(), rules(&lab, &lab.sites[0]).tag(), "a changed rule set reads as drift");
+        let routes = crate::desired::routes(&t, &t.sites[0]);
+        assert_eq!(routes[1].0, "172.30.2.20/32");
+    }
 }

@@ -151,6 +151,12 @@ pub fn cilium_values(t: &Topology, s: &Site) -> Value {
     if t.mesh.hubble {
         v["hubble"] = json!({ "enabled": true, "relay": { "enabled": true }, "ui": { "enabled": true } });
     }
+    if super::drbd::cilium_encryption(t) {
+        // DRBD between the sites through Cilium (`decisions.drbd_cross_site: cilium`): DRBD runs
+        // in the storage hosts' network namespace, which only node-to-node encryption covers.
+        // Every cluster of a Cluster Mesh must run it (see `desired::drbd`).
+        v["encryption"] = json!({ "enabled": true, "type": "wireguard", "nodeEncryption": true });
+    }
     v
 }
 
@@ -750,6 +756,9 @@ pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
     )
 }
 
+/// The D.4 test Job's name (in the test LocalQueue's namespace).
+pub const TEST_JOB_NAME: &str = "fabric-multikueue-test";
+
 /// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).
 pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
 
@@ -759,7 +768,7 @@ pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
 /// `ttlSecondsAfterFinished`: fabric owns it, and a Job that deleted itself would show as to
 /// create again in every plan); MultiKueue removes the worker's copy once it finishes.
 pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
-    let mut job = object(t, "batch/v1", "Job", "fabric-multikueue-test", Some(&l.namespace));
+    let mut job = object(t, "batch/v1", "Job", TEST_JOB_NAME, Some(&l.namespace));
     job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!(l.name);
     with(
         job,

@@ -81,8 +81,8 @@ pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
         out.push(format!("{peer} public-key {}", q(public_key_placeholder(&p.name))));
     }
     out.push(format!("{base} mtu {}", q(wg.tunnel_mtu())));
-    for p in t.sites.iter().filter(|p| p.name != s.name) {
-        out.push(format!("set protocols static route {} interface {}", p.lan, word(&wg.interface)));
+    for (prefix, _) in crate::desired::routes(t, s) {
+        out.push(format!("set protocols static route {prefix} interface {}", word(&wg.interface)));
     }
     out.extend(underlay::commands(t, s));
     // commit-confirm reverts a change that cut the management path; reload instead of the

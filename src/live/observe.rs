@@ -80,6 +80,11 @@ pub struct Live {
     /// plan's fingerprint compares (a lock is not state fabric manages).
     #[serde(skip)]
     pub held: BTreeMap<Target, Hold>,
+    /// Clusters that cannot be read because they do not run yet, and the server host whose K3s
+    /// install (planned in the same run) brings each up: their objects are planned as absent,
+    /// and apply fetches the kubeconfig from that host once K3s runs (see `apply::bootstrap`).
+    #[serde(default)]
+    pub bootstrap: BTreeMap<Target, Target>,
 }
 
 impl Live {
@@ -92,6 +97,25 @@ impl Live {
 
     pub fn key(&self, target: &Target) -> Option<String> {
         self.keys.get(target).map(WgKey::to_string)
+    }
+}
+
+/// A cluster that could not be read is one that does not run yet when the same resources install
+/// K3s as a server of its site on a host that has none: it is taken off `unreachable` and its
+/// objects are planned as absent. Anything else unreadable stays unreachable.
+pub fn mark_bootstrap(resources: &[Resource], live: &mut Live) {
+    use crate::desired::Desired;
+    use crate::desired::k3s_install::Role;
+    for r in resources {
+        let Desired::K3sInstall(k) = &r.desired else { continue };
+        if k.role != Role::Server || live.observed.get(&r.address).is_some_and(|o| *o != Observed::Absent) {
+            continue;
+        }
+        let Some(site) = &r.site else { continue };
+        let cluster = Target::cluster(site);
+        if live.unreachable.remove(&cluster).is_some() {
+            live.bootstrap.insert(cluster, r.target().clone());
+        }
     }
 }
 
@@ -185,6 +209,7 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
             }
         }
     }
+    mark_bootstrap(resources, &mut live);
     live
 }
 

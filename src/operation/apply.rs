@@ -9,7 +9,7 @@ use super::{Observation, OpError, Workspace};
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::{self as engine, Progress, StepWork};
 use crate::live::observe::Targets;
-use crate::plan::model::{Mode, Plan};
+use crate::plan::model::{Action, Mode, Plan};
 use crate::plan::planfile;
 use crate::plan::select::Selection;
 
@@ -98,6 +98,7 @@ pub fn run(
     progress: Progress<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Applied, OpError> {
+    bundle_preflight(ws, &ready)?;
     let run = journal::new_run_id();
     let mut j = Journal::create(&opts.state_dir, &run)
         .map_err(|source| OpError::JournalCreate { dir: opts.state_dir.display().to_string(), source })?;
@@ -138,4 +139,33 @@ pub fn run(
         Ok(changed) => Ok(Applied { run, changed, journal: j.path.clone() }),
         Err(error) => Err(OpError::Apply { run, error: Box::new(error) }),
     }
+}
+
+/// Every K3s bundle file an install of this run will copy is read and checked against its
+/// digest before anything starts: a wrong or missing file stops the run with nothing changed
+/// (the provider checks again as it copies).
+fn bundle_preflight(ws: &Workspace, ready: &Ready) -> Result<(), OpError> {
+    let changing: std::collections::BTreeSet<&crate::addr::Address> = ready
+        .plan
+        .steps
+        .iter()
+        .flat_map(|s| &s.changes)
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| &c.address)
+        .collect();
+    let mut checked = std::collections::BTreeSet::new();
+    for n in ws.in_order(&ready.observation.selected) {
+        for r in ws.resources(n, &ready.observation.selection) {
+            let crate::desired::Desired::K3sInstall(k) = &r.desired else { continue };
+            if !changing.contains(&r.address) {
+                continue;
+            }
+            for u in k.uploads() {
+                if checked.insert(u.local.clone()) {
+                    crate::providers::airgap::read_checked(&r, u).map_err(|e| OpError::Bundle(e.to_string()))?;
+                }
+            }
+        }
+    }
+    Ok(())
 }

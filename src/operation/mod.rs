@@ -61,6 +61,10 @@ pub enum OpError {
     Journal(#[from] JournalError),
     #[error("{error} (run {run})")]
     Apply { run: String, error: Box<ApplyError> },
+    /// A file of the K3s bundle is missing or is not the one the topology records: found before
+    /// the run starts, so nothing was changed.
+    #[error("{0}; nothing was applied")]
+    Bundle(String),
     #[error("no run journal in {0}")]
     NoRun(String),
     #[error("`{0}` is not a run id")]
@@ -87,6 +91,7 @@ impl Diagnostic for OpError {
             OpError::Unreachable(_) => "apply::unreachable",
             OpError::JournalCreate { .. } | OpError::Journal(_) => "apply::journal",
             OpError::Apply { .. } => "apply::failed",
+            OpError::Bundle(_) => "apply::k3s-bundle",
             OpError::NoRun(_) => "rollback::none",
             OpError::NotARunId(_) => "rollback::run-id",
             OpError::ReadJournal { .. } => "rollback::journal",
@@ -113,6 +118,9 @@ impl Diagnostic for OpError {
             OpError::Unreachable(_) => "apply the reachable sites with --site, or restore the link first".into(),
             OpError::JournalCreate { .. } | OpError::Journal(_) => "make the directory writable".into(),
             OpError::Apply { error, .. } => error.help(),
+            OpError::Bundle(_) => {
+                "fetch the release's file again, or record its digest under k3s_airgap (sha256sum FILE)".into()
+            }
             OpError::NoRun(_) => "apply first, or give --state-dir".into(),
             OpError::NotARunId(_) => "give a run id as listed in .fabric/runs (like 20261130T061502Z-4242)".into(),
             OpError::ReadJournal { .. } => "give a run id listed in .fabric/runs".into(),

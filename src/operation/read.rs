@@ -84,6 +84,31 @@ impl Workspace {
 /// VyOS files name the topology's, which the peers would then refuse. Apply always uses the live
 /// key, so this is a warning (update the topology), not a refusal.
 pub fn key_warnings(t: &crate::topology::Topology, live: &crate::live::observe::Live) -> Vec<String> {
+    let mut out = bootstrap_notes(t, live);
+    out.extend(router_key_warnings(t, live));
+    out
+}
+
+/// A cluster that does not run yet: what apply does first.
+fn bootstrap_notes(t: &crate::topology::Topology, live: &crate::live::observe::Live) -> Vec<String> {
+    live.bootstrap
+        .iter()
+        .map(|(cluster, host)| {
+            let path = t
+                .sites
+                .iter()
+                .find(|s| crate::addr::Target::cluster(&s.name) == *cluster)
+                .map(|s| s.cluster.kubeconfig.path.clone())
+                .unwrap_or_default();
+            format!(
+                "{cluster} does not run yet: apply installs K3s on {host} first, then writes its kubeconfig \
+                 to {path} (if that file does not exist) and waits for the API before the cluster's objects"
+            )
+        })
+        .collect()
+}
+
+fn router_key_warnings(t: &crate::topology::Topology, live: &crate::live::observe::Live) -> Vec<String> {
     t.sites
         .iter()
         .filter_map(|s| {

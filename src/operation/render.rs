@@ -64,7 +64,11 @@ fn artifacts(graph: &StepGraph, desired: &BTreeMap<NodeIndex, Produced>, t: &Top
                         .map(ToString::to_string)
                 }),
                 // VyOS files come whole from the generator; secrets and commands are never files.
-                Desired::Vyos(_) | Desired::Secret(_) | Desired::Command { .. } | Desired::Prune(_) => continue,
+                Desired::Vyos(_)
+                | Desired::Secret(_)
+                | Desired::Command { .. }
+                | Desired::K3sInstall(_)
+                | Desired::Prune(_) => continue,
             };
             let docs = files.entry(path.clone()).or_default();
             if !docs.contains(&doc) {

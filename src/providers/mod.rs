@@ -5,6 +5,7 @@
 //! the pure builders below, so they are tested as strings. Nothing secret is ever returned: a
 //! WireGuard private key stays on its host, a VyOS `private-key` line is dropped when read.
 
+pub mod airgap;
 pub mod kube;
 pub mod lease;
 pub mod nft;
@@ -291,7 +292,8 @@ pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template
 /// (`k3s-agent`) that is installed is restarted; one that is not yet installed reads the file when
 /// it is.
 pub fn restart_after(path: &str) -> Option<Sh> {
-    (path == "/etc/rancher/k3s/config.yaml").then(|| {
+    // K3s reads both only at start (K3s docs: configuration file, private registry configuration).
+    matches!(path, "/etc/rancher/k3s/config.yaml" | "/etc/rancher/k3s/registries.yaml").then(|| {
         Sh::lit(
             "for u in k3s k3s-agent; do if systemctl cat \"$u\" >/dev/null 2>&1; then systemctl restart \"$u\" || exit 1; fi; done",
         )
@@ -345,6 +347,18 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
             let o = s.run(&root(s, probe), None, READ_TIMEOUT).await?;
             Ok(if o.status == 0 { Observed::Present("ok\n".into()) } else { Observed::Absent })
         }
+        (ProviderKind::Command, Desired::K3sInstall(_)) => {
+            let o = s.run(&root(s, &crate::desired::k3s_install::K3sInstall::read()), None, READ_TIMEOUT).await?;
+            match o.status {
+                // The host's answer is input: only services and digests are taken.
+                0 => Ok(Observed::Present(
+                    crate::desired::k3s_install::parse_read(&o.stdout_str())
+                        .unwrap_or_else(|| "(an answer that is not a K3s service and digest)\n".into()),
+                )),
+                shell::ABSENT => Ok(Observed::Absent),
+                _ => Err(failed(r, "read", &o)),
+            }
+        }
         (ProviderKind::Vyos, _) => {
             let o = s.run(&vbash(), Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
             if o.status != 0 {
@@ -388,6 +402,7 @@ pub fn desired_text(r: &Resource, keys: &dyn Fn(&Target) -> Option<String>) -> S
             l.join("\n") + "\n"
         }
         Desired::Command { .. } => "ok\n".into(),
+        Desired::K3sInstall(k) => k.text(),
         Desired::Secret(_) => SENSITIVE.into(),
         Desired::Kube(v) => crate::desired::yaml::to_string(v),
         // Should not exist: the desired text is empty (a deletion when it does).
@@ -548,6 +563,7 @@ pub async fn apply(
             let o = s.run(&root(s, apply), None, APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "apply", &o)) } else { Ok(()) }
         }
+        (ProviderKind::Command, Desired::K3sInstall(k)) => airgap::apply(s, r, k).await,
         (ProviderKind::Vyos, _) => {
             let from: Vec<String> = match prior {
                 Observed::Present(t) => t.lines().map(String::from).collect(),
@@ -655,7 +671,14 @@ pub fn undo_of(address: &Address) -> Option<Sh> {
     match address.command()? {
         "ip-forward" => Some(Sh::lit("sysctl -q -w net.ipv4.ip_forward=0")),
         "nftables" => Some(nft::remove()),
-        _ => None,
+        // A route B.1 added (`command:route <prefix>`); the prefix comes from a journal, so it
+        // is parsed, never passed on as text. Gone already (its interface was removed first):
+        // nothing to do.
+        c => {
+            let prefix: crate::topology::net::Cidr = c.strip_prefix("route ")?.parse().ok()?;
+            let p = prefix.to_string();
+            Some(sh!("if [ -n \"$(ip route show {})\" ]; then ip route del {}; fi", p.clone(), p))
+        }
     }
 }
 

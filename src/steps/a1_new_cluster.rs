@@ -12,6 +12,7 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Desired, Out, text, yaml};
+use crate::desired::k3s_install::Role;
 use crate::topology::model::NodeRole;
 
 pub struct A1;
@@ -22,7 +23,7 @@ impl Step for A1 {
     }
 
     fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
-        k3s_with_cilium(inst, out);
+        k3s_with_cilium(inst, out, Install::Servers);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -30,9 +31,18 @@ impl Step for A1 {
     }
 }
 
-/// The K3s server config of every control-plane node of the instance's sites, and Cilium's
-/// HelmChart with its values file.
-pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
+/// Whether K3s itself is installed on the control-plane nodes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Install {
+    /// A new cluster (A.1): K3s from the air-gap bundle on each control-plane node fabric reaches.
+    Servers,
+    /// A running cluster (A.2): its K3s is there; fabric changes only its config.
+    Nothing,
+}
+
+/// The K3s server config of every control-plane node of the instance's sites (and K3s itself on
+/// a new cluster's), and Cilium's HelmChart with its values file.
+pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>, install: Install) {
     let t = out.t;
     for s in sites_of(t, inst) {
         let text = yaml::to_string(&text::k3s_server_config(s));
@@ -45,6 +55,9 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
                 "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb (K3s restarts when it changes)",
                 Some(format!("config/k3s/{}/server.yaml", s.name)),
             );
+            if install == Install::Servers && n.ssh.is_some() {
+                super::k3s::install(out, &n.name, &s.name, Role::Server);
+            }
         }
     }
     for s in sites_of(t, inst) {

@@ -3,7 +3,7 @@
 
 use futures::future::BoxFuture;
 
-use super::a1_new_cluster::{cilium_healthy, k3s_with_cilium};
+use super::a1_new_cluster::{Install, cilium_healthy, k3s_with_cilium};
 use super::{CheckResult, Step, VerifyCx};
 use crate::catalog::Instance;
 use crate::desired::Out;
@@ -16,7 +16,7 @@ impl Step for A2 {
     }
 
     fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
-        k3s_with_cilium(inst, out);
+        k3s_with_cilium(inst, out, Install::Nothing);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {

@@ -157,13 +157,13 @@ fn vyos_tunnel(o: &mut Out<'_>, s: &Site) {
         desired: Desired::Vyos(pick(&iface)),
         file: file.clone(),
     });
-    for p in t.sites.iter().filter(|p| p.name != s.name) {
-        let route = format!("protocols static route {}", p.lan);
+    for (prefix, what) in crate::desired::routes(t, s) {
+        let route = format!("protocols static route {prefix}");
         o.push(Resource {
             address: target.at(format!("vyos:{route}")),
             site: Some(s.name.clone()),
             provider: ProviderKind::Vyos,
-            summary: format!("route to {} via {}", p.name, wg.interface),
+            summary: format!("{what} via {}", wg.interface),
             sensitive: false,
             desired: Desired::Vyos(pick(&route)),
             file: file.clone(),
@@ -238,14 +238,15 @@ fn linux_tunnel(o: &mut Out<'_>, s: &Site) {
             rules.tag()
         ),
     );
-    for p in t.sites.iter().filter(|p| p.name != s.name) {
+    for (prefix, what) in crate::desired::routes(t, s) {
         o.command(
             target.clone(),
             &s.name,
-            &format!("route {}", p.lan),
-            sh!("ip route show {} dev {}", p.lan.to_string(), wg.interface.clone()),
-            sh!("ip route replace {} dev {}", p.lan.to_string(), wg.interface.clone()),
-            &format!("route to {} via {}", p.name, wg.interface),
+            &format!("route {prefix}"),
+            // `ip route show` succeeds with no output when there is no such route.
+            sh!("[ -n \"$(ip route show {} dev {})\" ]", prefix.clone(), wg.interface.clone()),
+            sh!("ip route replace {} dev {}", prefix.clone(), wg.interface.clone()),
+            &format!("{what} via {}", wg.interface),
         );
     }
 }

@@ -7,9 +7,9 @@ use super::verify::{Verdict, condition, get, id, skip};
 use super::{CheckResult, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
+use crate::desired::k3s_install::Role;
 use crate::desired::objects as o;
 use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
-use crate::sh;
 use crate::topology::model::*;
 use crate::transport::shell::Sh;
 
@@ -48,18 +48,9 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
                 None => "K3s join token (no control-plane host with SSH to copy it from)".to_string(),
             };
             o.file(&w.name, &s.name, "/etc/rancher/k3s/token", Desired::Secret(source), summary, None);
-            o.command(
-                Target::host(&w.name),
-                &s.name,
-                "k3s-agent",
-                Sh::lit("systemctl is-active --quiet k3s-agent"),
-                // The agent runs the servers' version: K3s supports no skew the other way.
-                sh!(
-                    "curl -sfL https://get.k3s.io | INSTALL_K3S_VERSION={} INSTALL_K3S_EXEC=agent sh -",
-                    t.versions.k3s.clone()
-                ),
-                "install and start k3s-agent",
-            );
+            // The agent runs the servers' version (`versions.k3s`, the bundle's): K3s supports
+            // no skew the other way. Without a bundle, K3s must be on the host already.
+            super::k3s::install(o, &w.name, &s.name, Role::Agent);
         }
         JoinMethod::CiliumExternalWorkloads => {
             let cew = o::cilium_external_workload(t, s, w, index);

@@ -10,6 +10,7 @@
 pub mod verify;
 
 mod join;
+mod k3s;
 
 use std::collections::BTreeMap;
 

@@ -47,6 +47,55 @@ pub struct Topology {
     /// The AI gateway that routes requests between the sites' model servers.
     #[serde(default)]
     pub gateway: Option<Gateway>,
+    /// How K3s gets onto the hosts: K3s's air-gap bundle, copied by fabric over SSH (hosts
+    /// download nothing). Without it fabric installs no K3s: the hosts of A.1, A.3 and A.4 must
+    /// have it already.
+    #[serde(default)]
+    pub k3s_airgap: Option<K3sAirgap>,
+}
+
+/// K3s's air-gap install (docs.k3s.io, "Air-Gap Install", manually deploy images): the release's
+/// `k3s` binary, its images tarball and the install script, each pinned by its SHA-256 (the
+/// release's `sha256sum-<arch>.txt`). fabric reads them on the operator's machine, refuses a file
+/// whose digest differs before anything runs on a host, copies them over SSH into a private
+/// directory on the host, checks the digests again there, and runs the script with
+/// `INSTALL_K3S_SKIP_DOWNLOAD=true`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct K3sAirgap {
+    /// The `k3s` binary of `versions.k3s` (its `--version` is checked on the host).
+    pub binary: BundleFile,
+    /// The images tarball (`k3s-airgap-images-amd64.tar.zst`; `.tar`, `.tar.gz`, `.tar.zst`,
+    /// `.tar.lz4` and `.tar.bz2` are what K3s imports), placed in
+    /// `/var/lib/rancher/k3s/agent/images/` under its own file name.
+    pub images: BundleFile,
+    /// K3s's `install.sh` (the one `get.k3s.io` serves, saved with the bundle).
+    pub install_script: BundleFile,
+    /// Registry mirrors the hosts pull the cluster's own images through (K3s
+    /// `/etc/rancher/k3s/registries.yaml`, written on every K3s host fabric installs).
+    #[serde(default)]
+    pub registry_mirrors: Vec<RegistryMirror>,
+}
+
+/// One file of the air-gap bundle, on the operator's machine.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BundleFile {
+    /// Its path on the operator's machine (`~` is the home directory; a relative path is taken
+    /// from the current directory, as kubeconfig paths are).
+    pub path: String,
+    /// Its SHA-256, 64 lowercase hex digits.
+    pub sha256: String,
+}
+
+/// A registry mirror for K3s (`registries.yaml`, `mirrors:`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryMirror {
+    /// The registry it stands in for, e.g. `docker.io`, or `*` for every registry.
+    pub registry: String,
+    /// The mirror's endpoints, tried in order (`https://mirror.example:5000`).
+    pub endpoints: Vec<String>,
 }
 
 /// Versions of what gets installed. Each is pinned; `validate` checks the combinations.
@@ -325,6 +374,10 @@ pub struct KubeAccess {
     /// Context inside that file; the file's current context when unset.
     #[serde(default)]
     pub context: Option<String>,
+    /// The API server's URL as this machine reaches it, written into the kubeconfig fabric fetches
+    /// from a cluster it has just installed (A.1); `https://<api_address>:<api_port>` when unset.
+    #[serde(default)]
+    pub server: Option<String>,
 }
 
 /// Role of a cluster node.
@@ -649,7 +702,9 @@ pub struct LocalQueue {
     pub namespace: String,
 }
 
-/// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs.
+/// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs. Every
+/// job of that queue goes to a worker, and waits at the manager while no worker has room: Kueue
+/// does not try the manager's own GPUs first (docs/design.md, "Local first, then the other site?").
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MultiKueue {

@@ -40,6 +40,7 @@ const RULES: &[Rule] = &[
     weights,
     versions,
     decisions,
+    super::airgap::check,
     placement_classes,
     argocd_path,
 ];
@@ -848,15 +849,17 @@ fn decisions(t: &Topology, out: &mut Vec<Problem>) {
         .map(|s| d.public_address.get(&s.name).copied().unwrap_or(PublicAddressChoice::Undecided))
         .collect();
     if t.sites.len() > 1 && choices.iter().all(|c| *c == PublicAddressChoice::Dynamic) {
-        out.push(
-            Problem::error(
-                "topology::decision",
-                path!["decisions", "public_address"],
-                "every site's public address is dynamic: no site can be dialed",
-            )
-            .label("all dynamic")
-            .help("WireGuard needs at least one end with a fixed address; make one site `fixed`"),
-        );
+        let mut p = Problem::error(
+            "topology::decision",
+            path!["decisions", "public_address"],
+            "every site's public address is dynamic: no site can be dialed",
+        )
+        .label("all dynamic")
+        .help("WireGuard needs at least one end with a fixed address; make one site `fixed`");
+        for s in &t.sites {
+            p = p.related(path!["decisions", "public_address", &s.name], "dynamic");
+        }
+        out.push(p);
     }
     if d.karmada_host == KarmadaHostChoice::DedicatedVm && t.federation.karmada.vm.is_none() {
         out.push(

@@ -373,7 +373,8 @@ EOF
 #  - `hostname` answers the lab host name;
 #  - /etc/wireguard, /etc/rancher and /var/lib/rancher are per host (bind
 #    mounts of directories under the host's state dir), so files fabric writes
-#    stay on that host.
+#    stay on that host; /usr/local/bin, /etc/systemd/system and /var/lib are
+#    per-host overlays over the machine's (a K3s install writes there).
 # Every SSH session and `lab.sh exec` (nsenter into sshd's namespaces) sees
 # this view.
 start_sshd() {
@@ -394,6 +395,15 @@ start_sshd() {
 		for e in wireguard rancher; do
 			mkdir -p "$2/etc-$e" "/etc/$e"
 			mount --bind "$2/etc-$e" "/etc/$e"
+		done
+		# What a K3s install writes outside those (the binary, its service, the
+		# staging directory of fabric under /var/lib/fabric) lands in a per-host
+		# overlay: the files of the machine stay visible and untouched.
+		for e in usr/local/bin etc/systemd/system var/lib; do
+			[ -d "/$e" ] || continue
+			o="$2/overlay-$(echo "$e" | tr / -)"
+			mkdir -p "$o/up" "$o/work"
+			mount -t overlay lab-overlay -o "lowerdir=/$e,upperdir=$o/up,workdir=$o/work" "/$e"
 		done
 		# K3s servers keep their state (the node token agents join with) here.
 		mkdir -p "$2/var-lib-rancher" /var/lib/rancher

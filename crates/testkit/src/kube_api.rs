@@ -170,6 +170,20 @@ impl TestApiServer {
         }
     }
 
+    /// Removes an object as a controller would (no finalizers, no cascade); `false` when there was
+    /// none.
+    pub fn delete_raw(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> bool {
+        let (group, _) = split_api_version(api_version);
+        let key = (group.to_string(), kind.to_string(), namespace.unwrap_or("").to_string(), name.to_string());
+        let mut st = self.shared.lock();
+        if st.objects.remove(&key).is_none() {
+            return false;
+        }
+        st.rv += 1;
+        self.shared.trigger(&st, vec![key]);
+        true
+    }
+
     /// Accepts requests without a valid bearer token too (default: `false`, such requests get 401).
     /// Needed for `kubectl`: client-go does not send a bearer token over plain `http://`.
     pub fn set_allow_anonymous(&self, allowed: bool) {
@@ -2657,6 +2671,15 @@ fn cq_checks(cq: &Value) -> Vec<String> {
     out
 }
 
+/// The flavors an admission check of a ClusterQueue is scoped to
+/// (`spec.admissionChecksStrategy.admissionChecks[].onFlavors`); empty means every flavor.
+fn cq_check_flavors(cq: &Value, check: &str) -> Vec<String> {
+    let strategy = cq.pointer("/spec/admissionChecksStrategy/admissionChecks").and_then(Value::as_array);
+    let entry = strategy.into_iter().flatten().find(|c| text_at(c, "/name") == check);
+    let on = entry.and_then(|c| c.get("onFlavors")).and_then(Value::as_array);
+    on.into_iter().flatten().filter_map(Value::as_str).map(str::to_string).collect()
+}
+
 /// A MultiKueueCluster's kubeconfig source: `spec.clusterSource.kubeConfig` (v1beta2) or
 /// `spec.kubeConfig` (v1beta1) as (locationType, location).
 fn mkc_kubeconfig(mkc: &Value) -> Option<(String, String)> {
@@ -2985,10 +3008,13 @@ impl Shared {
     }
 
     /// Job controller: a Job without a terminal condition completes (or fails, see
-    /// `fail_helm_job`).
+    /// `fail_helm_job`). A Job whose `spec.managedBy` names another controller is not its
+    /// (KEP-4368 JobManagedBy, on by default since 1.32: MultiKueue's manager-side Jobs).
     fn job_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let job = st.objects.get(key)?.obj.clone();
-        if condition_is_true(&job, "Complete")
+        let managed_by = text_at(&job, "/spec/managedBy");
+        if !(managed_by.is_empty() || managed_by == "kubernetes.io/job-controller")
+            || condition_is_true(&job, "Complete")
             || condition_is_true(&job, "Failed")
             || job.pointer("/spec/suspend") == Some(&json!(true))
         {
@@ -3252,6 +3278,25 @@ impl Shared {
             .iter()
             .filter(|c| exists("AdmissionCheck", c).is_some_and(|ac| !condition_is_true(&ac.obj, "Active")))
             .collect();
+        // MultiKueue's two extra constraints (Kueue's `pkg/cache` clusterQueue
+        // `updateWithAdmissionChecks`): one MultiKueue check per ClusterQueue, and it runs for
+        // every flavor (an `onFlavors` that is not all of the queue's flavors is refused).
+        let multikueue: Vec<&String> = checks
+            .iter()
+            .filter(|c| {
+                exists("AdmissionCheck", c)
+                    .is_some_and(|ac| text_at(&ac.obj, "/spec/controllerName") == MULTIKUEUE_CONTROLLER)
+            })
+            .collect();
+        let all_flavors: BTreeSet<String> = cq_flavors(&cq).into_iter().collect();
+        let per_flavor: Vec<&String> = multikueue
+            .iter()
+            .copied()
+            .filter(|c| {
+                let on: BTreeSet<String> = cq_check_flavors(&cq, c).into_iter().collect();
+                !on.is_empty() && on != all_flavors
+            })
+            .collect();
         let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
         let (ok, reason, msg) = if matches!(text_at(&cq, "/spec/stopPolicy"), "Hold" | "HoldAndDrain") {
             (false, "Stopped", "Can't admit new workloads: is stopped.".to_string())
@@ -3272,6 +3317,18 @@ impl Shared {
                 join(&inactive_checks)
             );
             (false, "AdmissionCheckInactive", m)
+        } else if multikueue.len() > 1 {
+            let m = format!(
+                "Can't admit new workloads: Cannot use multiple MultiKueue AdmissionChecks on the same ClusterQueue, found: {}.",
+                multikueue.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+            );
+            (false, "MultipleMultiKueueAdmissionChecks", m)
+        } else if !per_flavor.is_empty() {
+            let m = format!(
+                "Can't admit new workloads: Cannot specify MultiKueue AdmissionCheck per flavor, found: {}.",
+                per_flavor.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(",")
+            );
+            (false, "MultiKueueAdmissionCheckAppliedPerFlavor", m)
         } else {
             (true, "Ready", "Can admit new workloads".to_string())
         };

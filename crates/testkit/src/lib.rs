@@ -4,6 +4,7 @@
 //!
 //! * [`kube_api`]: an in-process kube-apiserver test double (`kube_api.md` beside it);
 //! * [`kube_schema`]: Kubernetes objects validated against the upstream CRD schemas;
+//! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
@@ -16,6 +17,7 @@ pub mod kai;
 pub mod karmada;
 pub mod kube_api;
 pub mod kube_schema;
+pub mod kueue;
 pub mod lab;
 pub mod run;
 pub mod tmpfs;

@@ -14,6 +14,13 @@
 //!   see the packet). It is always there: harmless without source NAT, and fabric cannot know
 //!   whether an operator adds a masquerade rule later.
 //!
+//! With `decisions.drbd_cross_site: direct` (`desired::drbd`), the storage path between the
+//! sites' storage hosts has rules of its own, 52–55, over two address groups
+//! (`fabric-drbd-local`, `fabric-drbd-remote`): DRBD's TCP ports, each way, connections and their
+//! replies (a forward filter keeps no state unless a rule asks for it). Rules 50/51 already let
+//! the LANs through; these keep the storage path open by port when the operator narrows those
+//! (see `docs/runbook.md`), and make it visible in the plan.
+//!
 //! VyOS evaluates rules by number, so 50 comes before the usual catch-all rules (100 and up);
 //! `docs/runbook.md` lists the numbers, which the operator must leave to fabric.
 
@@ -99,6 +106,7 @@ pub fn rules(t: &Topology, s: &Site) -> Vec<Rule> {
             ("source address", Some(q(s.lan))),
         ],
     ));
+    out.extend(drbd_rules(t, s));
     out.push(Rule::new(
         format!("nat source rule {FIRST_RULE}"),
         format!("no source NAT through {}", wg.interface),
@@ -109,6 +117,55 @@ pub fn rules(t: &Topology, s: &Site) -> Vec<Rule> {
         ],
     ));
     out
+}
+
+/// The address groups of the storage hosts.
+pub const DRBD_LOCAL: &str = "fabric-drbd-local";
+pub const DRBD_REMOTE: &str = "fabric-drbd-remote";
+
+/// The direct storage path (`decisions.drbd_cross_site: direct`): the two address groups, then
+/// forward rules 52–55 for DRBD's ports, each way, connections and replies.
+fn drbd_rules(t: &Topology, s: &Site) -> Vec<Rule> {
+    let Some(d) = crate::desired::drbd::direct(t, s) else { return vec![] };
+    let wg = &s.router.wireguard;
+    let group = |name: &str, members: &[std::net::Ipv4Addr], what: &str| {
+        let subtree = format!("firewall group address-group {}", word(name));
+        let mut lines = vec![format!("set {subtree} description {}", q(format!("fabric {}: {what}", t.name)))];
+        lines.extend(members.iter().map(|a| format!("set {subtree} address {}", q(a))));
+        Rule { subtree, summary: format!("{what}: {}", list(members)), lines }
+    };
+    let mut out = vec![
+        group(DRBD_LOCAL, &d.local, "storage hosts of this site"),
+        group(DRBD_REMOTE, &d.remote, "storage hosts of the other sites"),
+    ];
+    let ports = crate::desired::drbd::Direct::ports();
+    let legs = [
+        ("inbound-interface name", DRBD_REMOTE, DRBD_LOCAL, "destination port", "DRBD from the other sites"),
+        ("inbound-interface name", DRBD_REMOTE, DRBD_LOCAL, "source port", "DRBD replies from the other sites"),
+        ("outbound-interface name", DRBD_LOCAL, DRBD_REMOTE, "destination port", "DRBD to the other sites"),
+        ("outbound-interface name", DRBD_LOCAL, DRBD_REMOTE, "source port", "DRBD replies to the other sites"),
+    ];
+    for (i, (dir, from, to, port, what)) in legs.into_iter().enumerate() {
+        let n = FIRST_RULE + 2 + i as u32;
+        out.push(Rule::new(
+            format!("firewall ipv4 forward filter rule {}", word(&n.to_string())),
+            format!("accept {what} (TCP {ports} {port}, {})", wg.interface),
+            &[
+                ("action", Some(q("accept"))),
+                ("description", Some(q(format!("fabric {}: {what}", t.name)))),
+                ("destination group address-group", Some(q(to))),
+                (dir, Some(q(&wg.interface))),
+                (port, Some(q(&ports))),
+                ("protocol", Some(q("tcp"))),
+                ("source group address-group", Some(q(from))),
+            ],
+        ));
+    }
+    out
+}
+
+fn list(a: &[std::net::Ipv4Addr]) -> String {
+    a.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Where WireGuard may come from: each peer's public address, or one `None` (anywhere) when some
@@ -156,6 +213,43 @@ mod tests {
             ]
         );
         assert!(sp[4].lines.contains(&"set nat source rule 50 exclude".into()));
+    }
+
+    #[test]
+    fn the_direct_storage_path_has_its_groups_rules_and_host_routes() {
+        let text = include_str!("../../../topology.example.yaml")
+            .replace("drbd_cross_site: cilium", "drbd_cross_site: direct");
+        let t = crate::topology::load_str("t.yaml", text).unwrap().topology;
+        let franca = rules(&t, &t.sites[0]);
+        let subtrees: Vec<&str> = franca.iter().map(|r| r.subtree.as_str()).collect();
+        for want in [
+            "firewall group address-group fabric-drbd-local",
+            "firewall group address-group fabric-drbd-remote",
+            "firewall ipv4 forward filter rule 52",
+            "firewall ipv4 forward filter rule 55",
+        ] {
+            assert!(subtrees.contains(&want), "{want} missing from {subtrees:?}");
+        }
+        let remote = franca.iter().find(|r| r.subtree.ends_with("fabric-drbd-remote")).unwrap();
+        assert!(
+            remote.lines.contains(&"set firewall group address-group fabric-drbd-remote address '192.168.2.41'".into())
+        );
+        let r52 = franca.iter().find(|r| r.subtree.ends_with("rule 52")).unwrap();
+        for want in [
+            "set firewall ipv4 forward filter rule 52 destination port '7000-7999'",
+            "set firewall ipv4 forward filter rule 52 inbound-interface name 'wg0'",
+            "set firewall ipv4 forward filter rule 52 source group address-group 'fabric-drbd-remote'",
+            "set firewall ipv4 forward filter rule 52 destination group address-group 'fabric-drbd-local'",
+        ] {
+            assert!(r52.lines.contains(&want.to_string()), "{want} missing from {:?}", r52.lines);
+        }
+        let all = super::super::commands(&t, &t.sites[0]);
+        assert!(all.contains(&"set protocols static route 192.168.2.43/32 interface wg0".into()), "{all:?}");
+        // With the storage path through Cilium, none of it.
+        let t = example();
+        assert!(
+            !super::super::commands(&t, &t.sites[0]).iter().any(|c| c.contains("drbd") || c.contains("/32 interface"))
+        );
     }
 
     #[test]

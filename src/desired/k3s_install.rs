@@ -1,0 +1,288 @@
+//! K3s installed from its air-gap bundle (`k3s_airgap`), the way K3s documents air-gapped
+//! installs (docs.k3s.io, "Air-Gap Install", "Manually Deploy Images Method"): the images tarball
+//! in `/var/lib/rancher/k3s/agent/images/`, the binary in `/usr/local/bin/k3s`, then the install
+//! script with `INSTALL_K3S_SKIP_DOWNLOAD=true`, which sets up the service and downloads nothing.
+//!
+//! One resource per host, `host.<name>/command:k3s-install`. Its live state is the service the
+//! install script made (`/etc/systemd/system/k3s.service` for a server, `k3s-agent.service` for
+//! an agent) and the digest of the installed binary, so an installed, matching version is no
+//! change and another bundle's binary is an update with the two digests in the diff. The
+//! builders here are pure; `providers::airgap` runs them.
+//!
+//! Rollback does not uninstall K3s: "absent" can also mean "installed by hand, another version",
+//! and `k3s-uninstall.sh` deletes the node's data. The runbook says how to remove it by hand.
+
+use serde::Serialize;
+
+use crate::sh;
+use crate::topology::Topology;
+use crate::topology::airgap::file_name;
+use crate::topology::model::BundleFile;
+use crate::transport::shell::{ABSENT, Sh};
+
+/// What K3s runs as on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Server,
+    Agent,
+}
+
+impl Role {
+    /// The systemd service the install script makes, and `INSTALL_K3S_EXEC`'s command.
+    pub fn service(self) -> &'static str {
+        match self {
+            Role::Server => "k3s",
+            Role::Agent => "k3s-agent",
+        }
+    }
+    fn exec(self) -> &'static str {
+        match self {
+            Role::Server => "server",
+            Role::Agent => "agent",
+        }
+    }
+}
+
+/// One file to copy: where it is on the operator's machine, its digest, its name on the host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Upload {
+    pub local: String,
+    pub sha256: String,
+    pub name: String,
+}
+
+impl Upload {
+    fn of(f: &BundleFile, fallback: &str) -> Upload {
+        let name = file_name(f).unwrap_or(fallback).to_string();
+        Upload { local: f.path.clone(), sha256: f.sha256.clone(), name }
+    }
+}
+
+/// K3s on one host, from the topology's bundle.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct K3sInstall {
+    pub role: Role,
+    /// `versions.k3s`: the binary's `--version` must name it.
+    pub version: String,
+    pub binary: Upload,
+    pub images: Upload,
+    pub script: Upload,
+}
+
+/// Where the staging directories live: root's only (0700).
+pub const STAGE_ROOT: &str = "/var/lib/fabric";
+/// The installed binary.
+pub const BINARY: &str = "/usr/local/bin/k3s";
+/// Where K3s imports image tarballs from at start.
+pub const IMAGES_DIR: &str = "/var/lib/rancher/k3s/agent/images";
+
+impl K3sInstall {
+    /// The install of `role`, when the topology names a bundle.
+    pub fn from_topology(t: &Topology, role: Role) -> Option<K3sInstall> {
+        let a = t.k3s_airgap.as_ref()?;
+        Some(K3sInstall {
+            role,
+            version: t.versions.k3s.clone(),
+            // The binary and the script get fixed names on the host: the script is run by name
+            // and the binary installed under /usr/local/bin/k3s whatever it was called here.
+            binary: Upload { name: "k3s".into(), ..Upload::of(&a.binary, "k3s") },
+            images: Upload::of(&a.images, "k3s-airgap-images.tar.zst"),
+            script: Upload { name: "install.sh".into(), ..Upload::of(&a.install_script, "install.sh") },
+        })
+    }
+
+    pub fn uploads(&self) -> [&Upload; 3] {
+        [&self.binary, &self.images, &self.script]
+    }
+
+    /// The state fabric wants, as `read` prints it: the service and the binary's digest.
+    pub fn text(&self) -> String {
+        format!("{} {}\n", self.role.service(), self.binary.sha256)
+    }
+
+    /// One line per installed K3s service with the installed binary's digest (`k3s <sha256>`),
+    /// or exit [`ABSENT`] when the install script never ran here.
+    pub fn read() -> Sh {
+        sh!(
+            "found=; for u in k3s k3s-agent; do if [ -f /etc/systemd/system/$u.service ] && [ -f {} ]; then \
+             found=1; printf '%s %s\\n' \"$u\" \"$(sha256sum < {} | cut -d' ' -f1)\"; fi; done; [ -n \"$found\" ] || exit {}",
+            BINARY,
+            BINARY,
+            ABSENT.to_string()
+        )
+    }
+
+    /// Makes this run's private staging directory and prints its path.
+    pub fn stage() -> Sh {
+        sh!(
+            "umask 077 && mkdir -p {} && chmod 700 {} && mktemp -d {}",
+            STAGE_ROOT,
+            STAGE_ROOT,
+            format!("{STAGE_ROOT}/stage.XXXXXXXX")
+        )
+    }
+
+    /// Writes stdin to `name` in the staging directory.
+    pub fn upload(stage: &Stage, name: &str) -> Sh {
+        sh!("cat > {}", format!("{}/{name}", stage.0))
+    }
+
+    /// Checks every digest on the host, the binary's version, then installs: the images where K3s
+    /// imports them, the binary, and the script with `INSTALL_K3S_SKIP_DOWNLOAD=true`.
+    pub fn install(&self, stage: &Stage) -> Sh {
+        let mut out = sh!("cd {}", stage.0.clone());
+        for u in self.uploads() {
+            out = and(
+                out,
+                sh!(
+                    "{ [ \"$(sha256sum < {} | cut -d' ' -f1)\" = {} ] || { echo {} >&2; exit 1; }; }",
+                    u.name.clone(),
+                    u.sha256.clone(),
+                    format!("{}: its SHA-256 on the host is not the topology's (the copy was damaged)", u.local)
+                ),
+            );
+        }
+        let out = and(
+            out,
+            sh!(
+                "chmod 755 k3s && { ./k3s --version | grep -qF -- {} || { echo {} >&2; ./k3s --version >&2; exit 1; }; }",
+                self.version.clone(),
+                format!("the bundle's k3s is not versions.k3s ({}):", self.version)
+            ),
+        );
+        let out = and(
+            out,
+            sh!(
+                "mkdir -p {} && install -m 644 {} {} && install -m 755 k3s {}",
+                IMAGES_DIR,
+                self.images.name.clone(),
+                format!("{IMAGES_DIR}/{}", self.images.name),
+                BINARY
+            ),
+        );
+        and(out, sh!("INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_EXEC={} sh install.sh", self.role.exec()))
+    }
+
+    /// Removes the staging directory, whatever happened.
+    pub fn cleanup(stage: &Stage) -> Sh {
+        sh!("rm -rf -- {}", stage.0.clone())
+    }
+}
+
+fn and(a: Sh, b: Sh) -> Sh {
+    sh!("{} && {}", a, b)
+}
+
+/// A staging directory the host named: accepted only as `mktemp -d` makes it under
+/// [`STAGE_ROOT`] (the host's answer is input, and it is joined into paths and commands).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stage(String);
+
+impl Stage {
+    pub fn parse(answer: &str) -> Option<Stage> {
+        let p = answer.trim_end_matches('\n');
+        let rest = p.strip_prefix(STAGE_ROOT)?.strip_prefix("/stage.")?;
+        (rest.len() == 8 && rest.bytes().all(|b| b.is_ascii_alphanumeric())).then(|| Stage(p.to_string()))
+    }
+    pub fn path(&self) -> &str {
+        &self.0
+    }
+}
+
+/// What a host's `read` answer says, kept only when it is lines of `<service> <sha256>`.
+pub fn parse_read(answer: &str) -> Option<String> {
+    let ok = |l: &str| {
+        l.split_once(' ')
+            .is_some_and(|(u, d)| (u == "k3s" || u == "k3s-agent") && crate::topology::airgap::is_sha256(d))
+    };
+    let lines: Vec<&str> = answer.lines().collect();
+    (!lines.is_empty() && lines.iter().all(|l| ok(l))).then(|| lines.join("\n") + "\n")
+}
+
+/// A kubeconfig as K3s writes it, parsed (the text is a secret: nothing here keeps or shows it).
+pub fn parse_kubeconfig(text: &str) -> Option<serde_json::Value> {
+    let v = serde_saphyr::from_str::<crate::topology::tree::Node>(text).ok()?.to_json();
+    (v["clusters"].is_array() && v["users"].is_array()).then_some(v)
+}
+
+/// K3s's `registries.yaml` for the topology's mirrors (K3s docs, "Private Registry
+/// Configuration": `mirrors: <registry>: endpoint: [...]`), when there are any.
+pub fn registries_yaml(t: &Topology) -> Option<serde_json::Value> {
+    let a = t.k3s_airgap.as_ref().filter(|a| !a.registry_mirrors.is_empty())?;
+    let mut mirrors = serde_json::Map::new();
+    for m in &a.registry_mirrors {
+        mirrors.insert(m.registry.clone(), serde_json::json!({ "endpoint": m.endpoints }));
+    }
+    Some(serde_json::json!({ "mirrors": mirrors }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn install() -> K3sInstall {
+        let u = |name: &str, c: char| Upload {
+            local: format!("b/{name}"),
+            sha256: c.to_string().repeat(64),
+            name: name.into(),
+        };
+        K3sInstall {
+            role: Role::Agent,
+            version: "v1.33.5+k3s1".into(),
+            binary: u("k3s", 'a'),
+            images: u("k3s-airgap-images-amd64.tar.zst", 'b'),
+            script: u("install.sh", 'c'),
+        }
+    }
+
+    #[test]
+    fn a_stage_is_only_what_mktemp_makes() {
+        assert_eq!(Stage::parse("/var/lib/fabric/stage.AbC123xy\n").unwrap().path(), "/var/lib/fabric/stage.AbC123xy");
+        for bad in [
+            "/tmp/stage.AbC123xy",
+            "/var/lib/fabric/stage.AbC1",
+            "/var/lib/fabric/stage.AbC123x;",
+            "/var/lib/fabric/stage.../x",
+        ] {
+            assert!(Stage::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_read_answer_is_only_services_and_digests() {
+        let d = "e".repeat(64);
+        assert_eq!(parse_read(&format!("k3s-agent {d}\n")), Some(format!("k3s-agent {d}\n")));
+        assert!(parse_read(&format!("k3s-agent {d}\n[Interface]\n")).is_none());
+        assert!(parse_read("").is_none());
+    }
+
+    #[test]
+    fn the_install_checks_digests_and_version_before_it_installs() {
+        let k = install();
+        let stage = Stage::parse("/var/lib/fabric/stage.AbC123xy").unwrap();
+        let cmd = k.install(&stage).to_string();
+        let check = cmd.find(&"a".repeat(64)).unwrap();
+        let version = cmd.find("./k3s --version").unwrap();
+        let run = cmd.find("INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_EXEC=agent sh install.sh").unwrap();
+        assert!(check < version && version < run, "{cmd}");
+        assert!(cmd.starts_with("cd /var/lib/fabric/stage.AbC123xy"), "{cmd}");
+        assert_eq!(k.text(), format!("k3s-agent {}\n", "a".repeat(64)));
+    }
+
+    #[test]
+    fn builders_run_in_sh() {
+        // Syntax only (`sh -n`): every builder is a valid script.
+        let stage = Stage::parse("/var/lib/fabric/stage.AbC123xy").unwrap();
+        for c in [
+            K3sInstall::read(),
+            K3sInstall::stage(),
+            K3sInstall::upload(&stage, "k3s"),
+            install().install(&stage),
+            K3sInstall::cleanup(&stage),
+        ] {
+            let o = std::process::Command::new("sh").args(["-n", "-c", c.as_str()]).output().unwrap();
+            assert!(o.status.success(), "{c}: {}", String::from_utf8_lossy(&o.stderr));
+        }
+    }
+}

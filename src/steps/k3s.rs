@@ -1,0 +1,42 @@
+//! K3s itself on a host (A.1's servers, A.3/A.4's agents), from the topology's air-gap bundle:
+//! the registry mirrors' `registries.yaml`, then the install (`desired::k3s_install`). Nothing
+//! without `k3s_airgap`: fabric downloads nothing onto hosts, so K3s must then be there already.
+
+use crate::addr::Target;
+use crate::desired::k3s_install::{K3sInstall, Role, registries_yaml};
+use crate::desired::{Desired, Out, ProviderKind, Resource, yaml};
+
+/// Where K3s reads its registry mirrors (at start).
+pub const REGISTRIES: &str = "/etc/rancher/k3s/registries.yaml";
+
+pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role) {
+    let t = out.t;
+    let Some(k) = K3sInstall::from_topology(t, role) else { return };
+    if let Some(r) = registries_yaml(t) {
+        let mirrors: Vec<&str> =
+            t.k3s_airgap.iter().flat_map(|a| &a.registry_mirrors).map(|m| m.registry.as_str()).collect();
+        out.file(
+            host,
+            site,
+            REGISTRIES,
+            Desired::File(yaml::to_string(&r)),
+            format!("K3s registry mirrors for {} (K3s restarts when it changes)", mirrors.join(", ")),
+            Some(format!("config/k3s/{site}/registries.yaml")),
+        );
+    }
+    let summary = format!(
+        "K3s {} {} from the air-gap bundle (k3s sha256 {}…), nothing downloaded",
+        k.version,
+        role.service(),
+        &k.binary.sha256[..12.min(k.binary.sha256.len())]
+    );
+    out.push(Resource {
+        address: Target::host(host).at("command:k3s-install"),
+        site: Some(site.into()),
+        provider: ProviderKind::Command,
+        summary,
+        sensitive: false,
+        desired: Desired::K3sInstall(k),
+        file: None,
+    });
+}

@@ -1,0 +1,211 @@
+//! K3s installed from an air-gap bundle on the lab (issue "Every decision changes the plan": K3s
+//! install without downloading at apply time). The real k3s binary and images are not available
+//! offline here, so the bundle is a stand-in: a `k3s` that answers `--version` like the real one,
+//! an images tarball of random bytes, and an `install.sh` that records what it was asked to do
+//! and makes what the real script makes (the systemd service; a server's node token). Needs root.
+//!
+//! Shown: plan lists `host.<name>/command:k3s-install` for the servers of the new clusters (A.1)
+//! and the agent (A.3); a file whose digest is not the topology's stops the apply before anything
+//! runs on a host; the right bundle installs (digests checked, `INSTALL_K3S_SKIP_DOWNLOAD=true`, the
+//! images where K3s imports them, no staging directory left); an installed, matching version is
+//! no change; another binary is an update with both digests; a binary of another version is
+//! refused on the host, and the installed one stays.
+
+use std::path::Path;
+use std::process::Output;
+
+use fabric_testkit::{kube_api, lab, run};
+use run::out;
+use sha2::{Digest, Sha256};
+
+const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
+const IMAGES: &str = "k3s-airgap-images-amd64.tar.zst";
+
+const INSTALL_SH: &str = r#"#!/bin/sh
+# Stand-in for K3s's install.sh: records what it was asked to do, and makes what the real one makes.
+set -e
+log=/var/lib/rancher/install-standin.log
+{
+	echo "INSTALL_K3S_SKIP_DOWNLOAD=$INSTALL_K3S_SKIP_DOWNLOAD INSTALL_K3S_EXEC=$INSTALL_K3S_EXEC"
+	echo "binary $(sha256sum < /usr/local/bin/k3s | cut -d' ' -f1)"
+	echo "images $(ls /var/lib/rancher/k3s/agent/images)"
+} >>"$log"
+[ "$INSTALL_K3S_SKIP_DOWNLOAD" = true ] || { echo "stand-in: would download" >&2; exit 1; }
+case "$INSTALL_K3S_EXEC" in
+agent*) svc=k3s-agent ;;
+*)
+	svc=k3s
+	mkdir -p /var/lib/rancher/k3s/server
+	[ -s /var/lib/rancher/k3s/server/node-token ] || echo "K10standin::server:$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')" >/var/lib/rancher/k3s/server/node-token
+	;;
+esac
+printf '[Service]\nExecStart=/usr/local/bin/k3s %s\n' "$INSTALL_K3S_EXEC" >"/etc/systemd/system/$svc.service"
+# A server writes its admin kubeconfig as K3s does (names `default`, server 127.0.0.1:6443).
+if [ "$svc" = k3s ] && [ "$(hostname)" = sp-lan ]; then
+	umask 077
+	cat >/etc/rancher/k3s/k3s.yaml <<'KUBECONFIG'
+@KUBECONFIG@
+KUBECONFIG
+fi
+"#;
+
+fn k3s(version: &str, build: &str) -> String {
+    format!("#!/bin/sh\n# stand-in k3s\n[ \"$1\" = --version ] && echo 'k3s version {version} ({build})'\nexit 0\n")
+}
+
+fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The kubeconfig a K3s server writes, with the test API server's credentials.
+fn k3s_yaml() -> String {
+    format!(
+        "apiVersion: v1\nclusters:\n- cluster:\n    server: https://127.0.0.1:6443\n  name: default\ncontexts:\n\
+         - context:\n    cluster: default\n    user: default\n  name: default\ncurrent-context: default\nkind: Config\n\
+         users:\n- name: default\n  user:\n    token: {}\n",
+        kube_api::TEST_TOKEN
+    )
+}
+
+/// Writes the bundle's files under `dir` and returns the topology section naming them.
+fn bundle(dir: &Path, binary: &str, images_sha: Option<&str>) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    let images: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let script = INSTALL_SH.replace("@KUBECONFIG@", k3s_yaml().trim_end());
+    std::fs::write(dir.join("k3s"), binary).unwrap();
+    std::fs::write(dir.join(IMAGES), &images).unwrap();
+    std::fs::write(dir.join("install.sh"), &script).unwrap();
+    let d = dir.display();
+    format!(
+        "k3s_airgap:\n  binary: {{ path: {d}/k3s, sha256: {} }}\n  images: {{ path: {d}/{IMAGES}, sha256: {} }}\n  \
+         install_script: {{ path: {d}/install.sh, sha256: {} }}\n  registry_mirrors:\n    \
+         - {{ registry: docker.io, endpoints: [\"https://mirror.lab.invalid:5000\"] }}\n",
+        sha(binary.as_bytes()),
+        images_sha.map(String::from).unwrap_or_else(|| sha(&images)),
+        sha(script.as_bytes()),
+    )
+}
+
+#[test]
+fn k3s_from_the_air_gap_bundle() {
+    let lab = lab::Lab::up("ka", "10.232", &["--hosts", "1"], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-k3s-airgap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    for s in [&franca, &sp] {
+        s.simulate_controllers(std::time::Duration::from_millis(100));
+    }
+    // sp gets a VM that joins as a K3s agent (lab host `host1`).
+    let base = TOPOLOGY.replace(
+        "ssh: { host: sp-lan } }\n",
+        "ssh: { host: sp-lan } }\n    external_workloads:\n      \
+         - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+    );
+    // sp's cluster does not run yet: no kubeconfig here. fabric fetches the one K3s writes and
+    // points it at the API as this machine reaches it (`server`), under the topology's context.
+    let base = base.replace(
+        "kubeconfig: { path: /nonexistent/sp.yaml }",
+        &format!("kubeconfig: {{ path: /nonexistent/sp.yaml, context: sp, server: \"{}\" }}", sp.url),
+    );
+    std::fs::remove_file(dir.join("sp.yaml")).unwrap();
+    let write = |section: &str| {
+        let text = kube_api::with_test_kubeconfigs(&format!("{base}{section}"), &dir);
+        std::fs::write(dir.join("topology.yaml"), text).unwrap();
+    };
+    let fabric =
+        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
+    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let binary = k3s("v1.33.5+k3s1", "standin-1");
+
+    // 1. The plan names each install.
+    write(&bundle(&dir.join("bundle"), &binary, None));
+    let o = fabric(&["plan", "--phase", "A"]);
+    let text = out(&o);
+    for host in ["franca-lan", "sp-lan", "sp-vm"] {
+        assert!(text.contains(&format!("+ host.{host}/command:k3s-install")), "{host}: {text}");
+    }
+    assert!(text.contains("+ host.sp-lan/file:/etc/rancher/k3s/registries.yaml"), "{text}");
+    assert!(!text.contains("command:k3s-agent"), "{text}");
+    assert!(text.contains("cluster.sp does not run yet: apply installs K3s on host.sp-lan first"), "{text}");
+    assert!(text.contains("+ cluster.sp/kube-system/HelmChart/cilium") && !text.contains("unreachable"), "{text}");
+
+    // 2. A file that is not the topology's: nothing runs on any host, nothing stays.
+    write(&bundle(&dir.join("bundle"), &binary, Some(&"ab".repeat(32))));
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains(&format!("{IMAGES} has SHA-256")) && text.contains("nothing was copied or run"), "{text}");
+    for host in ["franca-lan", "sp-lan", "host1"] {
+        let left = on(
+            host,
+            "ls /usr/local/bin/k3s /var/lib/rancher/install-standin.log /etc/rancher/k3s/config.yaml 2>/dev/null; ls /var/lib/fabric 2>/dev/null",
+        );
+        assert_eq!(left.trim(), "", "{host} kept {left}");
+    }
+    assert!(
+        !Path::new("/usr/local/bin/k3s").exists() || std::fs::read("/usr/local/bin/k3s").unwrap() != binary.as_bytes()
+    );
+
+    // 3. The bundle as recorded: servers and the agent installed, nothing downloaded.
+    write(&bundle(&dir.join("bundle"), &binary, None));
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for (host, exec) in [("franca-lan", "server"), ("sp-lan", "server"), ("host1", "agent")] {
+        let log = on(host, "cat /var/lib/rancher/install-standin.log");
+        assert!(log.contains(&format!("INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_EXEC={exec}")), "{host}: {log}");
+        assert!(
+            log.contains(&format!("binary {}", sha(binary.as_bytes()))) && log.contains(&format!("images {IMAGES}")),
+            "{host}: {log}"
+        );
+        assert_eq!(on(host, "ls -A /var/lib/fabric").trim(), "", "{host}: a staging directory is left");
+        assert!(on(host, "cat /etc/rancher/k3s/registries.yaml").contains("https://mirror.lab.invalid:5000"), "{host}");
+    }
+    assert!(on("host1", "stat -c %a /etc/rancher/k3s/token").trim() == "600", "the agent's join token");
+    // sp's cluster came up: its kubeconfig fetched, pointed at the API, never shown.
+    let text = out(&o);
+    assert!(text.contains("cluster.sp: kubeconfig written to") && text.contains("cluster.sp: API up"), "{text}");
+    assert!(!text.contains(kube_api::TEST_TOKEN), "the kubeconfig's credentials were shown: {text}");
+    let kc = std::fs::read_to_string(dir.join("sp.yaml")).unwrap();
+    assert!(kc.contains(&sp.url) && kc.contains("current-context: sp") && !kc.contains("127.0.0.1:6443"), "{kc}");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(dir.join("sp.yaml")).unwrap().permissions().mode() & 0o777, 0o600);
+    let mut objs = sp.objects();
+    objs.retain(|o| o["kind"] == "HelmChart" && o["metadata"]["name"] == "cilium");
+    assert_eq!(objs.len(), 1, "Cilium's chart in sp's new cluster");
+    let journals = std::fs::read_dir(dir.join(".fabric/runs")).unwrap();
+    for j in journals {
+        let j = std::fs::read_to_string(j.unwrap().path()).unwrap_or_default();
+        assert!(!j.contains(kube_api::TEST_TOKEN), "a journal holds the kubeconfig's credentials");
+    }
+    assert!(!Path::new("/usr/local/bin/k3s").exists(), "the lab wrote into the machine's /usr/local/bin");
+
+    // 4. Installed and matching: no change.
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // 5. Another build of the binary: an update, with both digests.
+    let newer = k3s("v1.33.5+k3s1", "standin-2");
+    write(&bundle(&dir.join("bundle2"), &newer, None));
+    let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(text.contains("~ host.sp-lan/command:k3s-install"), "{text}");
+    assert!(
+        text.contains(&format!("-k3s {}", sha(binary.as_bytes())))
+            && text.contains(&format!("+k3s {}", sha(newer.as_bytes()))),
+        "{text}"
+    );
+
+    // 6. A binary of another version, with its right digest: refused on the host before it is
+    // installed; the installed one stays.
+    let other = k3s("v1.32.9+k3s1", "standin-3");
+    write(&bundle(&dir.join("bundle3"), &other, None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("the bundle's k3s is not versions.k3s (v1.33.5+k3s1)"), "{text}");
+    assert_eq!(on("sp-lan", "sha256sum < /usr/local/bin/k3s | cut -d' ' -f1").trim(), sha(binary.as_bytes()));
+    assert_eq!(on("sp-lan", "ls -A /var/lib/fabric").trim(), "");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

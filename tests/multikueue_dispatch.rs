@@ -1,0 +1,178 @@
+//! Where a batch Job runs (issue 13, part 4), on the example's test API servers after fabric
+//! applied D.1 (both sites), D.2 and D.3, with Kueue's admission and MultiKueue's dispatch
+//! modelled by `fabric_testkit::kueue` (see `kube_api.md`, "Kueue admission", "MultiKueue
+//! dispatch"). What it shows is what Kueue 0.15 does with what fabric renders: a site's own
+//! queues run their Jobs at the site while they have room; the dispatching queue sends every Job
+//! to a worker with room, and waits while none has, whatever the manager's own GPUs do
+//! (`docs/design.md`, "MultiKueue: local first?").
+
+use std::time::Duration;
+
+use fabric::apply::journal::Journal;
+use fabric::apply::{self, Options, StepWork};
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::live::observe::{self, Targets};
+use fabric::topology::Topology;
+use fabric::transport::ssh_config::SshConfig;
+use fabric_testkit::kube_api::{ExampleFabric, TestApiServer};
+use fabric_testkit::{kueue, run};
+use serde_json::{Value, json};
+
+/// fabric applies D.1 at both sites, D.2 and D.3, as `apply` does, one step after the other.
+async fn apply_d_steps(f: &ExampleFabric) -> Topology {
+    let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
+    let targets = Targets::from_topology(&t, &SshConfig::default());
+    for (i, key) in ["D.1@franca", "D.1@sp", "D.2", "D.3"].iter().enumerate() {
+        let step = StepWork::alone(&g, &t, key).unwrap();
+        let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+        let opts = Options {
+            run: format!("20261201T2000{i:02}Z-1"),
+            state_dir: f.dir.clone(),
+            confirm_timeout: Duration::from_secs(30),
+            force_conflicts: false,
+            wait_timeout: Duration::from_secs(60),
+        };
+        let mut j = Journal::create(&f.dir, &opts.run).unwrap();
+        apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {})
+            .await
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+    }
+    // From here Kueue's model runs the Jobs (the double's job controller would finish any Job
+    // at once, holders included).
+    for s in [&f.franca, &f.sp] {
+        s.hold("Job", true);
+    }
+    t
+}
+
+/// D.4's test Job, as fabric renders it.
+fn d4_job(t: &Topology) -> Value {
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
+    let step = StepWork::alone(&g, t, "D.4").unwrap();
+    step.resources.iter().find_map(|r| r.kube_object().cloned()).expect("D.4 renders its Job")
+}
+
+/// A Job that holds `gpus` GPUs of `queue` (in namespace `ns`) until the test finishes it.
+fn holder(name: &str, ns: &str, queue: &str, gpus: u32) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": {kueue::QUEUE_LABEL: queue}},
+        "spec": {"suspend": true, "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "work", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                "args": ["pause"], "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}}})
+}
+
+/// A short Job like D.4's in another LocalQueue.
+fn short(name: &str, ns: &str, queue: &str) -> Value {
+    let mut j = holder(name, ns, queue, 1);
+    j["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["entrypoint-tester", "fabric test"]);
+    j
+}
+
+/// Kueue and MultiKueue until nothing more happens; every event, in order.
+fn settle(f: &ExampleFabric) -> Vec<String> {
+    let mut all = Vec::new();
+    for _ in 0..10 {
+        let ev = kueue::reconcile(&[("franca", &f.franca), ("sp", &f.sp)]);
+        if ev.is_empty() {
+            return all;
+        }
+        all.extend(ev);
+    }
+    panic!("Kueue does not settle: {all:#?}");
+}
+
+/// `fabric verify --step D.4` against the servers: (exit code, output).
+fn verify_d4(f: &ExampleFabric) -> (Option<i32>, String) {
+    let o =
+        run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), &["verify", "--step", "D.4"]);
+    (o.status.code(), run::out(&o))
+}
+
+fn job(s: &TestApiServer, ns: &str, name: &str) -> Option<Value> {
+    s.object("batch/v1", "Job", Some(ns), name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_site_queue_runs_at_the_site_and_the_dispatching_queue_in_a_worker_with_room() {
+    let f = ExampleFabric::start("multikueue-dispatch");
+    let t = apply_d_steps(&f).await;
+
+    // Franca's own queue (gpu-interactive, 1 GPU): a Job runs in Franca, on Franca's flavor.
+    f.franca.put_raw(short("local", "ai", "interactive"));
+    let ev = settle(&f);
+    assert_eq!(ev, ["franca: ai/local admitted on gpu-a5500", "franca: ai/local completed"], "{ev:#?}");
+    let local = job(&f.franca, "ai", "local").unwrap();
+    assert_eq!(local["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"], "a5500");
+    assert!(job(&f.sp, "ai", "local").is_none());
+
+    // The dispatching queue: D.4's Job runs in SP while SP has room; MultiKueue copies its status
+    // back and removes SP's copy once it finished.
+    f.franca.put_raw(d4_job(&t));
+    let ev = settle(&f);
+    assert_eq!(
+        ev,
+        [
+            "franca: batch/fabric-multikueue-test dispatched to sp",
+            "sp: batch/fabric-multikueue-test admitted on gpu-a5000",
+            "sp: batch/fabric-multikueue-test completed",
+            "franca: batch/fabric-multikueue-test finished in sp; its copy there removed",
+        ],
+        "{ev:#?}"
+    );
+    let at_manager = job(&f.franca, "batch", "fabric-multikueue-test").unwrap();
+    assert!(kueue::finished(&at_manager), "status synced from sp: {at_manager:#}");
+    assert_eq!(at_manager["spec"]["managedBy"], kueue::MULTIKUEUE);
+    assert!(job(&f.sp, "batch", "fabric-multikueue-test").is_none());
+    // verify reads the Job's end at Franca, though SP's copy is gone.
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("batch/fabric-multikueue-test completed in a worker"), "{out}");
+    assert!(out.contains("dispatching ClusterQueue Active") && out.contains("MultiKueue worker Active"), "{out}");
+}
+
+/// SP full (its batch queue's 2 GPUs and, through the cohort, interactive's one): D.4's Job
+/// waits at Franca, not dispatched, though Franca's GPUs are all free; when SP's holder
+/// finishes, it is dispatched and runs there. A Job of Franca's own batch-free queue runs in
+/// Franca meanwhile: local-first is a per-queue choice with Kueue 0.15.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_dispatching_queue_waits_for_a_worker_with_room() {
+    let f = ExampleFabric::start("multikueue-full");
+    let t = apply_d_steps(&f).await;
+    f.sp.put_raw(holder("hold-batch", "batch", "batch", 2));
+    f.sp.put_raw(holder("hold-interactive", "ai", "interactive", 1));
+    let ev = settle(&f);
+    assert_eq!(ev, ["sp: batch/hold-batch admitted on gpu-a5000", "sp: ai/hold-interactive admitted on gpu-a5000"]);
+
+    f.franca.put_raw(d4_job(&t));
+    assert_eq!(settle(&f), Vec::<String>::new(), "no worker has room: nothing is dispatched");
+    let waiting = job(&f.franca, "batch", "fabric-multikueue-test").unwrap();
+    assert_eq!(waiting["spec"]["suspend"], true, "{waiting:#}");
+    assert!(job(&f.sp, "batch", "fabric-multikueue-test").is_none());
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("is in no worker (sp): not dispatched yet (queued in franca"), "{out}");
+    f.franca.put_raw(short("local", "ai", "interactive"));
+    assert_eq!(settle(&f), ["franca: ai/local admitted on gpu-a5500", "franca: ai/local completed"]);
+
+    kueue::finish(&f.sp, "batch", "hold-batch");
+    let ev = settle(&f);
+    assert_eq!(ev[0], "franca: batch/fabric-multikueue-test dispatched to sp", "{ev:#?}");
+    assert!(kueue::finished(&job(&f.franca, "batch", "fabric-multikueue-test").unwrap()), "{ev:#?}");
+}
+
+/// A queue borrows what the other queues of its cohort (`<site>-gpu`, as D.1 renders them) leave
+/// unused, and the lender then waits for its own quota until the borrower finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_borrows_what_its_cohort_leaves_unused() {
+    let f = ExampleFabric::start("multikueue-cohort");
+    apply_d_steps(&f).await;
+    f.sp.put_raw(holder("big", "batch", "batch", 3));
+    assert_eq!(settle(&f), ["sp: batch/big admitted on gpu-a5000"], "2 GPUs of gpu-batch and 1 of gpu-interactive");
+    f.sp.put_raw(short("small", "ai", "interactive"));
+    assert_eq!(settle(&f), Vec::<String>::new(), "gpu-interactive's GPU is lent out");
+    f.sp.put_raw(holder("bigger", "batch", "batch", 4));
+    kueue::finish(&f.sp, "batch", "big");
+    let ev = settle(&f);
+    assert_eq!(ev, ["sp: ai/small admitted on gpu-a5000", "sp: ai/small completed"], "4 GPUs never fit sp's 3");
+}

@@ -420,7 +420,8 @@ fn the_example_passes_the_consistency_pass() {
     }
 }
 
-/// The example with SP's GPU nodes made plain workers (no GPUs, no GPU quota, no MultiKueue).
+/// The example with SP's GPU nodes made plain workers (no GPUs, no GPU quota, no MultiKueue), and
+/// the GPU services placed at Franca only, one replica each (at SP they would not fit).
 fn example_without_sp_gpus() -> String {
     let mut s = EXAMPLE.to_string();
     for i in 1..=3 {
@@ -435,27 +436,39 @@ fn example_without_sp_gpus() -> String {
     let mk = s.find("\nmultikueue:\n").unwrap();
     let end = s[mk + 1..].find("\n\n").unwrap() + mk + 1;
     s.replace_range(mk..end, "");
-    s
+    let class = "    sites: [franca, sp]\n    weights: { franca: 1, sp: 1 }";
+    assert!(s.contains(class));
+    // One replica each: together they fit Franca's shared GPU.
+    s.replacen(class, "    sites: [franca]\n    weights: { franca: 1 }", 1)
+        .replace("queue: gpu-interactive, replicas: 2 }", "queue: gpu-interactive, replicas: 1 }")
 }
 
 #[test]
-fn a_gateway_route_to_a_site_without_gpus_is_a_consistency_error_at_the_route() {
+fn a_gateway_route_to_a_site_without_gpus_is_an_error_at_the_route() {
     let text = example_without_sp_gpus();
     let f = TempFile::new("no-sp-gpus.yaml", &text);
     let o = fabric(&["-f", f.path(), "validate"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("consistency::label"), "{err}");
-    assert!(
-        err.contains("selects pod label fabric.io/site=sp, but no pod of cluster.franca or cluster.sp carries it"),
-        "{err}"
-    );
+    assert!(err.contains("topology::reference"), "{err}");
+    assert!(err.contains("service `vllm` does not run at `sp` (class `gpu-services`)"), "{err}");
     // At the route to SP (column of its `sp`).
     let line = text.lines().position(|l| l.contains("{ site: sp, weight: 20 }")).unwrap() + 1;
     assert!(err.contains(&format!("no-sp-gpus.yaml:{line}:19")), "{err}");
     let o = fabric(&["-f", f.path(), "plan", "--offline"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("1 consistency error(s)"), "{}", stderr(&o));
+    // With the GPU services at SP too, they would not fit its (no) GPUs.
+    let at_sp = text.replacen(
+        "    sites: [franca]\n    weights: { franca: 1 }",
+        "    sites: [franca, sp]\n    weights: { franca: 1, sp: 1 }",
+        1,
+    );
+    let f = TempFile::new("no-sp-gpus-placed.yaml", &at_sp);
+    let err = stderr(&fabric(&["-f", f.path(), "validate"]));
+    assert!(
+        err.contains("service `vllm` needs KAI Scheduler at site `sp`, which has none: the site has no GPU nodes"),
+        "{err}"
+    );
     // Routed only to Franca, the same topology passes.
     let fixed = text
         .replace("        - { site: sp, weight: 20 }\n", "")

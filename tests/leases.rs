@@ -5,19 +5,15 @@
 //! Lease expires and is taken over; of two runs at once exactly one changes anything; `fabric
 //! lock status` and `release` show and break Leases.
 
-use std::path::Path;
-use std::time::Duration;
-
-use fabric::apply::journal::Journal;
-use fabric::apply::{self, ApplyError, Options, StepWork};
-use fabric::catalog::{Catalog, StepGraph};
-use fabric::live::observe::{self, Targets};
-use fabric::topology::Topology;
-use fabric::transport::ssh_config::SshConfig;
+use fabric::apply::ApplyError;
 use fabric_testkit::kube_api::{self, TestApiServer};
 use fabric_testkit::run;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use serde_json::{Value, json};
+
+#[path = "support/apply_step.rs"]
+mod apply_step;
+use apply_step::apply_step;
 
 /// A Lease as another operator's run left it, renewed `ago` seconds ago.
 fn lease(holder: &str, ago: i64) -> Value {
@@ -33,22 +29,6 @@ fn held_by(server: &TestApiServer) -> String {
         .object("coordination.k8s.io/v1", "Lease", Some("fabric-system"), "fabric-apply")
         .map(|l| l["spec"]["holderIdentity"].as_str().unwrap_or_default().to_string())
         .unwrap_or_default()
-}
-
-async fn apply_step(t: &Topology, dir: &Path, key: &str, run: &str) -> Result<Vec<String>, ApplyError> {
-    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
-    let step = StepWork::alone(&g, t, key).unwrap();
-    let targets = Targets::from_topology(t, &SshConfig::default());
-    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
-    let opts = Options {
-        run: run.into(),
-        state_dir: dir.to_path_buf(),
-        confirm_timeout: Duration::from_secs(30),
-        force_conflicts: false,
-        wait_timeout: Duration::from_secs(60),
-    };
-    let mut j = Journal::create(dir, run).unwrap();
-    apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

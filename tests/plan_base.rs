@@ -84,7 +84,7 @@ fn one_quota_is_one_change() {
     let one = "      - name: gpu-interactive\n        gpu_quota: 1\n";
     let i = EXAMPLE.find(one).unwrap();
     let head =
-        format!("{}      - name: gpu-interactive\n        gpu_quota: 0\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
+        format!("{}      - name: gpu-interactive\n        gpu_quota: 2\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
     let pr = Pr::new("one-quota", &head);
     let o = pr.plan(&["--format", "markdown"]);
     let md = text(&o);
@@ -92,7 +92,7 @@ fn one_quota_is_one_change() {
     assert!(md.contains("**Plan: 0 to create, 2 to update, 0 to delete.**"), "{md}");
     assert!(md.contains("~ cluster.franca/ClusterQueue/gpu-interactive"), "{md}");
     assert!(md.contains("~ cluster.franca/Queue/gpu-interactive"), "KAI's queue follows Kueue's: {md}");
-    assert!(md.contains("-        nominalQuota: 1\n+        nominalQuota: 0"), "{md}");
+    assert!(md.contains("-        nominalQuota: 1\n+        nominalQuota: 2"), "{md}");
 }
 
 #[test]

@@ -506,3 +506,148 @@ fn wireguard_public_key_and_mtu() {
     let bad = mutate("", "address: 10.0.0.1/30", "address: 10.0.0.1/30\n        mtu: 576");
     assert!(errors(&bad).iter().any(|d| d.problem.code == "topology::range"), "{:?}", messages(&errors(&bad)));
 }
+
+/// The example's vLLM line with `fields` instead of its sharing form.
+fn vllm_with(fields: &str) -> String {
+    mutate("services:\n", "gpu_fraction: 0.5, queue: gpu-interactive", fields)
+}
+
+#[test]
+fn gpu_sharing_rules_point_at_the_field() {
+    for bad in ["gpu_fraction: 0", "gpu_fraction: 1.5", "gpu_fraction: -0.5"] {
+        let text = vllm_with(&format!("{bad}, queue: gpu-interactive"));
+        let at = pos(&text, "name: vllm", "gpu_fraction: ");
+        expect_one(&errors(&text), "topology::gpu-sharing", "is outside (0, 1]", (at.0, at.1 + "gpu_fraction: ".len()));
+    }
+    // Both forms at once.
+    let text = vllm_with("gpu_fraction: 0.5, gpu_memory_mib: 1024, queue: gpu-interactive");
+    let at = pos(&text, "name: vllm", "gpu_memory_mib: ");
+    expect_one(&errors(&text), "topology::gpu-sharing", "a GPU fraction and an amount", (at.0, at.1 + 16));
+    // Whole GPUs and a share.
+    let text = vllm_with("gpus: 1, gpu_fraction: 0.5, queue: gpu-interactive");
+    let at = pos(&text, "name: vllm", "gpus: ");
+    expect_one(&errors(&text), "topology::gpu-sharing", "whole GPUs and a shared one", (at.0, at.1 + 6));
+    // Sharing needs a queue.
+    let text = vllm_with("gpu_fraction: 0.5");
+    let at = pos(&text, "name: vllm", "gpu_fraction: ");
+    expect_one(&errors(&text), "topology::gpu-sharing", "names no `queue`", (at.0, at.1 + 14));
+    // More memory than one of the site's GPUs (24 GiB = 24576 MiB).
+    let text = vllm_with("gpu_memory_mib: 24577, queue: gpu-interactive");
+    let at = pos(&text, "name: vllm", "gpu_memory_mib: ");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::gpu-sharing",
+        "24577 MiB of one GPU, but a a5500 at site `franca` has 24576",
+        (at.0, at.1 + 16),
+    );
+    expect_one(&d, "topology::gpu-sharing", "a a5000 at site `sp` has 24576", (at.0, at.1 + 16));
+    let text = vllm_with("gpu_memory_mib: 24576, queue: gpu-interactive");
+    assert!(
+        !errors(&text).iter().any(|d| d.problem.code == "topology::gpu-sharing"),
+        "a whole GPU's memory is allowed"
+    );
+    // A queue the site does not have, and the MultiKueue queue (no GPUs at the manager).
+    let text = vllm_with("gpu_fraction: 0.5, queue: gpu-nope");
+    let at = pos(&text, "name: vllm", "gpu-nope");
+    let d = errors(&text);
+    expect_one(&d, "topology::reference", "queue `gpu-nope` does not exist at site `franca`", at);
+    expect_one(&d, "topology::reference", "queue `gpu-nope` does not exist at site `sp`", at);
+    let text = vllm_with("queue: gpu-interactive");
+    expect_one(
+        &errors(&text),
+        "topology::gpu-sharing",
+        "names a queue but asks for no GPU",
+        pos(&text, "name: vllm", "gpu-interactive"),
+    );
+    let text = vllm_with("gpu_fraction: 0.5, queue: gpu-batch");
+    expect_one(&errors(&text), "topology::gpu-sharing", "dispatches batch Jobs", pos(&text, "name: vllm", "gpu-batch"));
+}
+
+#[test]
+fn sharing_where_kai_is_not_installed() {
+    let text = mutate("", "  kai_scheduler: v0.10.2          # GPU sharing inside a node (D.5)\n", "");
+    let at = pos(&text, "name: vllm", "gpu_fraction: ");
+    let d = errors(&text);
+    expect_one(&d, "topology::gpu-sharing", "`vllm` needs KAI Scheduler at site `franca`", (at.0, at.1 + 14));
+    let whisper = pos(&text, "name: whisper", "gpu_memory_mib: ");
+    expect_one(&d, "topology::gpu-sharing", "`whisper` needs KAI Scheduler at site `sp`", (whisper.0, whisper.1 + 16));
+}
+
+#[test]
+fn gpu_services_that_do_not_fit_their_sites() {
+    // The example as it was: four services with one whole GPU per replica, one replica per site,
+    // on the GPUs no queue holds: at sp 3 GPUs less 3 of quota, none fits; at franca (whose
+    // gpu-batch queue dispatches to sp and holds none of its GPUs) two of them do.
+    let mut text = EXAMPLE.to_string();
+    for form in ["gpu_fraction: 0.5", "gpu_memory_mib: 4096", "gpu_memory_mib: 4096", "gpu_memory_mib: 2048"] {
+        text = text.replacen(&format!("{form}, queue: gpu-interactive"), "gpus: 1", 1);
+    }
+    let d = errors(&text);
+    let at = pos(&text, "name: vllm", "gpus: ");
+    let e = expect_one(&d, "topology::gpu-capacity", "`vllm` does not fit at site `sp`", (at.0, at.1 + 6));
+    assert!(
+        e.problem.message.contains("the 0 GPU(s) of site `sp` that no queue's quota holds"),
+        "{}",
+        e.problem.message
+    );
+    let at = pos(&text, "name: docling", "gpus: ");
+    expect_one(&d, "topology::gpu-capacity", "`docling` does not fit at site `franca`", (at.0, at.1 + 6));
+    assert_eq!(d.iter().filter(|d| d.problem.code == "topology::gpu-capacity").count(), 6, "{:?}", messages(&d));
+    // In the interactive queue (1 GPU per site): one whole-GPU service fits, the next does not.
+    let text = vllm_with("gpus: 1, queue: gpu-interactive");
+    let d = errors(&text);
+    let at = pos(&text, "name: whisper", "gpu_memory_mib: ");
+    let d1 = expect_one(&d, "topology::gpu-capacity", "`whisper` does not fit at site `franca`", (at.0, at.1 + 16));
+    assert!(d1.problem.message.contains("queue `gpu-interactive`'s quota of 1 GPU(s)"), "{}", d1.problem.message);
+    assert!(!d.iter().any(|x| x.problem.message.contains("`vllm` does not fit")), "{:?}", messages(&d));
+    // Shares add up on a device: 0.5 + 3 × 0.25 is more than one GPU.
+    let text = EXAMPLE
+        .replace("gpu_memory_mib: 4096", "gpu_fraction: 0.25")
+        .replace("gpu_memory_mib: 2048", "gpu_fraction: 0.25");
+    let at = pos(&text, "name: bge-m3", "gpu_fraction: ");
+    expect_one(&errors(&text), "topology::gpu-capacity", "`bge-m3` does not fit at site `sp`", (at.0, at.1 + 14));
+    // Raising the queue's quota (and lowering batch's, within the site's 3 GPUs) makes it fit.
+    let text = text.replace("gpu_quota: 1\n", "gpu_quota: 2\n").replacen(
+        "gpu_quota: 2\n        local_queues: [{ name: batch",
+        "gpu_quota: 1\n        local_queues: [{ name: batch",
+        2,
+    );
+    let l = valid(&text.replace(
+        "# the MultiKueue dispatching queue (see multikueue below)\n        gpu_quota: 1",
+        "# x\n        gpu_quota: 1",
+    ));
+    assert_eq!(l.topology.sites[0].queues[0].gpu_quota, 2);
+}
+
+#[test]
+fn external_gpu_hosts_count_only_for_services_that_tolerate_their_taint() {
+    // Whisper takes half a GPU: with vLLM's half, the interactive queue's one GPU is full, and
+    // docling and bge-m3 do not fit. An a5000 on one of sp's external hosts is counted for them
+    // only once they tolerate the hosts' taint.
+    let text = EXAMPLE
+        .replace(
+            "runs: [proxmox, linstor-satellite, gpu], ssh: { host: 192.168.2.41 } }",
+            "runs: [proxmox, linstor-satellite, gpu], gpu: { model: a5000, count: 1, memory_gib: 24 }, ssh: { host: 192.168.2.41 } }",
+        )
+        .replacen("gpu_memory_mib: 4096, queue: gpu-interactive", "gpu_fraction: 0.5, queue: gpu-interactive", 1);
+    let d = errors(&text);
+    let at = pos(&text, "name: docling", "gpu_memory_mib: ");
+    let e = expect_one(&d, "topology::gpu-capacity", "`docling` does not fit at site `sp`", (at.0, at.1 + 16));
+    assert!(e.problem.message.contains("1 GPU(s) of external hosts not counted"), "{}", e.problem.message);
+    let tolerant = text
+        .replace(
+            "gpu_memory_mib: 4096, queue: gpu-interactive",
+            "gpu_memory_mib: 4096, queue: gpu-interactive, tolerate_external: true",
+        )
+        .replace(
+            "gpu_memory_mib: 2048, queue: gpu-interactive",
+            "gpu_memory_mib: 2048, queue: gpu-interactive, tolerate_external: true",
+        );
+    let d = errors(&tolerant);
+    let sp: Vec<String> = messages(&d).into_iter().filter(|m| m.contains("at site `sp`")).collect();
+    assert!(sp.is_empty(), "{sp:?}");
+    // Franca has no external GPU host: there they still do not fit.
+    let at = pos(&tolerant, "name: docling", "gpu_memory_mib: ");
+    expect_one(&d, "topology::gpu-capacity", "`docling` does not fit at site `franca`", (at.0, at.1 + 16));
+}

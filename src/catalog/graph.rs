@@ -80,9 +80,7 @@ fn holds(when: &str, t: &Topology, site: Option<&str>) -> bool {
         ("gateway", Some(s)) => t.gateway.as_ref().is_some_and(|g| g.site == s.name),
         ("gateway", None) => t.gateway.is_some(),
         // KAI Scheduler is pinned and the site has GPU nodes.
-        ("gpu-sharing", Some(s)) => {
-            t.versions.kai_scheduler.is_some() && s.cluster.nodes.iter().any(|n| n.gpu.is_some())
-        }
+        ("gpu-sharing", Some(s)) => crate::topology::gpus::kai_installed(t, s),
         // Site conditions on a fabric step: true when some site satisfies them.
         (w, None) => t.sites.iter().any(|s| holds(w, t, Some(&s.name))),
         _ => false,

@@ -262,7 +262,7 @@ pub fn namespaces<'a>(services: impl Iterator<Item = &'a Service>) -> Vec<String
 
 /// The GPU model of a site's cluster (the first GPU node's).
 pub fn gpu_model(s: &Site) -> Option<&str> {
-    s.cluster.nodes.iter().find_map(|n| n.gpu.as_ref()).map(|g| g.model.as_str())
+    crate::topology::gpus::site_gpu(s).map(|g| g.model.as_str())
 }
 
 /// ResourceFlavor name of a site: `gpu-<model>`, or `default` without GPUs.

@@ -35,16 +35,20 @@ pub const GPU_MODEL_LABEL: &str = "gpu.model";
 pub const GPU_MEMORY_LABEL: &str = "gpu.memory-gib";
 /// Node label with the number of GPUs of the node.
 pub const GPU_COUNT_LABEL: &str = "gpu.count";
+/// Node label with one GPU's memory in MiB, as NVIDIA's GPU feature discovery names it: KAI
+/// Scheduler reads it to turn a pod's `gpu-memory` (MiB) into a share of a device.
+pub const NVIDIA_GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 
 /// The labels every GPU node carries, set by fabric (D.1): the one set that Karmada's
 /// overriders (C.6), Kueue's ResourceFlavors (D.1) and the GPU services' node selectors select
 /// on. The seed's own label, `gpu.model`, leads; the memory and count make a node's capacity
-/// selectable without knowing models.
+/// selectable without knowing models; `nvidia.com/gpu.memory` (MiB) is KAI Scheduler's.
 pub fn gpu_labels(g: &Gpu) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert(GPU_MODEL_LABEL.into(), json!(g.model));
     m.insert(GPU_MEMORY_LABEL.into(), json!(g.memory_gib.to_string()));
     m.insert(GPU_COUNT_LABEL.into(), json!(g.count.to_string()));
+    m.insert(NVIDIA_GPU_MEMORY_LABEL.into(), json!((u64::from(g.memory_gib) * 1024).to_string()));
     m
 }
 
@@ -54,6 +58,30 @@ pub fn gpu_labels(g: &Gpu) -> Map<String, Value> {
 /// deletes one (`providers::kube` refuses a Node that does not exist).
 pub fn node_labels(name: &str, labels: Map<String, Value>) -> Value {
     json!({ "apiVersion": "v1", "kind": "Node", "metadata": { "name": name, "labels": labels } })
+}
+
+/// The taint of GPU nodes kept for GPU work (`cluster.gpu_taint`). The key is the GPU's
+/// resource name, as Kubernetes's "nodes with special hardware" example has it: the
+/// ExtendedResourceToleration admission plugin, where it is on, and the NVIDIA device plugin's
+/// chart tolerate it without fabric.
+pub const GPU_TAINT: &str = "nvidia.com/gpu=present:NoSchedule";
+
+/// A GPU node as D.1 applies it: its labels, and the GPU taint when the cluster keeps its GPU
+/// nodes for GPU work. `spec.taints` is an atomic list in the Node API: fabric then owns it
+/// whole, so a taint another manager set makes the apply a conflict rather than dropping it.
+pub fn gpu_node(s: &Site, name: &str, labels: Map<String, Value>) -> Value {
+    let mut n = node_labels(name, labels);
+    if s.cluster.gpu_taint {
+        n["spec"] = json!({ "taints": [taint(GPU_TAINT)] });
+    }
+    n
+}
+
+/// A `key=value:Effect` taint as the Node API has it.
+fn taint(text: &str) -> Value {
+    let (kv, effect) = text.split_once(':').unwrap_or((text, ""));
+    let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+    json!({ "key": key, "value": value, "effect": effect })
 }
 
 pub fn object(t: &Topology, api: &str, kind: &str, name: &str, ns: Option<&str>) -> Map<String, Value> {
@@ -421,37 +449,94 @@ pub fn global_services_override(t: &Topology, c: &PlacementClass, ns: &str, serv
     )
 }
 
-/// The OverridePolicy of one member (C.6): GPU services run on the member's GPU nodes.
+/// What Karmada changes in one GPU service's pod template at one member (C.6), named as the
+/// seed's `vllm-franca`: the member's GPU model as node selector, the site label the gateway
+/// addresses backends by, and for a service in a queue KAI Scheduler's fields: the scheduler,
+/// the queue label, the sharing annotation (KAI reads them on the pod:
+/// `kai-scheduler/docs/quickstart_README.md`, `gpu-sharing_README.md`), and the tolerations.
 ///
-/// Karmada applies `plaintext` overriders as a JSON patch (RFC 6902), and an `add` whose parent
-/// does not exist fails. The services' Deployments come from the GitOps repository, with or
-/// without a `nodeSelector` or annotations, so every overrider here works either way: the node
-/// selector is added whole at `/spec/template/spec` (always there; an existing selector is
-/// replaced: at this member the GPU nodes decide), the pod label goes under the template's
-/// labels (which a Deployment's selector requires), and the annotation goes through
-/// `annotationsOverrider`, which creates the map when it is missing.
-pub fn override_policy(t: &Topology, s: &Site, ns: &str, services: &[&Service], gpu_model: &str) -> Value {
-    let selectors: Vec<Value> =
-        services.iter().map(|svc| json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name })).collect();
+/// Every overrider works whatever shape the repository's Deployment has (a JSON patch's `add`
+/// needs the parent): the pod template's `spec` and `labels` always exist; node selector,
+/// annotations and tolerations are added whole, so at that member they replace the
+/// repository's own (the member's GPUs decide them).
+pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -> Value {
     let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
-    let plaintext = vec![
+    let mut plaintext = vec![
         json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
         // The gateway addresses each site's backends by this label (see `text::site_service`).
         json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
     ];
-    // The seed's "resource limits": one GPU per replica, with the model's memory noted.
+    if let Some(q) = &svc.queue {
+        plaintext
+            .push(json!({ "path": "/spec/template/spec/schedulerName", "operator": "add", "value": KAI_SCHEDULER }));
+        plaintext.push(
+            json!({ "path": "/spec/template/metadata/labels/kai.scheduler~1queue", "operator": "add", "value": q }),
+        );
+    }
+    if let Some(a) = sharing_annotations(svc) {
+        plaintext.push(json!({ "path": "/spec/template/metadata/annotations", "operator": "add", "value": a }));
+    }
+    let tolerations = gpu_tolerations(s, svc);
+    if !tolerations.is_empty() {
+        plaintext.push(json!({ "path": "/spec/template/spec/tolerations", "operator": "add", "value": tolerations }));
+    }
+    // The seed's "resource limits": the model's memory noted on the Deployment.
     let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
+    let selector = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name });
     with(
-        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("gpu-{}", s.name), Some(ns)),
+        object(
+            t,
+            "policy.karmada.io/v1alpha1",
+            "OverridePolicy",
+            &format!("{}-{}", svc.name, s.name),
+            Some(&svc.namespace),
+        ),
         "spec",
         json!({
-            "resourceSelectors": selectors,
+            "resourceSelectors": [selector],
             "overrideRules": [{
                 "targetCluster": { "clusterNames": [s.cluster.name] },
                 "overriders": { "plaintext": plaintext, "annotationsOverrider": annotations },
             }],
         }),
     )
+}
+
+/// KAI Scheduler's name, which a pod's `schedulerName` gives to have KAI place it.
+pub const KAI_SCHEDULER: &str = "kai-scheduler";
+/// KAI Scheduler's pod label naming the (leaf) queue a pod is scheduled in.
+pub const KAI_QUEUE_LABEL: &str = "kai.scheduler/queue";
+/// KAI Scheduler's pod annotations for a shared GPU: a share of one device, or MiB of its memory.
+pub const KAI_FRACTION: &str = "gpu-fraction";
+pub const KAI_MEMORY: &str = "gpu-memory";
+
+/// The pod annotations of a service that shares a GPU (`gpu-sharing_README.md`).
+pub fn sharing_annotations(svc: &Service) -> Option<Value> {
+    match (svc.gpu_fraction, svc.gpu_memory_mib) {
+        (Some(f), _) => Some(json!({ KAI_FRACTION: f.to_string() })),
+        (None, Some(mib)) => Some(json!({ KAI_MEMORY: mib.to_string() })),
+        (None, None) => None,
+    }
+}
+
+/// The taints a GPU service's pods tolerate at a site: the GPU nodes' when the cluster taints
+/// them, the external hosts' when the service says so.
+pub fn gpu_tolerations(s: &Site, svc: &Service) -> Vec<Value> {
+    let mut out = Vec::new();
+    if s.cluster.gpu_taint {
+        out.push(toleration(GPU_TAINT));
+    }
+    if svc.tolerate_external {
+        out.push(toleration(EXTERNAL_TAINT));
+    }
+    out
+}
+
+/// The toleration of a `key=value:Effect` taint.
+pub fn toleration(text: &str) -> Value {
+    let mut t = taint(text);
+    t["operator"] = json!("Equal");
+    t
 }
 
 /// Taints members that are not Ready or unreachable with NoExecute (C.7), which Karmada 1.14+
@@ -590,6 +675,11 @@ pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     let mut spec = json!({});
     if let Some(model) = crate::desired::gpu_model(s) {
         spec["nodeLabels"] = json!({ GPU_MODEL_LABEL: model });
+        // Kueue adds a flavor's tolerations to the pods it admits with it: the batch Jobs may
+        // use the GPU nodes kept for GPU work.
+        if s.cluster.gpu_taint {
+            spec["tolerations"] = json!([toleration(GPU_TAINT)]);
+        }
     }
     with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
 }

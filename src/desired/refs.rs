@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 use serde_json::Value;
 
+use super::objects::KAI_QUEUE_LABEL;
 use super::{Produced, Resource, Target, k3s_node_labels, workload_labels};
 use crate::catalog::Want;
 use crate::topology::Topology;
@@ -528,6 +529,16 @@ fn override_needs(t: &Topology, at: &Target, o: &Value, need: &mut impl FnMut(&T
     }
     for (member, (key, value)) in override_labels(t, o, "/spec/template/spec/nodeSelector/") {
         need(&member, Thing::NodeLabel { key, value }, "spec.overrideRules[].overriders.plaintext");
+    }
+    // KAI Scheduler places a pod only in an existing queue of its member (its queue label).
+    for (member, (key, queue)) in override_labels(t, o, "/spec/template/metadata/labels/") {
+        if key == KAI_QUEUE_LABEL {
+            need(
+                &member,
+                object("Queue", None, &queue),
+                "spec.overrideRules[].overriders.plaintext (kai.scheduler/queue)",
+            );
+        }
     }
 }
 

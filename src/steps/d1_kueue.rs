@@ -40,14 +40,17 @@ impl Step for D1 {
                 out.kube(site, o::namespace(t, ns), "namespace", None);
             }
             // The GPU nodes' labels, which the flavor below, C.6's overriders and the GPU
-            // services select on.
+            // services select on (and their taint, when the cluster keeps them for GPU work).
             let nodes_file = Some(format!("apps/kueue/gpu-nodes-{}.yaml", s.name));
             for n in &s.cluster.nodes {
                 let Some(g) = &n.gpu else { continue };
                 let labels = o::gpu_labels(g);
                 let summary = labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()));
-                let summary = format!("labels {}", summary.collect::<Vec<_>>().join(", "));
-                out.kube(site, o::node_labels(&n.name, labels), summary, nodes_file.clone());
+                let mut summary = format!("labels {}", summary.collect::<Vec<_>>().join(", "));
+                if s.cluster.gpu_taint {
+                    summary.push_str(&format!(", taint {}", o::GPU_TAINT));
+                }
+                out.kube(site, o::gpu_node(s, &n.name, labels), summary, nodes_file.clone());
             }
             // What makes `nvidia.com/gpu` exist on those nodes: the `nvidia` runtime (K3s
             // sets up containerd's when the host has the NVIDIA container toolkit) and the

@@ -15,7 +15,7 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::{Out, yaml};
-use crate::topology::rules::site_gpus;
+use crate::topology::gpus::site_gpus;
 
 pub struct D5;
 

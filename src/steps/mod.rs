@@ -307,7 +307,7 @@ mod tests {
                 d5.iter().find(|(_, o)| o["kind"] == "Queue" && o["metadata"]["name"] == name).map(|(_, o)| o.clone())
             };
             let parent = queue(&s.name).unwrap();
-            assert_eq!(parent["spec"]["resources"]["gpu"]["quota"], crate::topology::rules::site_gpus(s));
+            assert_eq!(parent["spec"]["resources"]["gpu"]["quota"], crate::topology::gpus::site_gpus(s));
             for q in &s.queues {
                 let child = queue(&q.name).unwrap();
                 assert_eq!(child["spec"]["parentQueue"], s.name.as_str());

@@ -352,6 +352,12 @@ pub struct Cluster {
     /// Keep K3s's ServiceLB (klipper). The seed disables it.
     #[serde(default)]
     pub servicelb: bool,
+    /// Keep the GPU nodes for GPU work: D.1 taints them `nvidia.com/gpu=present:NoSchedule`,
+    /// and what should run there tolerates it: the GPU services (C.6's overriders), the batch
+    /// Jobs Kueue admits on the site's GPU flavor (the flavor's tolerations), the NVIDIA device
+    /// plugin (its chart tolerates `nvidia.com/gpu`). Other pods stay off the GPU nodes.
+    #[serde(default)]
+    pub gpu_taint: bool,
     /// The cluster's nodes.
     pub nodes: Vec<Node>,
 }
@@ -536,12 +542,47 @@ pub struct Service {
     pub class: String,
     /// Port the service listens on.
     pub port: Port,
-    /// GPUs per replica (`nvidia.com/gpu` limit).
+    /// Whole GPUs per replica (`nvidia.com/gpu` limit). Leave it 0 when the service shares a
+    /// GPU (`gpu_fraction` or `gpu_memory_mib`).
     #[serde(default)]
     pub gpus: u32,
+    /// A share of one GPU per replica, more than 0 and at most 1: KAI Scheduler's `gpu-fraction`
+    /// pod annotation (the pod may use that share of one device's memory; other pods share the
+    /// rest of the device). Needs KAI Scheduler (`versions.kai_scheduler`) and a `queue`.
+    #[serde(default)]
+    pub gpu_fraction: Option<f64>,
+    /// GPU memory per replica in MiB (mebibytes, 1 GiB = 1024 MiB): KAI Scheduler's `gpu-memory`
+    /// pod annotation. At most one GPU's memory (`memory_gib` × 1024) at every site the service
+    /// runs at. The other form of `gpu_fraction` (set one of them, not both).
+    #[serde(default)]
+    pub gpu_memory_mib: Option<u32>,
+    /// The site queue (`sites[].queues[].name`, at every site the service runs at) whose GPUs
+    /// the service uses: its pods are scheduled by KAI Scheduler in the KAI queue of that name
+    /// (`schedulerName: kai-scheduler`, label `kai.scheduler/queue`), and `validate` counts
+    /// them against that queue's `gpu_quota`. Required to share a GPU. Unset: whole-GPU pods
+    /// that the default scheduler places on the GPUs no queue's quota holds.
+    #[serde(default)]
+    pub queue: Option<String>,
+    /// The pods tolerate the external hosts' `NoSchedule` taint (`fabric.io/external-workload`):
+    /// the overriders add the toleration, and the GPUs of the site's external hosts of the same
+    /// model count for this service's capacity. Off: external hosts' GPUs are not counted.
+    #[serde(default)]
+    pub tolerate_external: bool,
     /// Total replicas across sites.
     #[serde(default = "one")]
     pub replicas: u32,
+}
+
+impl Service {
+    /// Whether the service shares a GPU (KAI Scheduler's fraction or memory form).
+    pub fn shares_gpu(&self) -> bool {
+        self.gpu_fraction.is_some() || self.gpu_memory_mib.is_some()
+    }
+
+    /// Whether the service needs GPUs at all, whole or shared.
+    pub fn uses_gpu(&self) -> bool {
+        self.gpus > 0 || self.shares_gpu()
+    }
 }
 
 fn default_namespace() -> String {

@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::gpus::site_gpus;
 use super::model::*;
 use super::net::Cidr;
 use super::problem::Problem;
@@ -34,6 +35,8 @@ const RULES: &[Rule] = &[
     addresses_inside_lans,
     nodes,
     gpu_quotas,
+    super::gpus::gpu_sharing,
+    super::gpus::gpu_capacity,
     weights,
     versions,
     decisions,
@@ -615,11 +618,6 @@ fn nodes(t: &Topology, out: &mut Vec<Problem>) {
             }
         }
     }
-}
-
-/// GPUs a site has in its cluster (external hosts are not schedulable by Kueue).
-pub fn site_gpus(s: &Site) -> u32 {
-    s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.count).sum()
 }
 
 /// The MultiKueue dispatch queue of a site, if the site is the manager: its quota is a dispatch

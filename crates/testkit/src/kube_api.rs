@@ -245,6 +245,23 @@ impl TestApiServer {
         http_request(self.addr, method, path, Some(TEST_TOKEN), content_type, body).await
     }
 
+    /// Where KAI Scheduler has placed the replicas of the KAI Deployments (the simulated
+    /// scheduler's view: the double has no Pods), computed from the current objects.
+    pub fn kai_placements(&self) -> Vec<crate::kai::Placement> {
+        kai_placements(&self.shared.lock())
+    }
+
+    /// Gives a registered Node `gpus` allocatable `nvidia.com/gpu`, as the NVIDIA device plugin
+    /// reports them (an update of its status by the `kubelet`).
+    pub fn set_allocatable_gpus(&self, node: &str, gpus: u32) {
+        let mut n = self.object("v1", "Node", None, node).unwrap_or_else(|| panic!("node {node} is not registered"));
+        n["status"]["allocatable"]["nvidia.com/gpu"] = json!(gpus.to_string());
+        if let Some(m) = n["metadata"].as_object_mut() {
+            m.remove("managedFields");
+        }
+        self.put_raw_as(n, "kubelet");
+    }
+
     /// Registers Nodes as their kubelets do when hosts join: Ready, labelled with their
     /// hostname, owned by the `kubelet` field manager.
     pub fn register_nodes(&self, names: &[&str]) {
@@ -2688,6 +2705,18 @@ fn node_selector_matches(st: &State, selector: Option<&Value>) -> bool {
         .any(|(_, n)| want.iter().all(|(k, v)| n.obj.pointer("/metadata/labels").and_then(|l| l.get(k)) == Some(v)))
 }
 
+/// Where KAI Scheduler puts the replicas of the cluster's KAI Deployments, given its Nodes and
+/// Queues (`scheduling.run.ai/v2`).
+fn kai_placements(st: &State) -> Vec<crate::kai::Placement> {
+    let of = |g: &str, k: &str| -> Vec<&Value> {
+        st.objects.iter().filter(|(key, _)| key.0 == g && key.1 == k).map(|(_, s)| &s.obj).collect()
+    };
+    crate::kai::place(&of("", "Node"), &of(KAI_GROUP, "Queue"), &of("apps", "Deployment"))
+}
+
+/// KAI Scheduler's API group (its Queues).
+const KAI_GROUP: &str = "scheduling.run.ai";
+
 /// Whether a Deployment's pod template carries every `selector` label.
 fn template_matches(deploy: &Value, selector: &Map<String, Value>) -> bool {
     let labels = deploy.pointer("/spec/template/metadata/labels");
@@ -2770,7 +2799,17 @@ impl Shared {
                 }
                 out
             }
-            ("apps", "Deployment") => pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns)),
+            ("apps", "Deployment") => {
+                let mut out = pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns));
+                // KAI's pods share devices: one Deployment's change moves the others'.
+                if st.objects.get(key).is_none_or(|d| crate::kai::is_kai(&d.obj)) {
+                    out.extend(pick(
+                        &mut of("apps", "Deployment").filter(|(k, d)| *k != key && crate::kai::is_kai(&d.obj)),
+                    ));
+                }
+                out
+            }
+            (KAI_GROUP, "Queue") => pick(&mut of("apps", "Deployment").filter(|(_, d)| crate::kai::is_kai(&d.obj))),
             // A Node's labels decide where pods can be scheduled.
             ("", "Node") => pick(&mut of("apps", "Deployment")),
             ("batch", "Job") => {
@@ -3013,13 +3052,22 @@ impl Shared {
     /// and available at once, unless the pod template's `nodeSelector` matches no Node of the
     /// cluster; then every pod stays Pending (the scheduler's `NodeAffinity` filter rejects all
     /// nodes), no replica is available and the Deployment is not `Available`.
+    ///
+    /// Pods with `schedulerName: kai-scheduler` are placed by KAI's rules instead
+    /// ([`crate::kai::place`]): only the replicas that get a node (and a GPU share) run.
     fn deployment_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let d = st.objects.get(key)?.obj.clone();
         let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-        let schedulable = node_selector_matches(st, d.pointer("/spec/template/spec/nodeSelector"));
+        let running = if crate::kai::is_kai(&d) {
+            kai_placements(st).iter().filter(|p| p.namespace == key.2 && p.deployment == key.3).count() as i64
+        } else if node_selector_matches(st, d.pointer("/spec/template/spec/nodeSelector")) {
+            replicas
+        } else {
+            0
+        };
+        let schedulable = running == replicas;
         let mut status = status_of(&d);
         status["observedGeneration"] = json!(generation_of(&d));
-        let running = if schedulable { replicas } else { 0 };
         for (f, n) in [
             ("replicas", replicas),
             ("updatedReplicas", replicas),

@@ -13,6 +13,7 @@
 use std::path::Path;
 
 pub mod cilium_mesh;
+pub mod kai;
 pub mod karmada;
 pub mod kube_api;
 pub mod kube_schema;

@@ -21,11 +21,14 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// A temporary file holding `text`, removed when dropped.
+/// A temporary file holding `text`, removed when dropped, each in a directory of its own (tests
+/// run at once: a directory shared between them could be removed by one while another writes).
 struct TempFile(PathBuf);
 impl TempFile {
     fn new(name: &str, text: &str) -> TempFile {
-        let dir = std::env::temp_dir().join(format!("fabric-cli-{}", std::process::id()));
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("fabric-cli-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();
@@ -38,8 +41,6 @@ impl TempFile {
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
-        // The directory goes with the last file (removing a directory that still holds another
-        // test's file fails, and that test removes it).
         if let Some(dir) = self.0.parent() {
             let _ = std::fs::remove_dir(dir);
         }

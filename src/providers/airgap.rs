@@ -24,10 +24,7 @@ const STAGE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The bundle file's path on this machine (`~/` is the home directory).
 pub fn local_path(u: &Upload) -> PathBuf {
-    match (u.local.strip_prefix("~/"), std::env::var_os("HOME")) {
-        (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
-        _ => PathBuf::from(&u.local),
-    }
+    super::kube::expand_home(&u.local)
 }
 
 /// Reads a bundle file and checks it against the topology's digest.

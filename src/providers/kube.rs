@@ -124,7 +124,8 @@ pub struct KubeAccess {
     pub context: Option<String>,
 }
 
-fn expand_home(p: &str) -> PathBuf {
+/// `~/` as the home directory, as kubeconfig and bundle paths are written in the topology.
+pub(crate) fn expand_home(p: &str) -> PathBuf {
     match (p.strip_prefix("~/"), std::env::var_os("HOME")) {
         (Some(rest), Some(home)) => PathBuf::from(home).join(rest),
         _ => PathBuf::from(p),

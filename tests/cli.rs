@@ -192,11 +192,22 @@ fn graph_formats() {
     let o = fabric(&["--example", "graph"]);
     assert_eq!(o.status.code(), Some(0));
     let text = stdout(&o);
-    assert!(text.contains("A.3@franca  Join VMs to the Cilium mesh"), "{text}");
-    assert!(text.contains("needs A.1@sp, A.2@franca, B.1"), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("A.3@franca ") && l.contains("  Join VMs to the Cilium mesh")),
+        "{text}"
+    );
+    assert!(text.contains("needs A.1@sp, A.2@franca/franca-gpu3, B.1"), "{text}");
+    // A.2 in place: the site's instance, then one per node, each after the one before.
+    assert!(
+        text.contains(
+            "A.2@franca/franca-cp1   Migrate K3s to Cilium (existing cluster)  risk high    needs A.2@franca\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("needs A.2@franca/franca-cp1\n"), "{text}");
     let dot = stdout(&fabric(&["--example", "graph", "--format", "dot"]));
     assert!(dot.starts_with("digraph fabric {"));
-    assert!(dot.contains("\"A.2@franca\" -> \"A.3@franca\";"), "{dot}");
+    assert!(dot.contains("\"A.2@franca/franca-gpu3\" -> \"A.3@franca\";"), "{dot}");
     assert!(
         dot.contains("\"A.2@franca\" [label=\"A.2@franca\\nMigrate K3s to Cilium (existing cluster)\", color=red"),
         "{dot}"
@@ -259,7 +270,29 @@ fn plan_selection() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
-    assert_eq!(keys, ["A.1@sp", "A.2@franca", "B.1", "B.2", "B.3"]);
+    let nodes = ["franca-cp1", "franca-gpu1", "franca-gpu2", "franca-gpu3"].map(|n| format!("A.2@franca/{n}"));
+    let mut want = vec!["A.1@sp".to_string(), "A.2@franca".into()];
+    want.extend(nodes.iter().cloned());
+    want.extend(["B.1", "B.2", "B.3"].map(String::from));
+    assert_eq!(keys, want);
+    // `--step A.2@franca` is the site's migration with its nodes; one node's part selects itself.
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.2@franca", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    let o = fabric(&[
+        "--example",
+        "plan",
+        "--offline",
+        "--step",
+        "A.2@franca/franca-gpu2",
+        "--with-deps",
+        "--format",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let keys: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["key"].as_str().unwrap()).collect();
+    assert_eq!(keys, ["A.2@franca", "A.2@franca/franca-cp1", "A.2@franca/franca-gpu1", "A.2@franca/franca-gpu2"]);
     // A site selects that site's steps and only its resources of fabric-wide steps.
     let o = fabric(&["--example", "plan", "--offline", "--step", "B.1", "--site", "sp", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
@@ -300,7 +333,11 @@ fn plan_json_is_versioned_and_markdown_is_a_table() {
     let md = stdout(&o);
     assert!(md.starts_with("### fabric plan: `sp-franca`"), "{md}");
     assert!(
-        md.contains("| `A.2@franca` | Migrate K3s to Cilium (existing cluster) | high | 2 | 0 | 0 | changes |"),
+        md.contains("| `A.2@franca` | Migrate K3s to Cilium (existing cluster) | high | 1 | 0 | 0 | changes |")
+            && md.contains(
+                "| `A.2@franca/franca-gpu1` | Migrate K3s to Cilium (existing cluster) | high | 1 | 0 | 0 | changes |"
+            )
+            && md.contains("changes here, node by node: franca-cp1, franca-gpu1, franca-gpu2, franca-gpu3: review"),
         "{md}"
     );
     assert!(md.contains("```diff\n# A.1@sp"), "{md}");

@@ -1496,3 +1496,52 @@ async fn latency_delays_each_answer() {
     s.set_latency(std::time::Duration::ZERO);
     assert_eq!(get(&s, "/api/v1/namespaces/default").await.status, 200);
 }
+
+#[tokio::test]
+async fn pods_are_listed_by_node_and_evicted_within_their_disruption_budget() {
+    let s = server().await;
+    let pod = |name: &str, node: &str, ready: bool| {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default", "labels": {"app": "db"}},
+               "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+               "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    };
+    s.put_raw(pod("db-0", "n1", true));
+    s.put_raw(pod("db-1", "n2", true));
+    // kubectl drain lists a node's pods by `spec.nodeName`; other kinds do not have that field.
+    let on_n1 = get(&s, "/api/v1/pods?fieldSelector=spec.nodeName%3Dn1").await;
+    assert_eq!(on_n1.status, 200, "{:#}", on_n1.body);
+    let names: Vec<&str> =
+        on_n1.body["items"].as_array().unwrap().iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["db-0"]);
+    let bad = get(&s, "/api/v1/namespaces/default/configmaps?fieldSelector=spec.nodeName%3Dn1").await;
+    assert_eq!(bad.status, 400, "{:#}", bad.body);
+    let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "default"},
+                     "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "db"}}}});
+    s.put_raw(pdb);
+    let s = &s;
+    let evict = |name: &str| {
+        let body = json!({"metadata": {"name": name}}).to_string();
+        let path = format!("/api/v1/namespaces/default/pods/{name}/eviction");
+        async move { s.request("POST", &path, Some("application/json"), Some(&body)).await.unwrap() }
+    };
+    // Two Ready pods and minAvailable 2: evicting one would break the budget.
+    let r = evict("db-0").await;
+    assert_status(&r, 429, "TooManyRequests");
+    assert_eq!(r.body["details"]["causes"][0]["reason"], "DisruptionBudget");
+    assert!(s.object("v1", "Pod", Some("default"), "db-0").is_some());
+    // With minAvailable 1, the eviction deletes the pod (201 Success), and a second one is 404.
+    s.put_raw(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "db", "namespace": "default"},
+                     "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}}}));
+    let r = evict("db-0").await;
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    assert_eq!(r.body["status"], "Success");
+    assert!(s.object("v1", "Pod", Some("default"), "db-0").is_none());
+    assert_status(&evict("db-0").await, 404, "NotFound");
+    // A body for another pod is refused.
+    let body = json!({"kind": "Eviction", "metadata": {"name": "other"}}).to_string();
+    let r = s
+        .request("POST", "/api/v1/namespaces/default/pods/db-1/eviction", Some("application/json"), Some(&body))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 400, "{:#}", r.body);
+}

@@ -651,3 +651,26 @@ fn external_gpu_hosts_count_only_for_services_that_tolerate_their_taint() {
     let at = pos(&tolerant, "name: docling", "gpu_memory_mib: ");
     expect_one(&d, "topology::gpu-capacity", "`docling` does not fit at site `franca`", (at.0, at.1 + 16));
 }
+
+#[test]
+fn an_in_place_migration_needs_ssh_on_every_node_of_the_cluster() {
+    // Each node's migration runs on the node (its K3s, Flannel's interfaces and rules).
+    let text = mutate("name: franca-gpu2", " ssh: { host: 192.168.0.22 },", "");
+    let d = errors(&text);
+    let one = expect_one(
+        &d,
+        "topology::decision",
+        "node `franca-gpu2` has no `ssh`, but an in-place migration moves every node",
+        pos(&text, "name: franca-gpu1", "{ name: franca-gpu2"),
+    );
+    assert!(one.problem.help.as_deref().unwrap_or_default().contains("ssh:"));
+    // A new cluster instead (the decision does not apply): no such error.
+    let text = mutate("", "franca: in-place", "franca: new-cluster");
+    let text = text.replacen(" ssh: { host: 192.168.0.22 },", "", 1);
+    let d = match load_str("t.yaml", text) {
+        Ok(_) => vec![],
+        Err(LoadError::Invalid { diags, .. }) => diags,
+        Err(e) => panic!("{e}"),
+    };
+    assert!(!messages(&d).iter().any(|m| m.contains("franca-gpu2")), "{:?}", messages(&d));
+}

@@ -22,6 +22,13 @@ pub(super) struct Context {
     pub confirm_secs: u32,
     /// The same in minutes, for VyOS's `commit-confirm`.
     pub confirm_minutes: u32,
+    /// The step's key, for progress lines.
+    pub step: String,
+    /// The clusters' accesses: a node's migration cordons and drains it through its cluster.
+    pub accesses: std::collections::BTreeMap<crate::desired::Target, crate::providers::kube::KubeAccess>,
+    /// How long a node's drain and its Cilium agent may take.
+    pub budget: crate::apply::wait::Budget,
+    pub progress: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 /// Applies `items` to the host behind `s` in order. Returns what was applied (to revert on
@@ -55,6 +62,21 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
                 }
                 Err(e) => return (ok, vec![], Some(e.to_string())),
             }
+        }
+        if let crate::desired::Desired::NodeMigration(m) = &r.desired {
+            let ncx = crate::apply::node::Context {
+                step: &cx.step,
+                accesses: &cx.accesses,
+                budget: cx.budget,
+                progress: &cx.progress,
+            };
+            let result = crate::apply::node::migrate(&ncx, s, m).await;
+            // Partially migrated, it is put back as far as it can be.
+            ok.push((r, prior));
+            if let Err(e) = result {
+                return (ok, vec![], Some(e.to_string()));
+            }
+            continue;
         }
         match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes)).await {
             Ok(()) => ok.push((r, prior)),

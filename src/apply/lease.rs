@@ -23,10 +23,11 @@ use crate::topology::Topology;
 /// How long a Lease holds without renewal.
 pub const DURATION_SECS: i32 = 60;
 
-/// The cluster whose Lease guards the step `key` (`D.1@sp` → sp's; `B.1` → the host site's).
+/// The cluster whose Lease guards the step `key` (`D.1@sp` and `A.2@sp/sp-gpu1` → sp's; `B.1`
+/// → the host site's).
 pub fn guard_of(t: &Topology, key: &str) -> Target {
     match key.split_once('@') {
-        Some((_, site)) => Target::cluster(site),
+        Some((_, at)) => Target::cluster(at.split('/').next().unwrap_or(at)),
         None => Target::cluster(&t.federation.karmada.host_site),
     }
 }

@@ -13,6 +13,7 @@ pub mod interrupt;
 pub mod journal;
 pub mod kube;
 pub mod lease;
+pub mod node;
 pub mod pause;
 pub mod revert;
 pub mod wait;
@@ -616,6 +617,10 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             run: opts.run.clone(),
             confirm_secs,
             confirm_minutes,
+            step: step.key.clone(),
+            accesses: targets.kube.clone(),
+            budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+            progress: tx.clone(),
         };
         let s = sh.pool.get(targets, &target).await?;
         // Secret files are copied from their source host (over the run's connection to it).

@@ -25,16 +25,36 @@ pub struct Instance {
     pub spec: StepSpec,
     pub phase: String,
     pub site: Option<String>,
+    /// The node of a step rolled out node by node (A.2 in place: one rollback point per node).
+    pub node: Option<String>,
 }
 
 impl Instance {
-    /// Display and selection key: `A.3@sp`, or `B.1` for fabric steps.
+    /// Display and selection key: `A.3@sp`, `A.2@franca/franca-gpu1` for one node's part, or
+    /// `B.1` for fabric steps.
     pub fn key(&self) -> String {
-        match &self.site {
-            Some(s) => format!("{}@{}", self.spec.id, s),
-            None => self.spec.id.clone(),
+        match (&self.site, &self.node) {
+            (Some(s), Some(n)) => format!("{}@{}/{}", self.spec.id, s, n),
+            (Some(s), None) => format!("{}@{}", self.spec.id, s),
+            (None, _) => self.spec.id.clone(),
         }
     }
+}
+
+/// The nodes a site step is rolled out over, one instance each after the site's own, in this
+/// order: with `cluster_migration: in-place`, A.2 moves every node of the running cluster, the
+/// control plane first (its server config turns Flannel off for the nodes after it).
+pub fn rollout_nodes(spec: &StepSpec, t: &Topology, site: &str) -> Vec<String> {
+    use crate::topology::model::{MigrationChoice, NodeRole};
+    let Some(s) = t.sites.iter().find(|s| s.name == site) else { return vec![] };
+    let in_place = spec.decisions.iter().any(|d| d == "cluster_migration")
+        && s.cluster.existing
+        && t.decisions.cluster_migration.get(site) == Some(&MigrationChoice::InPlace);
+    if !in_place {
+        return vec![];
+    }
+    let (cp, rest): (Vec<_>, Vec<_>) = s.cluster.nodes.iter().partition(|n| n.role == NodeRole::ControlPlane);
+    cp.into_iter().chain(rest).map(|n| n.name.clone()).collect()
 }
 
 #[derive(Debug)]
@@ -99,11 +119,19 @@ impl StepGraph {
             for spec in &phase.steps {
                 let applies = |site: Option<&str>| spec.when.as_deref().is_none_or(|w| holds(w, t, site));
                 let mut add = |site: Option<&str>| {
-                    graph.add_node(Instance {
+                    let instance = |node: Option<String>| Instance {
                         spec: spec.clone(),
                         phase: phase.phase.clone(),
                         site: site.map(String::from),
-                    })
+                        node,
+                    };
+                    // The site's own instance, then its nodes', each after the one before.
+                    let mut last = graph.add_node(instance(None));
+                    for node in site.map(|s| rollout_nodes(spec, t, s)).unwrap_or_default() {
+                        let next = graph.add_node(instance(Some(node)));
+                        graph.update_edge(last, next, ());
+                        last = next;
+                    }
                 };
                 match spec.scope {
                     Scope::Fabric if applies(None) => {
@@ -121,8 +149,12 @@ impl StepGraph {
             }
         }
         let nodes: Vec<NodeIndex> = graph.node_indices().collect();
+        // A step rolled out node by node is done when its last node is: a step after it needs
+        // that one (which needs the others), not each.
         let find = |g: &DiGraph<Instance, ()>, id: &str| -> Vec<NodeIndex> {
-            nodes.iter().copied().filter(|n| g[*n].spec.id == id).collect()
+            let all: Vec<NodeIndex> = nodes.iter().copied().filter(|n| g[*n].spec.id == id).collect();
+            let later_at_site = |n: &NodeIndex| all.iter().any(|m| m > n && g[*m].site == g[*n].site);
+            all.iter().copied().filter(|n| !later_at_site(n)).collect()
         };
         // Pass 2: `needs`.
         for &n in &nodes {

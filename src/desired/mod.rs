@@ -19,6 +19,7 @@ pub mod consistency;
 pub mod drbd;
 pub mod k3s_install;
 pub mod nft;
+pub mod node_migration;
 pub mod objects;
 pub mod refs;
 pub mod text;
@@ -59,6 +60,9 @@ pub enum Desired {
     Command { probe: Sh, apply: Sh },
     /// K3s from the air-gap bundle (provider `command`; see `desired::k3s_install`).
     K3sInstall(Box<k3s_install::K3sInstall>),
+    /// One node of a running cluster moved from Flannel to Cilium (provider `command`; see
+    /// `desired::node_migration`).
+    NodeMigration(Box<node_migration::NodeMigration>),
     /// A secret file fabric copies at apply time from another host's file (its address,
     /// `host.<name>/file:<path>`; None when there is none): never rendered, never shown.
     Secret(Option<Address>),

@@ -55,6 +55,11 @@ fn artifacts(graph: &StepGraph, desired: &BTreeMap<NodeIndex, Produced>, t: &Top
             let doc = match &r.desired {
                 Desired::Kube(v) => yaml::to_string(v),
                 Desired::File(text) => text.clone(),
+                // The control-plane node's server config, as the migration writes it.
+                Desired::NodeMigration(m) => match &m.server_config {
+                    Some(c) => c.clone(),
+                    None => continue,
+                },
                 // Peers' keys as the topology records them (a placeholder where it does not yet).
                 Desired::Wireguard(text) => crate::providers::resolve_keys(text, &|target| {
                     t.sites

@@ -47,6 +47,13 @@ fn unknown(what: &'static str, name: &str, known: &[String]) -> SelectError {
     SelectError::Unknown { what, name: name.to_string(), hint }
 }
 
+/// Whether `--step s` selects instance `i`: its step (`A.2`), its key (`A.2@franca`, also every
+/// node of a step rolled out node by node), or one node's part (`A.2@franca/franca-gpu1`).
+fn selects(s: &str, i: &crate::catalog::Instance) -> bool {
+    let key = i.key();
+    *s == i.spec.id || *s == key || key.strip_prefix(s).is_some_and(|rest| rest.starts_with('/'))
+}
+
 impl Selection {
     /// Whether a resource is at a selected site (resources of no site, the Karmada API's, always
     /// are): the one site filter of plan, apply and snapshot.
@@ -91,7 +98,7 @@ impl Selection {
         let matches = |n: NodeIndex| {
             let i = &g.graph[n];
             (self.phases.is_empty() || self.phases.iter().any(|p| p.eq_ignore_ascii_case(&i.phase)))
-                && (self.steps.is_empty() || self.steps.iter().any(|s| *s == i.spec.id || *s == i.key()))
+                && (self.steps.is_empty() || self.steps.iter().any(|s| selects(s, i)))
                 && (self.sites.is_empty() || i.site.as_ref().is_none_or(|s| self.sites.contains(s)))
         };
         let mut selected: BTreeSet<NodeIndex> = g.order.iter().copied().filter(|n| matches(*n)).collect();

@@ -142,12 +142,25 @@ pub fn markdown(p: &Plan) -> String {
             md_escape(s.refused.as_deref().unwrap_or_default())
         );
     }
+    // One warning per step and site: a step rolled out node by node (`A.2@franca/franca-gpu1`)
+    // names its nodes in its site's line.
+    let mut risky: Vec<(&str, &str, Vec<&str>)> = Vec::new();
     for s in p.steps.iter().filter(|s| s.risk == crate::catalog::spec::Risk::High && changes(s)) {
+        let (base, node) = match s.key.split_once('/') {
+            Some((b, n)) => (b, Some(n)),
+            None => (s.key.as_str(), None),
+        };
+        match risky.iter_mut().find(|(b, _, _)| *b == base) {
+            Some((_, _, nodes)) => nodes.extend(node),
+            None => risky.push((base, &s.title, node.into_iter().collect())),
+        }
+    }
+    for (base, title, nodes) in risky {
+        let nodes = if nodes.is_empty() { String::new() } else { format!(", node by node: {}", nodes.join(", ")) };
         let _ = writeln!(
             out,
-            "> :warning: **`{}` is high-risk** ({}) and changes here: review it closely.\n",
-            s.key,
-            md_escape(&s.title)
+            "> :warning: **`{base}` is high-risk** ({}) and changes here{nodes}: review it closely.\n",
+            md_escape(title)
         );
     }
     let shown: Vec<_> = p.steps.iter().filter(|s| changes(s) || s.refused.is_some()).collect();

@@ -359,6 +359,17 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
                 _ => Err(failed(r, "read", &o)),
             }
         }
+        (ProviderKind::Command, Desired::NodeMigration(m)) => {
+            let o = s.run(&root(s, &m.read()), None, READ_TIMEOUT).await?;
+            if o.status != 0 {
+                return Err(failed(r, "read", &o));
+            }
+            // The host's answer is input: only the lines the read makes are taken.
+            Ok(Observed::Present(crate::desired::node_migration::parse_read(
+                &o.stdout_str(),
+                m.server_config.is_some(),
+            )))
+        }
         (ProviderKind::Vyos, _) => {
             let o = s.run(&vbash(), Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
             if o.status != 0 {
@@ -403,6 +414,7 @@ pub fn desired_text(r: &Resource, keys: &dyn Fn(&Target) -> Option<String>) -> S
         }
         Desired::Command { .. } => "ok\n".into(),
         Desired::K3sInstall(k) => k.text(),
+        Desired::NodeMigration(m) => m.text(),
         Desired::Secret(_) => SENSITIVE.into(),
         Desired::Kube(v) => crate::desired::yaml::to_string(v),
         // Should not exist: the desired text is empty (a deletion when it does).

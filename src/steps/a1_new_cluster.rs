@@ -2,7 +2,7 @@
 //!
 //! The K3s server config turns Flannel, network policy, kube-proxy and servicelb off; Cilium
 //! comes as a K3s HelmChart with the site's values (Cluster Mesh included, so B.2 only adds
-//! the peers). A.2 makes the same on a running cluster.
+//! the peers). A.2 makes the same on a running cluster, node by node.
 
 use futures::future::BoxFuture;
 
@@ -23,7 +23,7 @@ impl Step for A1 {
     }
 
     fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
-        k3s_with_cilium(inst, out, Install::Servers);
+        k3s_with_cilium(inst, out);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -31,18 +31,9 @@ impl Step for A1 {
     }
 }
 
-/// Whether K3s itself is installed on the control-plane nodes.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Install {
-    /// A new cluster (A.1): K3s from the air-gap bundle on each control-plane node fabric reaches.
-    Servers,
-    /// A running cluster (A.2): its K3s is there; fabric changes only its config.
-    Nothing,
-}
-
-/// The K3s server config of every control-plane node of the instance's sites (and K3s itself on
-/// a new cluster's), and Cilium's HelmChart with its values file.
-pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>, install: Install) {
+/// The K3s server config of every control-plane node of the new cluster, K3s itself from the
+/// air-gap bundle, and Cilium's HelmChart with its values file.
+pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
     let t = out.t;
     for s in sites_of(t, inst) {
         let text = yaml::to_string(&text::k3s_server_config(s));
@@ -55,11 +46,18 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>, install: Insta
                 "K3s server config: flannel-backend none, no network policy, no kube-proxy/servicelb (K3s restarts when it changes)",
                 Some(format!("config/k3s/{}/server.yaml", s.name)),
             );
-            if install == Install::Servers && n.ssh.is_some() {
+            if n.ssh.is_some() {
                 super::k3s::install(out, &n.name, &s.name, Role::Server, Some(Target::cluster(&s.name)));
             }
         }
     }
+    cilium_chart(inst, out);
+}
+
+/// Cilium's HelmChart in each site of the instance, with the seed's values file (the whole
+/// configuration of the site, mesh included).
+pub(super) fn cilium_chart(inst: &Instance, out: &mut Out<'_>) {
+    let t = out.t;
     for s in sites_of(t, inst) {
         let summary = format!("Cilium {} (cluster {} id {})", t.versions.cilium, s.cluster.name, s.cluster.id);
         out.kube(
@@ -68,7 +66,6 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>, install: Insta
             summary,
             Some(format!("apps/cilium/helmchart-{}.yaml", s.name)),
         );
-        // The seed's values file: the whole configuration of the site, mesh included.
         let mut values = o::cilium_values(t, s);
         o::merge(&mut values, &o::clustermesh_values(t, s));
         out.extra(format!("apps/cilium/values-{}.yaml", s.name), yaml::to_string(&values));

@@ -830,6 +830,22 @@ fn decisions(t: &Topology, out: &mut Vec<Problem>) {
                 .help("add `public_address: a.b.c.d` to the router, or decide `dynamic`"),
             );
         }
+        let in_place = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::InPlace);
+        if s.cluster.existing && in_place {
+            // Each node's migration runs on the node itself (its K3s, Flannel's interfaces).
+            for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
+                out.push(
+                    Problem::error(
+                        "topology::decision",
+                        path!["sites", i, "cluster", "nodes", j],
+                        format!("node `{}` has no `ssh`, but an in-place migration moves every node of the cluster", n.name),
+                    )
+                    .label("no ssh")
+                    .related(path!["decisions", "cluster_migration", &s.name], "decided in-place here")
+                    .help("add `ssh: { host: … }` to the node: fabric restarts its K3s and removes Flannel's interfaces and rules there"),
+                );
+            }
+        }
         if !s.cluster.existing && d.cluster_migration.contains_key(&s.name) {
             out.push(
                 Problem::warning(

@@ -641,6 +641,10 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     ("", "v1", "ConfigMap", true),
     // Registered by the kubelets (here: `put_raw`), read by `fabric verify`.
     ("", "v1", "Node", false),
+    // Made by controllers and the kubelets (here: `put_raw`); a drain evicts them.
+    ("", "v1", "Pod", true),
+    // Read by the eviction API: an eviction that would break one is refused (429).
+    ("policy", "v1", "PodDisruptionBudget", true),
     ("apps", "v1", "Deployment", true),
     ("apps", "v1", "StatefulSet", true),
     ("apps", "v1", "DaemonSet", true),
@@ -956,6 +960,9 @@ impl Shared {
             ["apis", g, v, rest @ ..] => (*g, *v, rest),
             _ => return not_found_path(),
         };
+        if let (["namespaces", ns, "pods", name, "eviction"], "", "POST") = (rest, group, r.method.as_str()) {
+            return self.evict(ns, name, r);
+        }
         let served = self.served();
         let find = |plural: &str| {
             served.iter().copied().find(|r| r.group == group && r.version == version && r.plural == plural)
@@ -1127,7 +1134,7 @@ impl Shared {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return bad_request(e),
         };
-        let fields = match r.q("fieldSelector").map(parse_field_selector).transpose() {
+        let fields = match r.q("fieldSelector").map(|f| parse_field_selector(f, &res.kind)).transpose() {
             Ok(s) => s.unwrap_or_default(),
             Err(e) => return bad_request(e),
         };
@@ -1190,6 +1197,62 @@ impl Shared {
             200,
             json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": {"name": name, "group": res.group, "kind": res.plural, "uid": uid}}),
         )
+    }
+
+    /// `POST …/pods/<name>/eviction` (policy/v1 Eviction), as the API's eviction subresource does
+    /// it (`pkg/registry/core/pod/storage/eviction.go`): the pod is deleted unless a
+    /// PodDisruptionBudget of its namespace selects it and its `minAvailable` would no longer be
+    /// met by the other Ready pods it selects; then `429 TooManyRequests` with a
+    /// `DisruptionBudget` cause, which kubectl drain retries.
+    fn evict(&self, ns: &str, name: &str, r: &Req) -> Out {
+        let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        // kind and apiVersion may be left out (the API defaults them; kube-rs sends neither).
+        let kind_ok = body.get("kind").is_none_or(|k| k == "Eviction");
+        if !kind_ok || body["metadata"]["name"].as_str() != Some(name) {
+            return bad_request(format!("name in URL does not match name in Eviction object ({name})"));
+        }
+        let Some(pods) = self.served().into_iter().find(|r| r.group.is_empty() && r.kind == "Pod") else {
+            return not_found_path();
+        };
+        {
+            let st = self.lock();
+            let Some(pod) = st.objects.get(&Shared::key(pods, ns, name)).map(|s| s.obj.clone()) else {
+                return not_found(pods, name);
+            };
+            let of_ns = |kind: &str| -> Vec<Value> {
+                st.objects
+                    .iter()
+                    .filter(|((g, k, n, _), _)| g.is_empty() == (kind == "Pod") && k == kind && n == ns)
+                    .map(|(_, s)| s.obj.clone())
+                    .collect()
+            };
+            for pdb in of_ns("PodDisruptionBudget") {
+                let sel = pdb["spec"]["selector"]["matchLabels"].as_object().cloned().unwrap_or_default();
+                let selects = |p: &Value| !sel.is_empty() && sel.iter().all(|(k, v)| p["metadata"]["labels"][k] == *v);
+                let Some(min) = pdb["spec"]["minAvailable"].as_i64() else { continue };
+                if !selects(&pod) {
+                    continue;
+                }
+                let ready = |p: &Value| {
+                    p["status"]["conditions"]
+                        .as_array()
+                        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+                };
+                let healthy = of_ns("Pod").iter().filter(|p| selects(p) && ready(p)).count() as i64;
+                if healthy - i64::from(ready(&pod)) < min {
+                    let message = "Cannot evict pod as it would violate the pod's disruption budget.".to_string();
+                    let details = json!({"causes": [{"reason": "DisruptionBudget", "message": format!(
+                        "The disruption budget {} needs {min} healthy pods and has {healthy} currently",
+                        pdb["metadata"]["name"].as_str().unwrap_or_default())}]});
+                    return out(429, status_failure(429, "TooManyRequests", message, Some(details)));
+                }
+            }
+        }
+        let deleted = self.delete(pods, ns, name, r);
+        if deleted.status != 200 {
+            return deleted;
+        }
+        out(201, json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 
     /// create (POST), update (PUT), patch (apply or merge patch).
@@ -2299,8 +2362,10 @@ fn parse_selector(s: &str) -> Result<Vec<LabelTerm>, String> {
     Ok(out)
 }
 
-/// `metadata.name=x,metadata.namespace!=y` → (field, value, equal).
-fn parse_field_selector(s: &str) -> Result<Vec<(String, String, bool)>, String> {
+/// `metadata.name=x,metadata.namespace!=y` → (field, value, equal). Pods also take `spec.nodeName`
+/// and `status.phase` (kube-apiserver's pod field labels, `pkg/registry/core/pod` `ToSelectableFields`,
+/// which kubectl drain lists a node's pods with); any other field is refused as the API does.
+fn parse_field_selector(s: &str, kind: &str) -> Result<Vec<(String, String, bool)>, String> {
     let mut out = Vec::new();
     for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
         let (k, v, eq) = if let Some((k, v)) = t.split_once("!=") {
@@ -2312,7 +2377,8 @@ fn parse_field_selector(s: &str) -> Result<Vec<(String, String, bool)>, String> 
         } else {
             return Err(format!("invalid field selector {t:?}"));
         };
-        if !matches!(k.trim(), "metadata.name" | "metadata.namespace") {
+        let pod_field = kind == "Pod" && matches!(k.trim(), "spec.nodeName" | "status.phase");
+        if !matches!(k.trim(), "metadata.name" | "metadata.namespace") && !pod_field {
             return Err(format!("field label not supported: {}", k.trim()));
         }
         out.push((k.trim().to_string(), v.trim().to_string(), eq));

@@ -1,0 +1,198 @@
+//! A running Flannel cluster moved to Cilium in place, node by node, on the lab (issue "Every
+//! decision changes the plan": `cluster_migration: in-place`). Needs root.
+//!
+//! Franca's cluster "runs today": four lab hosts with sshd are its nodes (the control plane and
+//! three agents), each with what a Flannel node really has (a `flannel.1` VXLAN interface, the
+//! `cni0` bridge, Flannel's and kube-proxy's iptables chains, `/run/flannel/subnet.env`, K3s's
+//! Flannel CNI configuration) and a stand-in `systemctl` (the lab has no systemd) that records
+//! restarts. The cluster's API is the test API server: Nodes as the kubelets register them, a
+//! Cilium agent pod per node as its DaemonSet makes them, workload pods a drain evicts.
+//!
+//! Shown: the plan has one instance per node after the site's; an apply moves the control plane
+//! and the first agent, and stops at the agent whose Cilium agent never gets Ready: that node is
+//! left cordoned (its old network cannot come back), the node after it is untouched (Flannel's
+//! interfaces and rules still there, schedulable, its pods in place); once the agent is healthy,
+//! the next apply finishes the two nodes left, and a plan after it is no change.
+
+use std::process::Output;
+
+use fabric_testkit::{kube_api, lab, run};
+use run::out;
+use serde_json::json;
+
+const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
+const AGENTS: [(&str, &str); 3] = [("franca-w1", "host1"), ("franca-w2", "host2"), ("franca-w3", "host3")];
+
+const SYSTEMCTL: &str = "#!/bin/sh\n# stand-in systemctl: a K3s unit exists when its file does; restarts are recorded\n\
+case \"$1\" in\ncat) [ -f \"/etc/systemd/system/$2.service\" ] ;;\n\
+restart) echo \"restart $2\" >>/var/lib/rancher/systemctl.log ;;\n*) exit 0 ;;\nesac\n";
+
+/// What a node of a Flannel cluster has on the host, made for real in the host's namespace.
+fn flannel_node(lab: &lab::Lab, host: &str, unit: &str) {
+    let script = format!(
+        "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{SYSTEMCTL}EOF\nchmod 755 /usr/local/bin/systemctl; \
+         mkdir -p /etc/systemd/system /var/lib/rancher/k3s/agent/etc/cni/net.d /run/flannel; \
+         printf '[Service]\\nExecStart=/usr/local/bin/k3s\\n' > /etc/systemd/system/{unit}.service; \
+         ip link add flannel.1 type vxlan id 1 dstport 8472; ip link add cni0 type bridge; \
+         iptables -N FLANNEL-FWD; iptables -A FORWARD -s 10.42.0.0/16 -m comment --comment 'flanneld forward' -j FLANNEL-FWD; \
+         iptables -t nat -N FLANNEL-POSTRTG; iptables -t nat -A POSTROUTING -m comment --comment 'flanneld masq' -j FLANNEL-POSTRTG; \
+         iptables -t nat -N KUBE-SERVICES; iptables -t nat -A PREROUTING -m comment --comment 'kubernetes service portals' -j KUBE-SERVICES; \
+         iptables -A INPUT -p tcp --dport 22 -m comment --comment 'lab keeps this' -j ACCEPT; \
+         echo 'FLANNEL_NETWORK=10.42.0.0/16' > /run/flannel/subnet.env; \
+         echo '{{\"name\":\"cbr0\"}}' > /var/lib/rancher/k3s/agent/etc/cni/net.d/10-flannel.conflist"
+    );
+    let o = lab.exec(host, &script);
+    assert!(o.status.success(), "{host}: {}", out(&o));
+}
+
+/// What is left of Flannel on a host, one word each.
+fn leftovers(lab: &lab::Lab, host: &str) -> String {
+    let o = lab.exec(
+        host,
+        "for l in flannel.1 cni0; do ip link show dev $l >/dev/null 2>&1 && echo $l; done; \
+         iptables-save | grep -o -e FLANNEL-FWD -e FLANNEL-POSTRTG -e KUBE-SERVICES | sort -u; \
+         [ -e /run/flannel/subnet.env ] && echo subnet.env; \
+         [ -e /var/lib/rancher/k3s/agent/etc/cni/net.d/10-flannel.conflist ] && echo conflist; true",
+    );
+    String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn pod(name: &str, ns: &str, node: &str, labels: serde_json::Value, owner: &str, ready: bool) -> serde_json::Value {
+    let status = if ready {
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    } else {
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+               "containerStatuses": [{"name": "cilium-agent", "ready": false, "restartCount": 4,
+                                      "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
+    };
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": labels,
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1", "controller": true}]},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/c"}]},
+           "status": status})
+}
+
+fn unschedulable(api: &kube_api::TestApiServer, node: &str) -> bool {
+    api.object("v1", "Node", None, node).unwrap()["spec"]["unschedulable"] == true
+}
+
+#[test]
+fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fails() {
+    let lab = lab::Lab::up("im", "10.228", &["--hosts", "3"], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-inplace-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, _sp, _karmada) = kube_api::fabric_apis_without_nodes(&dir);
+    franca.simulate_controllers(std::time::Duration::from_millis(100));
+    let nodes: Vec<&str> = std::iter::once("franca-lan").chain(AGENTS.iter().map(|(n, _)| *n)).collect();
+    franca.register_nodes(&nodes);
+    for n in &nodes {
+        let ready = *n != "franca-w2";
+        franca.put_raw(pod(&format!("cilium-{n}"), "kube-system", n, json!({"k8s-app": "cilium"}), "DaemonSet", ready));
+    }
+    for (i, (n, _)) in AGENTS.iter().enumerate() {
+        franca.put_raw(pod(&format!("web-{}", i + 1), "default", n, json!({"app": "web"}), "ReplicaSet", true));
+    }
+    flannel_node(&lab, "franca-lan", "k3s");
+    for (_, host) in AGENTS {
+        flannel_node(&lab, host, "k3s-agent");
+    }
+    // Franca runs today, with Flannel; in-place was decided; its agents are lab hosts 1–3.
+    let mut agents = String::new();
+    for (i, (n, host)) in AGENTS.iter().enumerate() {
+        agents.push_str(&format!(
+            "        - {{ name: {n}, role: worker, address: 172.30.1.{}, ssh: {{ host: {host} }} }}\n",
+            21 + i
+        ));
+    }
+    let topology = TOPOLOGY
+        .replace("cluster_migration: {}", "cluster_migration: { franca: in-place }")
+        .replace("      name: franca\n      id: 1\n", "      name: franca\n      id: 1\n      existing: true\n")
+        .replace("ssh: { host: franca-lan } }\n", &format!("ssh: {{ host: franca-lan }} }}\n{agents}"));
+    assert!(topology.contains("existing: true") && topology.contains("franca-w3"), "{topology}");
+    std::fs::write(dir.join("topology.yaml"), kube_api::with_test_kubeconfigs(&topology, &dir)).unwrap();
+    let fabric =
+        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
+    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let all = "flannel.1 cni0 FLANNEL-FWD FLANNEL-POSTRTG KUBE-SERVICES subnet.env conflist";
+    assert_eq!(leftovers(&lab, "host3"), all, "the stand-in Flannel node");
+
+    // 1. The plan: the site's instance, then each node's, in order, with what is left on it.
+    let o = fabric(&["plan", "--phase", "A", "--site", "franca"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let order: Vec<usize> = [
+        "A.2@franca ",
+        "A.2@franca/franca-lan",
+        "A.2@franca/franca-w1",
+        "A.2@franca/franca-w2",
+        "A.2@franca/franca-w3",
+    ]
+    .iter()
+    .map(|k| text.find(k).unwrap_or_else(|| panic!("{k}: {text}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(text.contains("~ host.franca-w3/command:cni-migration"), "{text}");
+
+    // 2. The apply stops at franca-w2, whose Cilium agent never gets Ready.
+    let o = fabric(&["apply", "--phase", "A", "--site", "franca", "--auto-approve", "--wait-timeout", "8"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("franca-w2 is left cordoned"), "{text}");
+    assert!(text.contains("the Cilium agent on the node is not Ready (CrashLoopBackOff)"), "{text}");
+    assert!(!text.contains("Apply complete"), "{text}");
+    // The nodes before it moved: nothing of Flannel left, uncordoned, their K3s restarted.
+    for (node, host, unit) in [("franca-lan", "franca-lan", "k3s"), ("franca-w1", "host1", "k3s-agent")] {
+        assert_eq!(leftovers(&lab, host), "", "{host} keeps Flannel's leftovers");
+        assert!(!unschedulable(&franca, node), "{node} stays cordoned");
+        assert_eq!(on(host, "cat /var/lib/rancher/systemctl.log").trim(), format!("restart {unit}"), "{host}");
+        assert!(on(host, "iptables-save").contains("lab keeps this"), "{host}: a rule that is not Flannel's went");
+    }
+    assert!(
+        on("franca-lan", "cat /etc/rancher/k3s/config.yaml").contains("flannel-backend: none"),
+        "the server's config"
+    );
+    assert!(franca.object("v1", "Pod", Some("default"), "web-1").is_none(), "franca-w1 was not drained");
+    // The one that failed: drained and left cordoned.
+    assert!(unschedulable(&franca, "franca-w2"));
+    assert!(franca.object("v1", "Pod", Some("default"), "web-2").is_none());
+    // The one after it: untouched.
+    assert_eq!(leftovers(&lab, "host3"), all);
+    assert!(!unschedulable(&franca, "franca-w3"));
+    assert!(franca.object("v1", "Pod", Some("default"), "web-3").is_some(), "franca-w3 was drained");
+    assert_eq!(on("host3", "cat /var/lib/rancher/systemctl.log 2>/dev/null"), "");
+    // DaemonSets' pods stay where they are (kubectl drain --ignore-daemonsets).
+    assert!(franca.object("v1", "Pod", Some("kube-system"), "cilium-franca-w1").is_some());
+
+    // 3. The plan says what is left: franca-w2 and franca-w3, nothing before them.
+    let o = fabric(&["plan", "--phase", "A", "--site", "franca", "--detailed-exitcode"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("~ host.franca-w2/command:cni-migration")
+            && text.contains("~ host.franca-w3/command:cni-migration"),
+        "{text}"
+    );
+    assert!(text.contains("-node: not migrated\n      +node: migrated"), "franca-w2 is planned again: {text}");
+    assert!(!text.contains("~ host.franca-w1/command") && !text.contains("~ host.franca-lan/command"), "{text}");
+
+    // 4. franca-w2's agent healthy again: the next apply finishes both, and then nothing is left.
+    franca.put_raw(pod(
+        "cilium-franca-w2",
+        "kube-system",
+        "franca-w2",
+        json!({"k8s-app": "cilium"}),
+        "DaemonSet",
+        true,
+    ));
+    let o = fabric(&["apply", "--phase", "A", "--site", "franca", "--auto-approve", "--wait-timeout", "20"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for (node, host) in AGENTS {
+        assert_eq!(leftovers(&lab, host), "", "{host}");
+        assert!(!unschedulable(&franca, node), "{node}");
+    }
+    assert!(franca.object("v1", "Pod", Some("default"), "web-3").is_none(), "franca-w3 was not drained");
+    let o = fabric(&["plan", "--phase", "A", "--site", "franca", "--detailed-exitcode"]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    let _ = std::fs::remove_dir_all(&dir);
+}

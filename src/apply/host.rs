@@ -22,6 +22,8 @@ pub(super) struct Context {
     pub confirm_secs: u32,
     /// The same in minutes, for VyOS's `commit-confirm`.
     pub confirm_minutes: u32,
+    /// The state directory: K3s bundle files fetched from URLs are in its cache.
+    pub state_dir: std::path::PathBuf,
 }
 
 /// Applies `items` to the host behind `s` in order. Returns what was applied (to revert on
@@ -56,7 +58,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
                 Err(e) => return (ok, vec![], Some(e.to_string())),
             }
         }
-        match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes)).await {
+        match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes), &cx.state_dir).await {
             Ok(()) => ok.push((r, prior)),
             Err(e) => {
                 // Partially applied resources revert too.

@@ -616,6 +616,7 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             run: opts.run.clone(),
             confirm_secs,
             confirm_minutes,
+            state_dir: opts.state_dir.clone(),
         };
         let s = sh.pool.get(targets, &target).await?;
         // Secret files are copied from their source host (over the run's connection to it).

@@ -194,7 +194,8 @@ fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), O
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::bundle::tests::{Server, sha, state_dir};
+    use crate::providers::bundle::tests::{sha, state_dir};
+    use fabric_testkit::file_server::FileServer as Server;
 
     const LAB: &str = include_str!("../../tests/data/lab-linux.yaml");
     const IMAGES: &str = "k3s-airgap-images-amd64.tar.zst";

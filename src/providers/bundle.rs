@@ -198,51 +198,8 @@ fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use std::io::BufRead;
+    use fabric_testkit::file_server::FileServer as Server;
     use std::net::TcpListener;
-    use std::sync::Mutex;
-
-    /// A tiny HTTP/1.1 server on 127.0.0.1 for one test: each of `files` at its path,
-    /// `/moved/<path>` redirecting to `/<path>`, 404 for anything else. It records each request's
-    /// path, answers at most 32 connections, and stops with the test process.
-    pub struct Server {
-        pub base: String,
-        requests: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Server {
-        pub fn start(files: &[(&str, &[u8])]) -> Server {
-            let files: Vec<(String, Vec<u8>)> = files.iter().map(|(p, b)| (p.to_string(), b.to_vec())).collect();
-            let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-            let base = format!("http://{}", listener.local_addr().unwrap());
-            let requests = Arc::new(Mutex::new(Vec::new()));
-            let seen = requests.clone();
-            std::thread::spawn(move || {
-                for conn in listener.incoming().take(32) {
-                    let Ok(mut conn) = conn else { continue };
-                    let mut lines = std::io::BufReader::new(conn.try_clone().unwrap()).lines();
-                    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-                    while lines.next().and_then(Result::ok).is_some_and(|l| !l.is_empty()) {}
-                    let path = first.split(' ').nth(1).unwrap_or_default().to_string();
-                    seen.lock().unwrap().push(path.clone());
-                    let found = files.iter().find(|(p, _)| *p == path);
-                    let (head, body): (String, &[u8]) = match (found, path.strip_prefix("/moved")) {
-                        (Some((_, b)), _) => ("200 OK".into(), b),
-                        (None, Some(to)) => (format!("302 Found\r\nLocation: {to}"), b""),
-                        (None, None) => ("404 Not Found".into(), b"no such file"),
-                    };
-                    let _ =
-                        write!(conn, "HTTP/1.1 {head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-                    let _ = conn.write_all(body);
-                }
-            });
-            Server { base, requests }
-        }
-
-        pub fn requests(&self) -> Vec<String> {
-            self.requests.lock().unwrap().clone()
-        }
-    }
 
     pub fn sha(bytes: &[u8]) -> String {
         sha256_hex(bytes)

@@ -149,6 +149,11 @@ pub fn run(
 /// path read. A wrong, missing or unreachable file stops the run with nothing changed (the
 /// provider checks again as it copies).
 fn bundle_preflight(ws: &Workspace, ready: &Ready, fetcher: &Fetcher) -> Result<(), OpError> {
+    check_bundle(&bundle_files(ws, ready), fetcher)
+}
+
+/// The files the installs this run changes will copy, with their install.
+fn bundle_files(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
     let changing: std::collections::BTreeSet<&crate::addr::Address> = ready
         .plan
         .steps
@@ -166,7 +171,7 @@ fn bundle_preflight(ws: &Workspace, ready: &Ready, fetcher: &Fetcher) -> Result<
             }
         }
     }
-    check_bundle(&files, fetcher)
+    files
 }
 
 /// Checks each file once (the installs of a run share one bundle): a URL is downloaded at most
@@ -217,19 +222,6 @@ mod tests {
         (ws, Ready { observation, plan })
     }
 
-    /// The installs' uploads, as the provider will copy them.
-    fn uploads(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
-        let mut out = Vec::new();
-        for n in ws.in_order(&ready.observation.selected) {
-            for r in ws.resources(n, &ready.observation.selection) {
-                if let crate::desired::Desired::K3sInstall(k) = &r.desired {
-                    out.extend(k.uploads().map(|u| (r.clone(), u.clone())));
-                }
-            }
-        }
-        out
-    }
-
     /// Bundle files from URLs: fetched once per run (whatever the number of installs) and
     /// cached, and what the provider then copies is the bytes the server sent; a second run asks
     /// the server nothing; a file that is not the topology's stops the run before anything.
@@ -253,7 +245,7 @@ mod tests {
             )
         };
         let (ws, r) = ready(&section(&sha(images)));
-        let installs = uploads(&ws, &r);
+        let installs = bundle_files(&ws, &r);
         assert!(installs.len() >= 6, "two K3s hosts or more: {}", installs.len());
         bundle_preflight(&ws, &r, &Fetcher::direct(&state)).unwrap();
         let once = ["/k3s".to_string(), format!("/moved/{IMAGES}"), format!("/{IMAGES}")];

@@ -179,6 +179,37 @@ fn a_dedicated_vm_hosts_karmada() {
     assert!(!out.contains("cluster.franca/kube-system/HelmChart/karmada"), "{out}");
 }
 
+/// Bundle files by URL: `validate` and `plan` contact no server (only apply fetches, on this
+/// machine), and the plan names the URLs without their credentials.
+#[test]
+fn a_plan_fetches_no_bundle_url() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let at = listener.local_addr().unwrap();
+    let digest = "a".repeat(64);
+    let text = format!(
+        "{EXAMPLE}\nk3s_airgap:\n  binary: {{ url: \"http://fabric:s3cret@{at}/k3s\", sha256: {digest} }}\n  \
+         images: {{ url: \"http://{at}/k3s-airgap-images-amd64.tar.zst\", sha256: {digest} }}\n  \
+         install_script: {{ path: b/install.sh, sha256: {digest} }}\n"
+    );
+    let t = TempFile::new("bundle-url.yaml", &text);
+    let o = fabric(&["-f", t.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = fabric(&["-f", t.path(), "plan", "--offline"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    assert!(
+        out.contains(&format!("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle (k3s sha256 aaaaaaaaaaaa…; fetched here at apply: k3s from http://{at}/k3s, k3s-airgap-images-amd64.tar.zst from http://{at}/k3s-airgap-images-amd64.tar.zst), nothing downloaded on the host")),
+        "{out}"
+    );
+    assert!(!out.contains("s3cret") && !stderr(&o).contains("s3cret"), "{out}");
+    let asked = listener.accept().map(|(_, from)| from.to_string());
+    assert!(
+        matches!(&asked, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the bundle's server was contacted: {asked:?}"
+    );
+}
+
 #[test]
 fn a_zero_wait_timeout_is_refused() {
     // 0 would fail every step at once rather than mean "do not wait": refused at the flag.

@@ -5,15 +5,18 @@
 //! and makes what the real script makes (the systemd service; a server's node token). Needs root.
 //!
 //! Shown: plan lists `host.<name>/command:k3s-install` for the servers of the new clusters (A.1)
-//! and the agent (A.3); a file whose digest is not the topology's stops the apply before anything
-//! runs on a host; the right bundle installs (digests checked, `INSTALL_K3S_SKIP_DOWNLOAD=true`, the
-//! images where K3s imports them, no staging directory left); an installed, matching version is
-//! no change; another binary is an update with both digests; a binary of another version is
-//! refused on the host, and the installed one stays.
+//! and the agent (A.3); a file whose digest is not the topology's, on disk or by URL, stops the
+//! apply before anything runs on a host; the right bundle (its images by URL from a loopback
+//! server, fetched once into the state directory's cache) installs (digests checked,
+//! `INSTALL_K3S_SKIP_DOWNLOAD=true`, the images where K3s imports them, no staging directory
+//! left); an installed, matching version is no change, and its plan downloads nothing; another
+//! binary is an update with both digests; a binary of another version is refused on the host,
+//! and the installed one stays.
 
 use std::path::Path;
 use std::process::Output;
 
+use fabric_testkit::file_server::FileServer;
 use fabric_testkit::{kube_api, lab, run};
 use run::out;
 use sha2::{Digest, Sha256};
@@ -141,21 +144,53 @@ fn k3s_from_the_air_gap_bundle() {
     let text = out(&o);
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains(&format!("{IMAGES} has SHA-256")) && text.contains("nothing was copied or run"), "{text}");
-    for host in ["franca-lan", "sp-lan", "host1"] {
-        let left = on(
-            host,
-            "ls /usr/local/bin/k3s /var/lib/rancher/install-standin.log /etc/rancher/k3s/config.yaml 2>/dev/null; ls /var/lib/fabric 2>/dev/null",
-        );
-        assert_eq!(left.trim(), "", "{host} kept {left}");
-    }
+    let nothing_left = || {
+        for host in ["franca-lan", "sp-lan", "host1"] {
+            let left = on(
+                host,
+                "ls /usr/local/bin/k3s /var/lib/rancher/install-standin.log /etc/rancher/k3s/config.yaml 2>/dev/null; ls /var/lib/fabric 2>/dev/null",
+            );
+            assert_eq!(left.trim(), "", "{host} kept {left}");
+        }
+    };
+    nothing_left();
     assert!(
         !Path::new("/usr/local/bin/k3s").exists() || std::fs::read("/usr/local/bin/k3s").unwrap() != binary.as_bytes()
     );
 
-    // 3. The bundle as recorded: servers and the agent installed, nothing downloaded.
-    write(&bundle(&dir.join("bundle"), &binary, None));
+    // 2b. The images by URL, from a server on this machine's loopback (no host could reach it):
+    // one that answers another file stops the apply the same way.
+    let images = std::fs::read(dir.join("bundle").join(IMAGES)).unwrap();
+    let by_url = |section: String, base: &str| {
+        section.replace(
+            &format!("images: {{ path: {}/{IMAGES}", dir.join("bundle").display()),
+            &format!("images: {{ url: \"{base}/{IMAGES}\""),
+        )
+    };
+    let wrong = FileServer::start(&[(&format!("/{IMAGES}"), b"not the images")]);
+    write(&by_url(bundle(&dir.join("bundle"), &binary, None), &wrong.base));
+    let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
+    // The diagnostic is wrapped to the terminal's width: joined again before it is searched.
+    let text = out(&o).replace("\n  │ ", " ");
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(&format!("downloaded from {}/{IMAGES} has SHA-256 {}", wrong.base, sha(b"not the images")))
+            && text.contains(&format!("but the topology says {}", sha(&images)))
+            && text.contains("nothing was copied or run"),
+        "{text}"
+    );
+    assert_eq!(wrong.requests().len(), 1, "one download, refused");
+    nothing_left();
+
+    // 3. The bundle as recorded, the images by URL: fetched once here (for all three installs)
+    // into the state directory's cache, servers and the agent installed, nothing downloaded on a
+    // host.
+    let server = FileServer::start(&[(&format!("/{IMAGES}"), &images)]);
+    write(&by_url(bundle(&dir.join("bundle"), &binary, None), &server.base));
     let o = fabric(&["apply", "--phase", "A", "--auto-approve"]);
     assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(server.requests(), [format!("/{IMAGES}")], "one download for every install");
+    assert_eq!(std::fs::read(dir.join(".fabric/bundle").join(sha(&images))).unwrap(), images);
     for (host, exec) in [("franca-lan", "server"), ("sp-lan", "server"), ("host1", "agent")] {
         let log = on(host, "cat /var/lib/rancher/install-standin.log");
         assert!(log.contains(&format!("INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_EXEC={exec}")), "{host}: {log}");
@@ -185,9 +220,10 @@ fn k3s_from_the_air_gap_bundle() {
     }
     assert!(!Path::new("/usr/local/bin/k3s").exists(), "the lab wrote into the machine's /usr/local/bin");
 
-    // 4. Installed and matching: no change.
+    // 4. Installed and matching: no change, and plan downloads nothing.
     let o = fabric(&["plan", "--phase", "A", "--detailed-exitcode"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+    assert_eq!(server.requests().len(), 1, "plan fetched the bundle");
 
     // 5. Another build of the binary: an update, with both digests.
     let newer = k3s("v1.33.5+k3s1", "standin-2");

@@ -3,6 +3,7 @@
 
 use fabric_testkit::{lab, run};
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use fabric::topology::model::SshAccess;
@@ -62,7 +63,7 @@ async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
         desired: Desired::File("a: 1\n".into()),
         file: None,
     };
-    providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None).await.unwrap();
+    providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None, Path::new(".fabric")).await.unwrap();
     let stat = as_root("fabricop", &Sh::lit("stat -c '%U %a' /etc/rancher/k3s/sudo-test.yaml"));
     let o = s.run(&stat, None, Duration::from_secs(5)).await.unwrap();
     assert_eq!(o.stdout_str().trim(), "root 644", "written as root through sudo");
@@ -72,7 +73,10 @@ async fn sudo_for_a_non_root_operator(lab: &lab::Lab) {
 
     ep.user = "guest".into();
     let s = Session::connect(&ep).await.unwrap();
-    let err = providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None).await.unwrap_err().to_string();
+    let err = providers::apply(&s, &r, "a: 1\n", &Observed::Absent, None, Path::new(".fabric"))
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("sudo") && err.contains("password is required"), "{err}");
     s.close().await;
 }

@@ -387,6 +387,63 @@ fn the_k3s_bundle_is_checked() {
     expect_one(&d, "topology::k3s-airgap", "`ftp://m` is not an http(s) URL", pos(&text, "k3s_airgap:", "\"ftp://m\""));
 }
 
+/// A bundle file by URL: exactly one of `path` and `url`, an http(s) URL that parses, each
+/// problem at its line, and a URL's credentials never in a message.
+#[test]
+fn a_k3s_bundle_file_has_one_path_or_url() {
+    let good = "a".repeat(64);
+    let bundle = |binary: &str, images: &str| {
+        format!(
+            "{EXAMPLE}\nk3s_airgap:\n  binary: {{ {binary}sha256: {good} }}\n  images: {{ {images}sha256: {good} }}\n  \
+             install_script: {{ url: \"https://get.k3s.example/install.sh\", sha256: {good} }}\n"
+        )
+    };
+    let release = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1";
+    let l = valid(&bundle(
+        &format!("url: \"{release}/k3s\", "),
+        &format!("url: \"https://u:pw@mirror.example/k3s/{}\", ", "k3s-airgap-images-amd64.tar.zst"),
+    ));
+    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
+    let text = bundle("path: b/k3s, url: \"https://m.example/k3s\", ", "");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`k3s_airgap.binary` has both `path` and `url`",
+        pos(&text, "", "\"https://m.example/k3s\""),
+    );
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`k3s_airgap.images` has neither `path` nor `url`",
+        pos(&text, "\nk3s_airgap:", "images:"),
+    );
+    assert_eq!(d.len(), 2, "{:?}", messages(&d));
+    let text = bundle("url: \"ftp://m.example/k3s\", ", "url: \"https://user:s3cret@m example/images.tar\", ");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`ftp://m.example/k3s` is not an http:// or https:// URL",
+        pos(&text, "", "\"ftp://"),
+    );
+    let e = expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`https://m example/images.tar` does not parse as a URL",
+        pos(&text, "", "\"https://user"),
+    );
+    assert!(d.iter().all(|d| !d.problem.message.contains("s3cret")), "{:?}", messages(&d));
+    assert!(e.problem.help.as_deref().is_some_and(|h| h.contains("https://")));
+    let text = bundle("", "url: \"https://m.example/images.zip?x=1\", ");
+    expect_one(
+        &errors(&text),
+        "topology::k3s-airgap",
+        "K3s does not import `https://m.example/images.zip?x=1`",
+        pos(&text, "", "\"https://m.example/images.zip"),
+    );
+}
+
 #[test]
 fn every_problem_is_reported_at_once() {
     let text = EXAMPLE

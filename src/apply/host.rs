@@ -29,6 +29,8 @@ pub(super) struct Context {
     /// How long a node's drain and its Cilium agent may take.
     pub budget: crate::apply::wait::Budget,
     pub progress: tokio::sync::mpsc::UnboundedSender<String>,
+    /// The state directory: K3s bundle files fetched from URLs are in its cache.
+    pub state_dir: std::path::PathBuf,
 }
 
 /// Applies `items` to the host behind `s` in order. Returns what was applied (to revert on
@@ -78,7 +80,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             }
             continue;
         }
-        match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes)).await {
+        match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes), &cx.state_dir).await {
             Ok(()) => ok.push((r, prior)),
             Err(e) => {
                 // Partially applied resources revert too.

@@ -621,6 +621,7 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             accesses: targets.kube.clone(),
             budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
             progress: tx.clone(),
+            state_dir: opts.state_dir.clone(),
         };
         let s = sh.pool.get(targets, &target).await?;
         // Secret files are copied from their source host (over the run's connection to it).

@@ -16,8 +16,9 @@ use serde::Serialize;
 
 use crate::sh;
 use crate::topology::Topology;
-use crate::topology::airgap::file_name;
+use crate::topology::airgap::{Location, file_name, location};
 use crate::topology::model::BundleFile;
+use crate::topology::userinfo::redact;
 use crate::transport::shell::{ABSENT, Sh};
 
 /// What K3s runs as on the host.
@@ -44,18 +45,48 @@ impl Role {
     }
 }
 
-/// One file to copy: where it is on the operator's machine, its digest, its name on the host.
+/// One file to copy: where fabric takes it from on the operator's machine, its digest, its name
+/// on the host.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Upload {
-    pub local: String,
+    pub from: Source,
     pub sha256: String,
     pub name: String,
+}
+
+/// Where a bundle file comes from on the operator's machine.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    /// A path as the topology gives it (`~` not yet expanded).
+    Path(String),
+    /// A URL fetched at apply into the state directory's cache (`providers::bundle`); the
+    /// credentials it may carry are never serialized.
+    Url(#[serde(serialize_with = "redacted")] String),
+}
+
+fn redacted<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact(url))
 }
 
 impl Upload {
     fn of(f: &BundleFile, fallback: &str) -> Upload {
         let name = file_name(f).unwrap_or(fallback).to_string();
-        Upload { local: f.path.clone(), sha256: f.sha256.clone(), name }
+        // `validate` refuses a file with both or neither; the path is what stays unusable then.
+        let from = match location(f) {
+            Some(Location::Url(u)) => Source::Url(u.to_string()),
+            Some(Location::Path(p)) => Source::Path(p.to_string()),
+            None => Source::Path(f.path.clone().unwrap_or_default()),
+        };
+        Upload { from, sha256: f.sha256.clone(), name }
+    }
+
+    /// Where it comes from, for messages: the path, or the URL without its credentials.
+    pub fn shown(&self) -> String {
+        match &self.from {
+            Source::Path(p) => p.clone(),
+            Source::Url(u) => redact(u),
+        }
     }
 }
 
@@ -143,7 +174,7 @@ impl K3sInstall {
                     "{ [ \"$(sha256sum < {} | cut -d' ' -f1)\" = {} ] || { echo {} >&2; exit 1; }; }",
                     u.name.clone(),
                     u.sha256.clone(),
-                    format!("{}: its SHA-256 on the host is not the topology's (the copy was damaged)", u.local)
+                    format!("{}: its SHA-256 on the host is not the topology's (the copy was damaged)", u.shown())
                 ),
             );
         }
@@ -227,7 +258,7 @@ mod tests {
 
     fn install() -> K3sInstall {
         let u = |name: &str, c: char| Upload {
-            local: format!("b/{name}"),
+            from: Source::Path(format!("b/{name}")),
             sha256: c.to_string().repeat(64),
             name: name.into(),
         };
@@ -273,6 +304,18 @@ mod tests {
         assert!(check < version && version < run, "{cmd}");
         assert!(cmd.starts_with("cd /var/lib/fabric/stage.AbC123xy"), "{cmd}");
         assert_eq!(k.text(), format!("k3s-agent {}\n", "a".repeat(64)));
+    }
+
+    #[test]
+    fn a_url_upload_never_shows_its_credentials() {
+        let mut k = install();
+        k.images.from = Source::Url("https://fabric:s3cret@m.example/k3s-airgap-images-amd64.tar.zst".into());
+        assert_eq!(k.images.shown(), "https://m.example/k3s-airgap-images-amd64.tar.zst");
+        let stage = Stage::parse("/var/lib/fabric/stage.AbC123xy").unwrap();
+        let cmd = k.install(&stage).to_string();
+        assert!(cmd.contains("https://m.example/k3s-airgap-images-amd64.tar.zst") && !cmd.contains("s3cret"), "{cmd}");
+        let json = serde_json::to_string(&k).unwrap();
+        assert!(json.contains(r#""url":"https://m.example/"#) && !json.contains("s3cret"), "{json}");
     }
 
     #[test]

@@ -468,17 +468,17 @@ mod bootstrap_tests {
             brings_up: Some(Target::cluster(site)),
             version: t.versions.k3s.clone(),
             binary: crate::desired::k3s_install::Upload {
-                local: "k3s".into(),
+                from: crate::desired::k3s_install::Source::Path("k3s".into()),
                 sha256: "a".repeat(64),
                 name: "k3s".into(),
             },
             images: crate::desired::k3s_install::Upload {
-                local: "i.tar".into(),
+                from: crate::desired::k3s_install::Source::Path("i.tar".into()),
                 sha256: "b".repeat(64),
                 name: "i.tar".into(),
             },
             script: crate::desired::k3s_install::Upload {
-                local: "s".into(),
+                from: crate::desired::k3s_install::Source::Path("s".into()),
                 sha256: "c".repeat(64),
                 name: "install.sh".into(),
             },

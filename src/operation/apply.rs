@@ -8,10 +8,13 @@ use std::time::Duration;
 use super::{Observation, OpError, Workspace};
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::{self as engine, Progress, StepWork};
+use crate::desired::Resource;
+use crate::desired::k3s_install::{Source, Upload};
 use crate::live::observe::Targets;
 use crate::plan::model::{Action, Mode, Plan};
 use crate::plan::planfile;
 use crate::plan::select::Selection;
+use crate::providers::bundle::Fetcher;
 
 /// What to apply: the flags' selection, or a plan written by `plan --out`.
 pub enum Request<'a> {
@@ -98,7 +101,7 @@ pub fn run(
     progress: Progress<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Applied, OpError> {
-    bundle_preflight(ws, &ready)?;
+    bundle_preflight(ws, &ready, &Fetcher::new(&opts.state_dir))?;
     let run = journal::new_run_id();
     let mut j = Journal::create(&opts.state_dir, &run)
         .map_err(|source| OpError::JournalCreate { dir: opts.state_dir.display().to_string(), source })?;
@@ -141,10 +144,16 @@ pub fn run(
     }
 }
 
-/// Every K3s bundle file an install of this run will copy is read and checked against its
-/// digest before anything starts: a wrong or missing file stops the run with nothing changed
-/// (the provider checks again as it copies).
-fn bundle_preflight(ws: &Workspace, ready: &Ready) -> Result<(), OpError> {
+/// Every K3s bundle file an install of this run will copy is had and checked against its digest
+/// before anything starts: a URL fetched into the state directory's cache (or found there), a
+/// path read. A wrong, missing or unreachable file stops the run with nothing changed (the
+/// provider checks again as it copies).
+fn bundle_preflight(ws: &Workspace, ready: &Ready, fetcher: &Fetcher) -> Result<(), OpError> {
+    check_bundle(&bundle_files(ws, ready), fetcher)
+}
+
+/// The files the installs this run changes will copy, with their install.
+fn bundle_files(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
     let changing: std::collections::BTreeSet<&crate::addr::Address> = ready
         .plan
         .steps
@@ -153,19 +162,129 @@ fn bundle_preflight(ws: &Workspace, ready: &Ready) -> Result<(), OpError> {
         .filter(|c| c.action != Action::NoOp)
         .map(|c| &c.address)
         .collect();
-    let mut checked = std::collections::BTreeSet::new();
+    let mut files = Vec::new();
     for n in ws.in_order(&ready.observation.selected) {
         for r in ws.resources(n, &ready.observation.selection) {
             let crate::desired::Desired::K3sInstall(k) = &r.desired else { continue };
-            if !changing.contains(&r.address) {
-                continue;
+            if changing.contains(&r.address) {
+                files.extend(k.uploads().map(|u| (r.clone(), u.clone())));
             }
-            for u in k.uploads() {
-                if checked.insert(u.local.clone()) {
-                    crate::providers::airgap::read_checked(&r, u).map_err(|e| OpError::Bundle(e.to_string()))?;
-                }
+        }
+    }
+    files
+}
+
+/// Checks each file once (the installs of a run share one bundle): a URL is downloaded at most
+/// once per run.
+fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), OpError> {
+    let mut checked = std::collections::BTreeSet::new();
+    for (r, u) in files {
+        if !checked.insert((u.from.clone(), u.sha256.clone())) {
+            continue;
+        }
+        match &u.from {
+            // Checked as it is written into the cache.
+            Source::Url(url) => {
+                fetcher.fetch(url, &u.sha256).map_err(|e| OpError::Bundle(format!("{}: {e}", r.address)))?;
+            }
+            Source::Path(_) => {
+                crate::providers::airgap::read_checked(r, u, fetcher.state_dir())
+                    .map_err(|e| OpError::Bundle(e.to_string()))?;
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::bundle::tests::{sha, state_dir};
+    use fabric_testkit::file_server::FileServer as Server;
+
+    const LAB: &str = include_str!("../../tests/data/lab-linux.yaml");
+    const IMAGES: &str = "k3s-airgap-images-amd64.tar.zst";
+
+    /// The lab topology with `section`, and a plan of every step in which everything is new
+    /// (offline): each K3s host gets an install.
+    fn ready(section: &str) -> (Workspace, Ready) {
+        let ws = Workspace::new(crate::topology::load_str("t.yaml", format!("{LAB}{section}")).unwrap()).unwrap();
+        let sel = Selection::default();
+        let plan = super::super::plan::make(&ws, sel.clone(), super::super::plan::Source::Offline).unwrap().plan;
+        let selected = ws.select(&sel, |_| true).unwrap();
+        let observation = Observation {
+            selection: sel,
+            selected,
+            live: Default::default(),
+            orphans: Default::default(),
+            report: Default::default(),
+        };
+        (ws, Ready { observation, plan })
+    }
+
+    /// Bundle files from URLs: fetched once per run (whatever the number of installs) and
+    /// cached, and what the provider then copies is the bytes the server sent; a second run asks
+    /// the server nothing; a file that is not the topology's stops the run before anything.
+    #[test]
+    fn the_preflight_fetches_urls_once_and_refuses_another_file() {
+        let (binary, images, script) =
+            (b"k3s binary".as_slice(), b"images tarball".as_slice(), b"#!/bin/sh\n".as_slice());
+        let server = Server::start(&[("/k3s", binary), (&format!("/{IMAGES}"), images)]);
+        let state = state_dir("preflight");
+        std::fs::create_dir_all(&state).unwrap();
+        std::fs::write(state.join("install.sh"), script).unwrap();
+        let section = |images_sha: &str| {
+            format!(
+                "k3s_airgap:\n  binary: {{ url: \"{b}/k3s\", sha256: {} }}\n  \
+                 images: {{ url: \"{b}/moved/{IMAGES}\", sha256: {images_sha} }}\n  \
+                 install_script: {{ path: {}, sha256: {} }}\n",
+                sha(binary),
+                state.join("install.sh").display(),
+                sha(script),
+                b = server.base
+            )
+        };
+        let (ws, r) = ready(&section(&sha(images)));
+        let installs = bundle_files(&ws, &r);
+        assert!(installs.len() >= 6, "two K3s hosts or more: {}", installs.len());
+        bundle_preflight(&ws, &r, &Fetcher::direct(&state)).unwrap();
+        let once = ["/k3s".to_string(), format!("/moved/{IMAGES}"), format!("/{IMAGES}")];
+        assert_eq!(server.requests(), once, "each URL once per run");
+        for (res, u) in &installs {
+            let want = match u.name.as_str() {
+                "k3s" => binary,
+                "install.sh" => script,
+                _ => images,
+            };
+            let copied = crate::providers::airgap::read_checked(res, u, &state).unwrap();
+            assert_eq!(copied, want, "{}", u.name);
+        }
+        // The next run: everything is in the cache.
+        bundle_preflight(&ws, &r, &Fetcher::direct(&state)).unwrap();
+        assert_eq!(server.requests(), once, "a second run downloads nothing");
+
+        // The server's images are not the topology's: refused, with nothing kept in the cache.
+        let other = state_dir("preflight-other");
+        let want = "ab".repeat(32);
+        let (ws, r) = ready(&section(&want));
+        let e = bundle_preflight(&ws, &r, &Fetcher::direct(&other)).unwrap_err();
+        assert!(matches!(e, OpError::Bundle(_)));
+        let text = e.to_string();
+        let says = format!(
+            "the K3s bundle file downloaded from {}/moved/{IMAGES} has SHA-256 {}, but the topology says {want}",
+            server.base,
+            sha(images)
+        );
+        assert!(text.contains("/command:k3s-install: ") && text.contains(&says), "{text}");
+        assert!(text.contains("nothing was copied or run") && text.ends_with("nothing was applied"), "{text}");
+        assert!(!crate::providers::bundle::cached(&other, &want).exists());
+        let kept: Vec<String> = std::fs::read_dir(other.join("bundle"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, [sha(binary)], "only the binary, whose digest matched");
+        for d in [state, other] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }

@@ -61,8 +61,8 @@ pub enum OpError {
     Journal(#[from] JournalError),
     #[error("{error} (run {run})")]
     Apply { run: String, error: Box<ApplyError> },
-    /// A file of the K3s bundle is missing or is not the one the topology records: found before
-    /// the run starts, so nothing was changed.
+    /// A file of the K3s bundle is missing, could not be downloaded, or is not the one the
+    /// topology records: found before the run starts, so nothing was changed.
     #[error("{0}; nothing was applied")]
     Bundle(String),
     #[error("no run journal in {0}")]
@@ -119,7 +119,8 @@ impl Diagnostic for OpError {
             OpError::JournalCreate { .. } | OpError::Journal(_) => "make the directory writable".into(),
             OpError::Apply { error, .. } => error.help(),
             OpError::Bundle(_) => {
-                "fetch the release's file again, or record its digest under k3s_airgap (sha256sum FILE)".into()
+                "check the URL or fetch the release's file again, or record its digest under k3s_airgap (sha256sum FILE)"
+                    .into()
             }
             OpError::NoRun(_) => "apply first, or give --state-dir".into(),
             OpError::NotARunId(_) => "give a run id as listed in .fabric/runs (like 20261130T061502Z-4242)".into(),

@@ -6,6 +6,7 @@
 //! WireGuard private key stays on its host, a VyOS `private-key` line is dropped when read.
 
 pub mod airgap;
+pub mod bundle;
 pub mod kube;
 pub mod lease;
 pub mod nft;
@@ -521,12 +522,14 @@ pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<WgK
 }
 
 /// Applies a desired text (already resolved) to a resource whose live state is `prior`.
+/// `state_dir` holds the K3s bundle files fetched from URLs (`bundle`).
 pub async fn apply(
     s: &Session,
     r: &Resource,
     text: &str,
     prior: &Observed,
     confirm_minutes: Option<u32>,
+    state_dir: &std::path::Path,
 ) -> Result<(), ProviderError> {
     match (&r.provider, &r.desired) {
         // `text` is the secret itself here (read from its source by the caller); it goes over
@@ -575,7 +578,7 @@ pub async fn apply(
             let o = s.run(&root(s, apply), None, APPLY_TIMEOUT).await?;
             if o.status != 0 { Err(failed(r, "apply", &o)) } else { Ok(()) }
         }
-        (ProviderKind::Command, Desired::K3sInstall(k)) => airgap::apply(s, r, k).await,
+        (ProviderKind::Command, Desired::K3sInstall(k)) => airgap::apply(s, r, k, state_dir).await,
         (ProviderKind::Vyos, _) => {
             let from: Vec<String> = match prior {
                 Observed::Present(t) => t.lines().map(String::from).collect(),
@@ -696,6 +699,8 @@ pub fn undo_of(address: &Address) -> Option<Sh> {
 
 /// Puts a resource back to `prior` (its state before the step).
 pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), ProviderError> {
+    // A revert installs no K3s (commands are never re-applied below): no bundle cache to read.
+    let no_bundles = std::path::Path::new("");
     match (&r.provider, prior) {
         (ProviderKind::File, Observed::Absent) => {
             let o = s.run(&root(s, &shell::remove_file(file_path(r))), None, APPLY_TIMEOUT).await?;
@@ -708,7 +713,7 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
         (ProviderKind::Wireguard, Observed::Present(t)) => {
             // A file read while the interface was down carries a marker line; drop it.
             let t: String = t.lines().filter(|l| !l.starts_with("# (interface ")).map(|l| format!("{l}\n")).collect();
-            apply(s, r, &t, prior, None).await
+            apply(s, r, &t, prior, None, no_bundles).await
         }
         (ProviderKind::Vyos, _) => {
             // From whatever is live now back to the prior lines, committed and saved.
@@ -737,7 +742,7 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
             None => Ok(()),
         },
         (ProviderKind::Command, _) => Ok(()),
-        (_, Observed::Present(t)) => apply(s, r, t, prior, None).await,
+        (_, Observed::Present(t)) => apply(s, r, t, prior, None, no_bundles).await,
         (_, Observed::Absent) => Ok(()),
     }
 }

@@ -3,7 +3,7 @@
 //! without `k3s_airgap`: fabric downloads nothing onto hosts, so K3s must then be there already.
 
 use crate::addr::Target;
-use crate::desired::k3s_install::{K3sInstall, Role, registries_yaml};
+use crate::desired::k3s_install::{K3sInstall, Role, Source, registries_yaml};
 use crate::desired::{Desired, Out, ProviderKind, Resource, yaml};
 
 /// Where K3s reads its registry mirrors (at start).
@@ -26,8 +26,16 @@ pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role, bri
             Some(format!("config/k3s/{site}/registries.yaml")),
         );
     }
+    // `plan` fetches nothing: it only says where apply will fetch from (no credentials).
+    let urls: Vec<String> = k
+        .uploads()
+        .into_iter()
+        .filter(|u| matches!(u.from, Source::Url(_)))
+        .map(|u| format!("{} from {}", u.name, u.shown()))
+        .collect();
+    let fetched = if urls.is_empty() { String::new() } else { format!("; fetched here at apply: {}", urls.join(", ")) };
     let summary = format!(
-        "K3s {} {} from the air-gap bundle (k3s sha256 {}…), nothing downloaded",
+        "K3s {} {} from the air-gap bundle (k3s sha256 {}…{fetched}), nothing downloaded on the host",
         k.version,
         role.service(),
         &k.binary.sha256[..12.min(k.binary.sha256.len())]

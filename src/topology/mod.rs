@@ -8,6 +8,7 @@ pub mod problem;
 pub mod rules;
 pub mod schema_check;
 pub mod tree;
+pub mod userinfo;
 pub mod wgkey;
 
 mod load;

@@ -56,10 +56,10 @@ pub struct Topology {
 
 /// K3s's air-gap install (docs.k3s.io, "Air-Gap Install", manually deploy images): the release's
 /// `k3s` binary, its images tarball and the install script, each pinned by its SHA-256 (the
-/// release's `sha256sum-<arch>.txt`). fabric reads them on the operator's machine, refuses a file
-/// whose digest differs before anything runs on a host, copies them over SSH into a private
-/// directory on the host, checks the digests again there, and runs the script with
-/// `INSTALL_K3S_SKIP_DOWNLOAD=true`.
+/// release's `sha256sum-<arch>.txt`). fabric reads them on the operator's machine (fetching
+/// those given by URL there first), refuses a file whose digest differs before anything runs on
+/// a host, copies them over SSH into a private directory on the host, checks the digests again
+/// there, and runs the script with `INSTALL_K3S_SKIP_DOWNLOAD=true`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct K3sAirgap {
@@ -77,13 +77,20 @@ pub struct K3sAirgap {
     pub registry_mirrors: Vec<RegistryMirror>,
 }
 
-/// One file of the air-gap bundle, on the operator's machine.
+/// One file of the air-gap bundle: a file on the operator's machine (`path`) or one fabric
+/// fetches onto it at apply (`url`), exactly one of the two, pinned by its SHA-256.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BundleFile {
     /// Its path on the operator's machine (`~` is the home directory; a relative path is taken
     /// from the current directory, as kubeconfig paths are).
-    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// An http(s) URL fabric downloads the file from at apply, on the operator's machine only
+    /// (never on a host), once per run into `<state dir>/bundle/<sha256>`; a cached file with
+    /// the right digest is not downloaded again. `plan` downloads nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// Its SHA-256, 64 lowercase hex digits.
     pub sha256: String,
 }

@@ -125,7 +125,8 @@ impl Diag {
             });
         }
         Diag {
-            src: NamedSource::new(file, text.clone()).with_language("yaml"),
+            src: NamedSource::new(file, super::userinfo::mask_userinfo(text).map_or_else(|| text.clone(), Arc::new))
+                .with_language("yaml"),
             labels,
             file: file.to_string(),
             line,

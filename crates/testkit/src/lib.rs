@@ -7,12 +7,14 @@
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
+//! * [`file_server`]: files over HTTP on loopback (the K3s bundle fetched by URL);
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
 //! * [`run`]: running the `fabric` binary.
 
 use std::path::Path;
 
 pub mod cilium_mesh;
+pub mod file_server;
 pub mod kai;
 pub mod karmada;
 pub mod kube_api;

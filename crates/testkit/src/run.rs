@@ -16,6 +16,11 @@ fn fabric_bin() -> PathBuf {
 fn command(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(fabric_bin());
     c.arg("-f").arg(topology).arg("--ssh-config").arg(ssh_config).args(args).env("NO_COLOR", "1").current_dir(dir);
+    // Tests reach loopback and the lab's hosts only: no proxy a machine's environment names may
+    // carry a fetch elsewhere.
+    for v in ["ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+        c.env_remove(v);
+    }
     c
 }
 

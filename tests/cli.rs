@@ -131,23 +131,41 @@ fn undecided_decision_warns_in_validate_and_is_refused_by_plan() {
     assert!(stdout(&o).contains("needs the decision `decisions.cluster_migration.franca`"), "{}", stdout(&o));
 }
 
+/// `cluster_migration: new-cluster`: A.2 builds the new cluster on its own server host, the
+/// running one is left alone, and the cutover (A.5) runs only when named.
 #[test]
-fn a_choice_this_build_cannot_carry_out_refuses_only_its_step() {
-    let text = EXAMPLE.replace("    franca: in-place\n", "    franca: new-cluster\n");
+fn a_new_cluster_is_built_beside_the_running_one_and_cut_over_explicitly() {
+    let text = std::fs::read_to_string("tests/data/three-sites.yaml").unwrap();
     let t = TempFile::new("new-cluster.yaml", &text);
     let o = fabric(&["-f", t.path(), "validate"]);
-    assert_eq!(o.status.code(), Some(0), "a warning: {}", stderr(&o));
-    assert!(stderr(&o).contains("would rewrite the running cluster's K3s config") && !stderr(&o).contains("undecided"));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = fabric(&["-f", t.path(), "plan", "--offline"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("refused: step A.2@franca (Migrate K3s to Cilium (existing cluster)) would rewrite"), "{out}");
-    assert!(
-        !out.contains("+ host.franca-cp1/file:/etc/rancher/k3s/config.yaml"),
-        "the running server is left alone: {out}"
+    assert!(out.contains("+ host.franca-cp2/file:/etc/rancher/k3s/config.yaml"), "the new server: {out}");
+    assert!(!out.contains("host.franca-cp1") && !out.contains("cni-migration"), "nothing in place: {out}");
+    assert!(!out.contains("A.5@franca") && !out.contains("cluster.franca-previous"), "the cutover is explicit: {out}");
+    // Named, the cutover moves each node that is not the new server, saying what stays.
+    let o = fabric(&["-f", t.path(), "plan", "--offline", "--step", "A.5@franca", "--with-deps"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    for n in ["franca-gpu1", "franca-gpu2", "franca-gpu3"] {
+        assert!(out.contains(&format!("+ host.{n}/command:cutover-leave")), "{out}");
+        assert!(out.contains(&format!("+ host.{n}/command:cutover-join")), "{out}");
+    }
+    assert!(out.contains("data volumes stay where they are"), "{out}");
+    assert!(!out.contains("host.franca-cp2/command:cutover"), "the new server does not move: {out}");
+    // Without the running cluster's kubeconfig, the decision cannot be carried out: an error there.
+    let t = TempFile::new(
+        "no-previous.yaml",
+        &text.replace(
+            "      previous: { kubeconfig: { path: ~/.kube/franca-flannel.yaml, context: franca-flannel } }\n",
+            "",
+        ),
     );
-    // What comes after may run against a cluster built another way: it is planned.
-    assert!(!out.contains("refused: step A.3@franca") && !out.contains("refused: step B.2"), "{out}");
+    let o = fabric(&["-f", t.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`cluster.previous` (the running cluster's kubeconfig) is not set"), "{}", stderr(&o));
 }
 
 /// `karmada_host: dedicated-vm`: C.1 puts a single-node K3s on the VM (from the bundle) and
@@ -255,7 +273,9 @@ fn third_site_needs_no_code_change() {
     let text = stdout(&o);
     assert!(text.contains("A.1@rio"), "{text}");
     assert!(
-        text.contains("A.3@rio     Join VMs to the Cilium mesh               risk low     needs A.1@rio"),
+        text.lines().any(|l| l.starts_with("A.3@rio ")
+            && l.contains(" Join VMs to the Cilium mesh ")
+            && l.ends_with("needs A.1@rio")),
         "{text}"
     );
     assert!(text.contains("D.1@rio"), "{text}");

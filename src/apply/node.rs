@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::apply::wait::{self, Budget, Readiness, WaitError};
-use crate::desired::node_migration::{self as nm, NodeMigration};
+use crate::desired::node_migration::{self as nm, NodeMigration, Stage};
 use crate::desired::{Resource, Target};
 use crate::providers::kube::{self as k, KubeAccess, KubeError};
 use crate::providers::{self, Observed};
@@ -156,36 +156,91 @@ async fn write_server_config(s: &Session, node: &str, config: &str) -> Result<()
     }
 }
 
-/// The whole migration of one node, in the order `desired::node_migration` gives.
+/// The whole migration of one node, in the order `desired::node_migration` gives; or one half
+/// of a cutover.
 pub async fn migrate(cx: &Context<'_>, s: &Session, m: &NodeMigration) -> Result<(), NodeError> {
-    let node = m.node.as_str();
-    let kube = |source| NodeError::Kube { node: node.into(), source };
-    let waited = |source| NodeError::Wait { node: node.into(), source };
-    let client = cluster(cx.accesses, m).await?;
-    cordon(&client, node, true).await.map_err(kube)?;
+    match m.stage {
+        Stage::InPlace => in_place(cx, s, m).await,
+        Stage::Leave => leave(cx, s, m).await,
+        Stage::Join => join(cx, s, m).await,
+    }
+}
+
+/// Cordon and drain in `m.cluster`.
+async fn cordon_and_drain(cx: &Context<'_>, client: &Client, node: &str) -> Result<(), NodeError> {
+    cordon(client, node, true).await.map_err(|source| NodeError::Kube { node: node.into(), source })?;
     cx.report(node, "cordoned".into());
     let report = |line: String| cx.report(node, line);
     let what = format!("the drain of {node}");
-    let evidence = wait::poll(&what, cx.budget, &report, || drain_once(&client, node)).await.map_err(waited)?;
+    let evidence = wait::poll(&what, cx.budget, &report, || drain_once(client, node))
+        .await
+        .map_err(|source| NodeError::Wait { node: node.into(), source })?;
     cx.report(node, evidence);
+    Ok(())
+}
+
+/// Ready with a Cilium agent, then uncordoned, then marked.
+async fn ready_and_uncordon(
+    cx: &Context<'_>,
+    s: &Session,
+    client: &Client,
+    m: &NodeMigration,
+) -> Result<(), NodeError> {
+    let node = m.node.as_str();
+    let report = |line: String| cx.report(node, line);
+    let what = format!("Cilium on {node}");
+    let evidence = wait::poll(&what, cx.budget, &report, || cilium_on_once(client, node))
+        .await
+        .map_err(|source| NodeError::Wait { node: node.into(), source })?;
+    cx.report(node, evidence);
+    cordon(client, node, false).await.map_err(|source| NodeError::Kube { node: node.into(), source })?;
+    on_host(s, node, "marking the node", &m.mark(), None).await?;
+    cx.report(node, "uncordoned".into());
+    Ok(())
+}
+
+async fn in_place(cx: &Context<'_>, s: &Session, m: &NodeMigration) -> Result<(), NodeError> {
+    let node = m.node.as_str();
+    let client = cluster(cx.accesses, m).await?;
+    cordon_and_drain(cx, &client, node).await?;
     if let Some(config) = &m.server_config {
         write_server_config(s, node, config).await?;
     }
     on_host(s, node, "the switch from Flannel", &m.switch(), None).await?;
     cx.report(node, "K3s runs without Flannel; Flannel's interfaces and rules removed".into());
-    let what = format!("Cilium on {node}");
-    let evidence = wait::poll(&what, cx.budget, &report, || cilium_on_once(&client, node)).await.map_err(waited)?;
-    cx.report(node, evidence);
-    cordon(&client, node, false).await.map_err(kube)?;
-    on_host(s, node, "marking the node migrated", &NodeMigration::mark(), None).await?;
-    cx.report(node, "uncordoned".into());
+    ready_and_uncordon(cx, s, &client, m).await
+}
+
+/// The cutover's first half: out of the previous cluster (drained, its Node removed as `kubectl
+/// delete node` does after a drain), the agent stopped, Flannel's leftovers removed.
+async fn leave(cx: &Context<'_>, s: &Session, m: &NodeMigration) -> Result<(), NodeError> {
+    let node = m.node.as_str();
+    let kube = |source| NodeError::Kube { node: node.into(), source };
+    let client = cluster(cx.accesses, m).await?;
+    cordon_and_drain(cx, &client, node).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes.delete(node, &Default::default()).await.map_err(KubeError::from) {
+        Err(e) if !e.is_not_found() => return Err(kube(e)),
+        _ => {}
+    }
+    on_host(s, node, "leaving the previous cluster", &m.switch(), None).await?;
+    on_host(s, node, "marking the node", &m.mark(), None).await?;
+    cx.report(node, format!("removed from {}; K3s agent stopped; Flannel's leftovers removed", m.cluster));
     Ok(())
+}
+
+/// The cutover's second half, once the agent's new config has restarted it into the new cluster.
+async fn join(cx: &Context<'_>, s: &Session, m: &NodeMigration) -> Result<(), NodeError> {
+    let client = cluster(cx.accesses, m).await?;
+    ready_and_uncordon(cx, s, &client, m).await
 }
 
 /// Puts a node back where its rollback point was, as far as that can be: the control-plane
 /// node's previous server config (with Flannel) and K3s restarted, and the node uncordoned; an
 /// agent uncordoned only while its switch never ran (after it, its old network cannot come back
-/// alone: [`NodeError::LeftCordoned`]).
+/// alone: [`NodeError::LeftCordoned`]). A cutover's leave is undone by the files after it (the
+/// old agent config, written back, restarts the agent into the previous cluster, where the
+/// kubelet registers its Node again): here it is uncordoned there once back.
 pub async fn revert(
     accesses: &BTreeMap<Target, KubeAccess>,
     s: &Session,
@@ -198,6 +253,15 @@ pub async fn revert(
         Observed::Present(t) => t.as_str(),
         Observed::Absent => "",
     };
+    match m.stage {
+        // Nothing of its own to undo: the files before it are put back after it.
+        Stage::Join => return Ok(()),
+        Stage::Leave => {
+            let _ = on_host(s, node, "unmarking the node", &shell::remove_file(m.mark_path()), None).await;
+            return back_in_previous(accesses, m).await;
+        }
+        Stage::InPlace => {}
+    }
     if m.server_config.is_some() {
         if let Some(config) = nm::config_of(prior_text) {
             write_server_config(s, node, &config).await?;
@@ -215,5 +279,25 @@ pub async fn revert(
         }
     }
     let client = cluster(accesses, m).await?;
+    cordon(&client, node, false).await.map_err(|source| NodeError::Kube { node: node.into(), source })
+}
+
+/// After a cutover's leave is undone: the node registered again in the previous cluster (its
+/// agent restarted with the old config), and schedulable there.
+async fn back_in_previous(accesses: &BTreeMap<Target, KubeAccess>, m: &NodeMigration) -> Result<(), NodeError> {
+    let node = m.node.as_str();
+    let client = cluster(accesses, m).await?;
+    let budget = Budget { timeout: Duration::from_secs(120), interval: Duration::from_millis(500) };
+    let nodes: Api<Node> = Api::all(client.clone());
+    let back = wait::poll(&format!("{node} back in {}", m.cluster), budget, &|_| {}, || async {
+        Ok::<_, KubeError>(match nodes.get_opt(node).await? {
+            Some(_) => Readiness::Ready("registered".into()),
+            None => Readiness::Pending("not registered again yet".into()),
+        })
+    })
+    .await;
+    if let Err(source) = back {
+        return Err(NodeError::Wait { node: node.into(), source });
+    }
     cordon(&client, node, false).await.map_err(|source| NodeError::Kube { node: node.into(), source })
 }

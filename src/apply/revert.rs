@@ -45,22 +45,21 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             left.push(format!("{}: {e}", r.address));
         }
     }
-    for (r, prior) in applied.iter().rev() {
-        let crate::desired::Desired::NodeMigration(m) = &r.desired else { continue };
-        let result = match pool.get(targets, r.target()).await {
-            Ok(s) => crate::apply::node::revert(&targets.kube, &s, r, m, prior).await.map_err(|e| e.to_string()),
-            Err(e) => Err(format!("{}: {e}", r.address)),
-        };
-        if let Err(e) = result {
-            left.push(e);
+    // Hosts' resources newest first: a cutover's agent config goes back before the node's leave
+    // is undone (which waits for the node to be back in its previous cluster).
+    for (r, prior) in
+        applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos && r.provider != ProviderKind::Kube)
+    {
+        if let crate::desired::Desired::NodeMigration(m) = &r.desired {
+            let result = match pool.get(targets, r.target()).await {
+                Ok(s) => crate::apply::node::revert(&targets.kube, &s, r, m, prior).await.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("{}: {e}", r.address)),
+            };
+            if let Err(e) = result {
+                left.push(e);
+            }
+            continue;
         }
-    }
-    let generic = |r: &Resource| {
-        r.provider != ProviderKind::Vyos
-            && r.provider != ProviderKind::Kube
-            && !matches!(r.desired, crate::desired::Desired::NodeMigration(_))
-    };
-    for (r, prior) in applied.iter().rev().filter(|(r, _)| generic(r)) {
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }

@@ -41,20 +41,22 @@ impl Instance {
     }
 }
 
-/// The nodes a site step is rolled out over, one instance each after the site's own, in this
-/// order: with `cluster_migration: in-place`, A.2 moves every node of the running cluster, the
-/// control plane first (its server config turns Flannel off for the nodes after it).
+/// The nodes a site step is rolled out over, one instance each after the site's, in this order
+/// (the catalog's `per_node`): with `cluster_migration: in-place`, A.2 moves every node of the
+/// running cluster, the control plane first (its server config turns Flannel off for the nodes
+/// after it); with `new-cluster`, the cutover (A.5) moves every node that is not a new server.
 pub fn rollout_nodes(spec: &StepSpec, t: &Topology, site: &str) -> Vec<String> {
     use crate::topology::model::{MigrationChoice, NodeRole};
     let Some(s) = t.sites.iter().find(|s| s.name == site) else { return vec![] };
-    let in_place = spec.decisions.iter().any(|d| d == "cluster_migration")
-        && s.cluster.existing
-        && t.decisions.cluster_migration.get(site) == Some(&MigrationChoice::InPlace);
-    if !in_place {
-        return vec![];
-    }
+    let choice = t.decisions.cluster_migration.get(site);
     let (cp, rest): (Vec<_>, Vec<_>) = s.cluster.nodes.iter().partition(|n| n.role == NodeRole::ControlPlane);
-    cp.into_iter().chain(rest).map(|n| n.name.clone()).collect()
+    let nodes: Vec<_> = match (spec.per_node.as_deref(), choice) {
+        _ if !s.cluster.existing => vec![],
+        (Some("in-place"), Some(MigrationChoice::InPlace)) => cp.into_iter().chain(rest).collect(),
+        (Some("new-cluster"), Some(MigrationChoice::NewCluster)) => rest,
+        _ => vec![],
+    };
+    nodes.into_iter().map(|n| n.name.clone()).collect()
 }
 
 #[derive(Debug)]
@@ -93,6 +95,8 @@ fn holds(when: &str, t: &Topology, site: Option<&str>) -> bool {
     match (when, s) {
         ("new-cluster", Some(s)) => !s.cluster.existing,
         ("existing-cluster", Some(s)) => s.cluster.existing,
+        // A running cluster that a new one replaces (`cluster_migration: new-cluster`).
+        ("replaced-cluster", Some(s)) => s.cluster.existing && s.cluster.previous.is_some(),
         ("has-vms", Some(s)) => s.external_workloads.iter().any(|w| w.kind == WorkloadKind::Vm),
         ("has-bare-metal", Some(s)) => s.external_workloads.iter().any(|w| w.kind == WorkloadKind::BareMetal),
         ("multikueue", Some(s)) => t.multikueue.as_ref().is_some_and(|m| mk_sites(m).contains(&s.name.as_str())),

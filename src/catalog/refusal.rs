@@ -48,27 +48,10 @@ fn open_decisions(inst: &Instance, t: &Topology) -> Vec<(Path, &'static str)> {
 }
 
 /// A decided choice this build cannot carry out for `inst`: (decision field, why, what to do).
-fn unsupported(inst: &Instance, t: &Topology) -> Option<(Path, String, &'static str)> {
-    let d = &t.decisions;
-    // `new-cluster` builds a second cluster beside the running one; what A.2 does is migrate the
-    // running one (its K3s config rewritten, K3s restarted): the very outage the choice avoids.
-    if inst.spec.decisions.iter().any(|k| k == "cluster_migration")
-        && let Some(site) = &inst.site
-        && d.cluster_migration.get(site) == Some(&MigrationChoice::NewCluster)
-    {
-        return Some((
-            path!["decisions", "cluster_migration", site],
-            format!(
-                "step {} ({}) would rewrite the running cluster's K3s config and restart it, the outage \
-                 `new-cluster` exists to avoid: building the new cluster beside it is not in this build",
-                inst.key(),
-                inst.spec.title
-            ),
-            "choose `in-place` for the seed's migration in a maintenance window, or describe the new cluster \
-             as the site's cluster (`existing: false`, its new hosts as nodes: A.1 builds it with Cilium) and \
-             leave the running one out of the topology until you retire it (docs/runbook.md)",
-        ));
-    }
+/// Every choice of the seed's decisions is carried out now (`cluster_migration: new-cluster`
+/// was the last one); the refusal stays for a choice a later topology version may add before
+/// its steps exist.
+fn unsupported(_inst: &Instance, _t: &Topology) -> Option<(Path, String, &'static str)> {
     None
 }
 

@@ -71,11 +71,28 @@ pub struct StepSpec {
     /// The seed's validation for this step, run by `fabric verify`.
     #[serde(default)]
     pub check: Option<String>,
+    /// One instance per node after the site's, each needing the one before, when the site's
+    /// `cluster_migration` is this choice (`in-place`: every node, control plane first;
+    /// `new-cluster`: the nodes that move, not the new servers).
+    #[serde(default)]
+    pub per_node: Option<String>,
+    /// Runs only when `--step` names it (a cutover the operator chooses the moment of); plan and
+    /// apply leave it out of a phase or a whole run.
+    #[serde(default)]
+    pub explicit: bool,
 }
 
 /// Conditions a step's `when` may name; `instantiate.rs` evaluates them.
-pub const SELECTORS: &[&str] =
-    &["new-cluster", "existing-cluster", "has-vms", "has-bare-metal", "multikueue", "gateway", "gpu-sharing"];
+pub const SELECTORS: &[&str] = &[
+    "new-cluster",
+    "existing-cluster",
+    "replaced-cluster",
+    "has-vms",
+    "has-bare-metal",
+    "multikueue",
+    "gateway",
+    "gpu-sharing",
+];
 
 /// Decision keys a step may need; they are the field names of the topology's `decisions`.
 pub const DECISIONS: &[&str] = &["cluster_migration", "karmada_host", "argocd", "public_address", "drbd_cross_site"];

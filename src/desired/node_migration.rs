@@ -46,21 +46,62 @@ pub const CLEAN: &str = "flannel: nothing left";
 /// The line of a node that finished (checked and uncordoned).
 pub const FINISHED: &str = "node: migrated (Cilium agent ready, uncordoned)";
 const UNFINISHED: &str = "node: not migrated";
+/// The line of a node that left its previous cluster.
+pub const LEFT: &str = "node: left the previous cluster (drained, removed there, agent stopped)";
+const NOT_LEFT: &str = "node: still in the previous cluster";
+/// The line of a node that joined the new cluster.
+pub const JOINED: &str = "node: in the new cluster (Ready, Cilium agent ready, uncordoned)";
+const NOT_JOINED: &str = "node: not in the new cluster yet";
+
+/// Where the mark of a node that left its previous cluster lives (cutover, first half).
+pub const MARK_LEFT: &str = "/var/lib/rancher/k3s/fabric-left-previous-cluster";
+/// Where the mark of a node that joined the new cluster lives (cutover, second half).
+pub const MARK_JOINED: &str = "/var/lib/rancher/k3s/fabric-joined-new-cluster";
+
+/// Which part of a node's move this resource is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stage {
+    /// In place (A.2): the whole move of a node of the running cluster.
+    InPlace,
+    /// Cutover (A.5), first half: the node leaves the previous cluster (cordoned and drained
+    /// there, its Node removed, its K3s agent stopped, Flannel's leftovers removed). Its new
+    /// agent config and token come next, as files (the agent restarts into the new cluster).
+    Leave,
+    /// Cutover, second half: the node Ready in the new cluster with its Cilium agent.
+    Join,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NodeMigration {
     /// The Kubernetes Node (the topology's node name).
     pub node: String,
-    /// The node's cluster, whose API cordons, drains and watches it.
+    /// The cluster whose API cordons, drains and watches it: its own (in place), the previous
+    /// one (leave), the new one (join).
     pub cluster: Target,
     /// The control-plane node's K3s server config without Flannel (written, then K3s
     /// restarts); None on an agent.
     pub server_config: Option<String>,
+    pub stage: Stage,
 }
 
 impl NodeMigration {
+    /// The mark this stage writes once done.
+    pub fn mark_path(&self) -> &'static str {
+        match self.stage {
+            Stage::InPlace => MARK,
+            Stage::Leave => MARK_LEFT,
+            Stage::Join => MARK_JOINED,
+        }
+    }
+
     /// The state fabric wants, as [`parse_read`] prints it.
     pub fn text(&self) -> String {
+        match self.stage {
+            Stage::InPlace => {}
+            Stage::Leave => return format!("{CLEAN}\n{LEFT}\n"),
+            Stage::Join => return format!("{JOINED}\n"),
+        }
         let mut t = format!("{CLEAN}\n{FINISHED}\n");
         if let Some(c) = &self.server_config {
             t.push_str(&config_lines(Some(c)));
@@ -79,7 +120,7 @@ impl NodeMigration {
              for f in /run/flannel/subnet.env /var/lib/rancher/k3s/agent/etc/cni/net.d/10-flannel.conflist; do [ -e \"$f\" ] && echo \"file $f\"; done; \
              [ -e {} ] && echo marked; \
              if [ -n {} ]; then echo '--- config'; [ -e {} ] && cat -- {}; fi; exit 0",
-            MARK,
+            self.mark_path(),
             config,
             config,
             config,
@@ -102,12 +143,19 @@ impl NodeMigration {
         if self.server_config.is_some() {
             return cleanup;
         }
+        if self.stage == Stage::Leave {
+            // Stopped, not restarted: it starts again when its new config is written.
+            return sh!(
+                "if systemctl cat k3s-agent >/dev/null 2>&1; then systemctl stop k3s-agent || exit 1; fi; {}",
+                cleanup
+            );
+        }
         sh!("if systemctl cat k3s-agent >/dev/null 2>&1; then systemctl restart k3s-agent || exit 1; fi; {}", cleanup)
     }
 
-    /// Step 5's mark.
-    pub fn mark() -> Sh {
-        sh!("mkdir -p /var/lib/rancher/k3s && : > {}", MARK)
+    /// Step 5's mark (or a cutover stage's).
+    pub fn mark(&self) -> Sh {
+        sh!("mkdir -p /var/lib/rancher/k3s && : > {}", self.mark_path())
     }
 }
 
@@ -123,6 +171,12 @@ fn config_lines(config: Option<&str>) -> String {
 /// makes are taken (an interface or chain name of plain characters, a known file, the mark); the
 /// config is file content, kept as such.
 pub fn parse_read(answer: &str, with_config: bool) -> String {
+    parse_read_at(answer, with_config, Stage::InPlace)
+}
+
+/// [`parse_read`] for a stage: a leave shows the leftovers and whether it left; a join only
+/// whether it joined.
+pub fn parse_read_at(answer: &str, with_config: bool, stage: Stage) -> String {
     let (state, config) = match answer.split_once("--- config\n") {
         Some((s, c)) => (s, Some(c)),
         None => (answer.strip_suffix("--- config").unwrap_or(answer), None),
@@ -139,8 +193,16 @@ pub fn parse_read(answer: &str, with_config: bool) -> String {
             _ => {}
         }
     }
+    if stage == Stage::Join {
+        return format!("{}\n", if marked { JOINED } else { NOT_JOINED });
+    }
     let mut t = if left.is_empty() { format!("{CLEAN}\n") } else { left.join("\n") + "\n" };
-    t.push_str(if marked { FINISHED } else { UNFINISHED });
+    t.push_str(match (stage, marked) {
+        (Stage::Leave, true) => LEFT,
+        (Stage::Leave, false) => NOT_LEFT,
+        (_, true) => FINISHED,
+        (_, false) => UNFINISHED,
+    });
     t.push('\n');
     if with_config {
         let c = config.filter(|c| !c.is_empty());
@@ -196,7 +258,12 @@ mod tests {
     use super::*;
 
     fn agent() -> NodeMigration {
-        NodeMigration { node: "franca-gpu1".into(), cluster: Target::cluster("franca"), server_config: None }
+        NodeMigration {
+            node: "franca-gpu1".into(),
+            cluster: Target::cluster("franca"),
+            server_config: None,
+            stage: Stage::InPlace,
+        }
     }
 
     #[test]
@@ -234,6 +301,14 @@ mod tests {
             assert!(m.read().contains(l) && m.switch().contains(l), "{l} is read and removed");
         }
         assert!(agent().switch().as_str().contains("systemctl restart k3s-agent"));
+        let leave = NodeMigration { stage: Stage::Leave, ..agent() };
+        assert!(leave.switch().contains("systemctl stop k3s-agent") && !leave.switch().contains("restart"));
+        assert!(leave.read().contains(MARK_LEFT) && leave.mark().contains(MARK_LEFT));
+        assert_eq!(parse_read_at("marked\n", false, Stage::Leave), leave.text());
+        assert_ne!(parse_read_at("link flannel.1\n", false, Stage::Leave), leave.text());
+        let join = NodeMigration { stage: Stage::Join, ..agent() };
+        assert_eq!(parse_read_at("link flannel.1\nmarked\n", false, Stage::Join), join.text());
+        assert_ne!(parse_read_at("", false, Stage::Join), join.text());
     }
 
     #[test]

@@ -55,6 +55,16 @@ pub fn k3s_agent_config(s: &Site, w: &ExternalWorkload) -> Value {
     })
 }
 
+/// K3s agent config of a node moved into a new cluster by the cutover (A.5): the new cluster's
+/// server, its join token (copied at apply time, never rendered), the node's address.
+pub fn k3s_moved_agent_config(s: &Site, address: &str, token_file: &str) -> Value {
+    json!({
+        "server": format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0),
+        "token-file": token_file,
+        "node-ip": address,
+    })
+}
+
 /// Text for a wg-quick comment line: wg-quick reads a file line by line, so a line break in a
 /// name would start a line of its own (`PostUp = …` runs as root). Control characters (the
 /// topology refuses them) become U+FFFD.

@@ -37,6 +37,14 @@ impl Targets {
                 Target::cluster(&s.name),
                 crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
             );
+            // The running cluster a new one replaces (cutover, A.5).
+            if let Some(p) = &s.cluster.previous {
+                let k = &p.kubeconfig;
+                kube.insert(
+                    crate::steps::previous_cluster(&s.name),
+                    crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
+                );
+            }
             let target = Target::router(&s.name);
             ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &s.router.ssh, config));
             let kind = match s.router.kind {

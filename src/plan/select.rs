@@ -97,7 +97,9 @@ impl Selection {
         self.check_names(catalog, g, t)?;
         let matches = |n: NodeIndex| {
             let i = &g.graph[n];
-            (self.phases.is_empty() || self.phases.iter().any(|p| p.eq_ignore_ascii_case(&i.phase)))
+            // An explicit step (the cutover) only when `--step` names it.
+            (!i.spec.explicit || self.steps.iter().any(|s| selects(s, i)))
+                && (self.phases.is_empty() || self.phases.iter().any(|p| p.eq_ignore_ascii_case(&i.phase)))
                 && (self.steps.is_empty() || self.steps.iter().any(|s| selects(s, i)))
                 && (self.sites.is_empty() || i.site.as_ref().is_none_or(|s| self.sites.contains(s)))
         };

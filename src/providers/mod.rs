@@ -366,9 +366,10 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
                 return Err(failed(r, "read", &o));
             }
             // The host's answer is input: only the lines the read makes are taken.
-            Ok(Observed::Present(crate::desired::node_migration::parse_read(
+            Ok(Observed::Present(crate::desired::node_migration::parse_read_at(
                 &o.stdout_str(),
                 m.server_config.is_some(),
+                m.stage,
             )))
         }
         (ProviderKind::Vyos, _) => {

@@ -12,11 +12,11 @@
 
 use futures::future::BoxFuture;
 
-use super::a1_new_cluster::{cilium_chart, cilium_healthy};
+use super::a1_new_cluster::{cilium_chart, cilium_healthy, k3s_with_cilium};
 use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
-use crate::desired::node_migration::NodeMigration;
+use crate::desired::node_migration::{NodeMigration, Stage};
 use crate::desired::{Desired, Out, ProviderKind, Resource, text, yaml};
 use crate::topology::model::NodeRole;
 
@@ -28,7 +28,13 @@ impl Step for A2 {
     }
 
     fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
+        let new_cluster = inst.site.as_ref().is_some_and(|s| {
+            out.t.decisions.cluster_migration.get(s) == Some(&crate::topology::model::MigrationChoice::NewCluster)
+        });
         match &inst.node {
+            // `new-cluster`: the new cluster on its server hosts, as A.1 builds one (the running
+            // cluster is not touched: A.5 moves its nodes when the operator says).
+            None if new_cluster => k3s_with_cilium(inst, out),
             None => cilium_chart(inst, out),
             Some(node) => migrate_node(inst, out, node),
         }
@@ -49,6 +55,7 @@ fn migrate_node(inst: &Instance, out: &mut Out<'_>, node: &str) {
             node: n.name.clone(),
             cluster: Target::cluster(&s.name),
             server_config: server.then(|| yaml::to_string(&text::k3s_server_config(s))),
+            stage: Stage::InPlace,
         };
         let summary = if server {
             "cordon, drain, K3s server config without Flannel (K3s restarts), Flannel's interfaces and rules removed, Cilium agent ready, uncordon"

@@ -69,6 +69,7 @@ steps! {
     a2_existing_cluster::A2,
     a3_vms::A3,
     a4_bare_metal::A4,
+    a5_cutover::A5,
     b1_tunnel::B1,
     b2_cluster_mesh::B2,
     b3_global_services::B3,
@@ -86,6 +87,8 @@ steps! {
     d5_gpu_sharing::D5,
     g1_gateway::G1,
 }
+
+pub use a5_cutover::previous as previous_cluster;
 
 /// The module of a catalog step.
 pub fn get(id: &str) -> Option<&'static dyn Step> {

@@ -365,8 +365,22 @@ pub struct Cluster {
     /// plugin (its chart tolerates `nvidia.com/gpu`). Other pods stay off the GPU nodes.
     #[serde(default)]
     pub gpu_taint: bool,
-    /// The cluster's nodes.
+    /// The cluster's nodes. With `cluster_migration: new-cluster`, those of the new cluster: its
+    /// control-plane nodes are the new server hosts (A.2 builds the cluster there), and its other
+    /// nodes run in the `previous` cluster until the cutover (A.5) moves them, one at a time.
     pub nodes: Vec<Node>,
+    /// The running Flannel cluster that `cluster_migration: new-cluster` replaces: fabric never
+    /// changes it except at the cutover (A.5), which drains each moving node there and removes it.
+    #[serde(default)]
+    pub previous: Option<PreviousCluster>,
+}
+
+/// The cluster a new one replaces (`cluster_migration: new-cluster`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PreviousCluster {
+    /// kubeconfig of the running cluster's API (the cutover cordons, drains and removes its nodes).
+    pub kubeconfig: KubeAccess,
 }
 
 fn default_api_port() -> Port {

@@ -813,6 +813,72 @@ fn versions(t: &Topology, out: &mut Vec<Problem>) {
         );
     }
 }
+/// What a site's `cluster_migration` needs of its cluster: SSH to every node (each node moves on
+/// the node itself), and for `new-cluster` the running cluster's kubeconfig.
+fn migration(
+    i: usize,
+    s: &crate::topology::model::Site,
+    d: &crate::topology::model::Decisions,
+    out: &mut Vec<Problem>,
+) {
+    let in_place = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::InPlace);
+    if s.cluster.existing && in_place {
+        // Each node's migration runs on the node itself (its K3s, Flannel's interfaces).
+        for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
+            out.push(
+                Problem::error(
+                    "topology::decision",
+                    path!["sites", i, "cluster", "nodes", j],
+                    format!("node `{}` has no `ssh`, but an in-place migration moves every node of the cluster", n.name),
+                )
+                .label("no ssh")
+                .related(path!["decisions", "cluster_migration", &s.name], "decided in-place here")
+                .help("add `ssh: { host: … }` to the node: fabric restarts its K3s and removes Flannel's interfaces and rules there"),
+            );
+        }
+    }
+    let new_cluster = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::NewCluster);
+    if s.cluster.existing && new_cluster {
+        if s.cluster.previous.is_none() {
+            out.push(
+                Problem::error(
+                    "topology::decision",
+                    path!["sites", i, "cluster"],
+                    format!(
+                        "site `{}` builds a new cluster beside the running one, but `cluster.previous` (the running cluster's kubeconfig) is not set",
+                        s.name
+                    ),
+                )
+                .label("no previous")
+                .related(path!["decisions", "cluster_migration", &s.name], "decided new-cluster here")
+                .help("add `previous: { kubeconfig: { path: … } }` to the cluster: the cutover (A.5) drains each moving node there; `nodes` and `kubeconfig` describe the new cluster"),
+            );
+        }
+        // The new server is installed over SSH, and the cutover runs on every moving node.
+        for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
+            out.push(
+                Problem::error(
+                    "topology::decision",
+                    path!["sites", i, "cluster", "nodes", j],
+                    format!("node `{}` has no `ssh`, but a new cluster is built on its server hosts and the cutover moves every other node", n.name),
+                )
+                .label("no ssh")
+                .related(path!["decisions", "cluster_migration", &s.name], "decided new-cluster here")
+                .help("add `ssh: { host: … }` to the node"),
+            );
+        }
+    } else if s.cluster.previous.is_some() {
+        out.push(
+            Problem::error(
+                "topology::decision",
+                path!["sites", i, "cluster", "previous"],
+                format!("`cluster.previous` of site `{}` is only for `cluster_migration: new-cluster` on an existing cluster", s.name),
+            )
+            .label("not a new-cluster migration")
+            .help("remove `previous`, or decide `new-cluster` for this site with `existing: true`"),
+        );
+    }
+}
 
 fn decisions(t: &Topology, out: &mut Vec<Problem>) {
     let d = &t.decisions;
@@ -830,22 +896,7 @@ fn decisions(t: &Topology, out: &mut Vec<Problem>) {
                 .help("add `public_address: a.b.c.d` to the router, or decide `dynamic`"),
             );
         }
-        let in_place = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::InPlace);
-        if s.cluster.existing && in_place {
-            // Each node's migration runs on the node itself (its K3s, Flannel's interfaces).
-            for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
-                out.push(
-                    Problem::error(
-                        "topology::decision",
-                        path!["sites", i, "cluster", "nodes", j],
-                        format!("node `{}` has no `ssh`, but an in-place migration moves every node of the cluster", n.name),
-                    )
-                    .label("no ssh")
-                    .related(path!["decisions", "cluster_migration", &s.name], "decided in-place here")
-                    .help("add `ssh: { host: … }` to the node: fabric restarts its K3s and removes Flannel's interfaces and rules there"),
-                );
-            }
-        }
+        migration(i, s, d, out);
         if !s.cluster.existing && d.cluster_migration.contains_key(&s.name) {
             out.push(
                 Problem::warning(

@@ -254,8 +254,16 @@ pub async fn revert(
         Observed::Absent => "",
     };
     match m.stage {
-        // Nothing of its own to undo: the files before it are put back after it.
-        Stage::Join => return Ok(()),
+        // The files before it are put back after it (the agent restarts into the previous
+        // cluster); its Node in the new cluster would stay NotReady there: removed.
+        Stage::Join => {
+            let client = cluster(accesses, m).await?;
+            let nodes: Api<Node> = Api::all(client);
+            return match nodes.delete(node, &Default::default()).await.map_err(KubeError::from) {
+                Err(e) if !e.is_not_found() => Err(NodeError::Kube { node: node.into(), source: e }),
+                _ => Ok(()),
+            };
+        }
         Stage::Leave => {
             let _ = on_host(s, node, "unmarking the node", &shell::remove_file(m.mark_path()), None).await;
             return back_in_previous(accesses, m).await;

@@ -9,12 +9,14 @@
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
 //! * [`file_server`]: files over HTTP on loopback (the K3s bundle fetched by URL);
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
+//! * [`k3s_node`]: a Flannel K3s node as it is before fabric moves it, on a lab host;
 //! * [`run`]: running the `fabric` binary.
 
 use std::path::Path;
 
 pub mod cilium_mesh;
 pub mod file_server;
+pub mod k3s_node;
 pub mod kai;
 pub mod karmada;
 pub mod kube_api;

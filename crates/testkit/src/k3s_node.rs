@@ -1,0 +1,59 @@
+//! K3s nodes as they are before fabric moves them to Cilium, made for real on lab hosts: what a
+//! Flannel node has (a `flannel.1` VXLAN interface, the `cni0` bridge, Flannel's and kube-proxy's
+//! iptables chains, `/run/flannel/subnet.env`, K3s's Flannel CNI configuration), a stand-in
+//! `systemctl` (the lab has no systemd) that records restarts, and the Pods a cluster shows for
+//! them (`put_raw` into the test API server, as their controllers would make them).
+
+use serde_json::json;
+
+use crate::lab;
+use crate::run::out;
+
+pub const SYSTEMCTL: &str = "#!/bin/sh\n# stand-in systemctl: a K3s unit exists when its file does; restarts are recorded\n\
+case \"$1\" in\ncat) [ -f \"/etc/systemd/system/$2.service\" ] ;;\n\
+restart) echo \"restart $2\" >>/var/lib/rancher/systemctl.log ;;\n*) exit 0 ;;\nesac\n";
+
+/// What a node of a Flannel cluster has on the host, made for real in the host's namespace.
+pub fn flannel_node(lab: &lab::Lab, host: &str, unit: &str) {
+    let script = format!(
+        "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{SYSTEMCTL}EOF\nchmod 755 /usr/local/bin/systemctl; \
+         mkdir -p /etc/systemd/system /var/lib/rancher/k3s/agent/etc/cni/net.d /run/flannel; \
+         printf '[Service]\\nExecStart=/usr/local/bin/k3s\\n' > /etc/systemd/system/{unit}.service; \
+         ip link add flannel.1 type vxlan id 1 dstport 8472; ip link add cni0 type bridge; \
+         iptables -N FLANNEL-FWD; iptables -A FORWARD -s 10.42.0.0/16 -m comment --comment 'flanneld forward' -j FLANNEL-FWD; \
+         iptables -t nat -N FLANNEL-POSTRTG; iptables -t nat -A POSTROUTING -m comment --comment 'flanneld masq' -j FLANNEL-POSTRTG; \
+         iptables -t nat -N KUBE-SERVICES; iptables -t nat -A PREROUTING -m comment --comment 'kubernetes service portals' -j KUBE-SERVICES; \
+         iptables -A INPUT -p tcp --dport 22 -m comment --comment 'lab keeps this' -j ACCEPT; \
+         echo 'FLANNEL_NETWORK=10.42.0.0/16' > /run/flannel/subnet.env; \
+         echo '{{\"name\":\"cbr0\"}}' > /var/lib/rancher/k3s/agent/etc/cni/net.d/10-flannel.conflist"
+    );
+    let o = lab.exec(host, &script);
+    assert!(o.status.success(), "{host}: {}", out(&o));
+}
+
+/// What is left of Flannel on a host, one word each.
+pub fn leftovers(lab: &lab::Lab, host: &str) -> String {
+    let o = lab.exec(
+        host,
+        "for l in flannel.1 cni0; do ip link show dev $l >/dev/null 2>&1 && echo $l; done; \
+         iptables-save | grep -o -e FLANNEL-FWD -e FLANNEL-POSTRTG -e KUBE-SERVICES | sort -u; \
+         [ -e /run/flannel/subnet.env ] && echo subnet.env; \
+         [ -e /var/lib/rancher/k3s/agent/etc/cni/net.d/10-flannel.conflist ] && echo conflist; true",
+    );
+    String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+pub fn pod(name: &str, ns: &str, node: &str, labels: serde_json::Value, owner: &str, ready: bool) -> serde_json::Value {
+    let status = if ready {
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    } else {
+        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
+               "containerStatuses": [{"name": "cilium-agent", "ready": false, "restartCount": 4,
+                                      "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
+    };
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": ns, "labels": labels,
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1", "controller": true}]},
+           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/c"}]},
+           "status": status})
+}

@@ -885,3 +885,20 @@ pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
         }),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// KAI Scheduler's GPU reservation pods are bound with `spec.nodeName` and tolerate nothing
+    /// (its binder's `createResourceReservationPod`): a `NoSchedule` taint leaves them alone (only
+    /// the scheduler checks it), a `NoExecute` one would evict them and break GPU sharing.
+    #[test]
+    fn the_gpu_taint_is_noschedule_so_kai_reservation_pods_stay() {
+        let t = taint(GPU_TAINT);
+        assert_eq!(t["effect"], "NoSchedule", "{t}");
+        assert_eq!(t["key"], "nvidia.com/gpu");
+        let tol = toleration(GPU_TAINT);
+        assert_eq!((tol["key"].clone(), tol["effect"].clone()), (t["key"].clone(), t["effect"].clone()));
+    }
+}

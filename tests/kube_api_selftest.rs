@@ -269,7 +269,7 @@ async fn unserved_kinds_and_paths_are_404_status() {
     let s = server().await;
     assert_status(&get(&s, "/apis/kueue.x-k8s.io/v1alpha9/clusterqueues").await, 404, "NotFound");
     assert_status(&get(&s, "/apis/example.com/v1/widgets").await, 404, "NotFound");
-    assert_status(&get(&s, "/api/v1/pods").await, 404, "NotFound");
+    assert_status(&get(&s, "/api/v1/persistentvolumes").await, 404, "NotFound");
     let r = apply(
         &s,
         "/apis/example.com/v1/widgets/w",

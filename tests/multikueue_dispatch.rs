@@ -14,7 +14,7 @@ use fabric::catalog::{Catalog, StepGraph};
 use fabric::live::observe::{self, Targets};
 use fabric::topology::Topology;
 use fabric::transport::ssh_config::SshConfig;
-use fabric_testkit::kube_api::{ExampleFabric, TestApiServer};
+use fabric_testkit::kube_api::{ExampleFabric, TestApiServer, shared_schemas, with_test_kubeconfigs};
 use fabric_testkit::{kueue, run};
 use serde_json::{Value, json};
 
@@ -175,4 +175,99 @@ async fn a_queue_borrows_what_its_cohort_leaves_unused() {
     kueue::finish(&f.sp, "batch", "big");
     let ev = settle(&f);
     assert_eq!(ev, ["sp: ai/small admitted on gpu-a5000", "sp: ai/small completed"], "4 GPUs never fit sp's 3");
+}
+
+// ---- MultiKueue's manager on Karmada's VM (tests/data/multikueue-vm.yaml) --------------------
+
+/// The example's servers with a fourth, the K3s of Karmada's VM, and the topology whose
+/// MultiKueue manager it is (workers `[franca, sp]`); fabric has applied D.1 to D.3.
+async fn vm_manager(name: &str) -> (ExampleFabric, TestApiServer, Topology) {
+    let mut f = ExampleFabric::start(name);
+    let vm = TestApiServer::start_blocking(shared_schemas());
+    vm.kubeconfig(&f.dir.join("karmada-vm.yaml"), "karmada-vm");
+    vm.simulate_controllers(Duration::from_millis(50));
+    f.text = with_test_kubeconfigs(include_str!("data/multikueue-vm.yaml"), &f.dir);
+    std::fs::write(f.dir.join("topology.yaml"), &f.text).unwrap();
+    let t = apply_d_steps(&f).await;
+    vm.hold("Job", true);
+    (f, vm, t)
+}
+
+/// Kueue and MultiKueue over the VM and both sites until nothing more happens; `first` is the
+/// site whose Kueue answers first when both have room (real Kueue: whichever reserves first).
+fn settle_vm(f: &ExampleFabric, vm: &TestApiServer, first: &str) -> Vec<String> {
+    let sites =
+        if first == "sp" { [("sp", &f.sp), ("franca", &f.franca)] } else { [("franca", &f.franca), ("sp", &f.sp)] };
+    let clusters = [("karmada-vm", vm), sites[0], sites[1]];
+    let mut all = Vec::new();
+    for _ in 0..10 {
+        let ev = kueue::reconcile(&clusters);
+        if ev.is_empty() {
+            return all;
+        }
+        all.extend(ev);
+    }
+    panic!("Kueue does not settle: {all:#?}");
+}
+
+/// The events of a short Job `name` submitted at the VM that runs and finishes at `site`.
+fn ran_at(name: &str, site: &str, flavor: &str) -> Vec<String> {
+    vec![
+        format!("karmada-vm: batch/{name} dispatched to {site}"),
+        format!("{site}: batch/{name} admitted on {flavor}"),
+        format!("{site}: batch/{name} completed"),
+        format!("karmada-vm: batch/{name} finished in {site}; its copy there removed"),
+    ]
+}
+
+/// Jobs submitted at the VM: Franca free, a Job runs in Franca; Franca's batch quota full, the
+/// next runs in SP. Both free, Kueue gives no preference: the Job runs where a worker reserved
+/// first, even SP though Franca is listed first. D.4's verify reads where its Job went.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_on_karmadas_vm_sends_a_job_to_a_site_with_room() {
+    let (f, vm, t) = vm_manager("multikueue-vm").await;
+    let config = vm.object("kueue.x-k8s.io/v1beta2", "MultiKueueConfig", None, "multikueue").unwrap();
+    assert_eq!(config["spec"]["clusters"], json!(["franca", "sp"]));
+
+    // Franca has room: D.4's Job runs there, and verify sees it finished in a worker.
+    vm.put_raw(d4_job(&t));
+    assert_eq!(settle_vm(&f, &vm, "franca"), ran_at("fabric-multikueue-test", "franca", "gpu-a5500"));
+    assert!(kueue::finished(&job(&vm, "batch", "fabric-multikueue-test").unwrap()));
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("completed in a worker (MultiKueue copied its status to karmada-vm"), "{out}");
+
+    // Franca's batch queue full (its 2 GPUs and, through the cohort, interactive's one): SP.
+    f.franca.put_raw(holder("hold-batch", "batch", "batch", 2));
+    f.franca.put_raw(holder("hold-interactive", "ai", "interactive", 1));
+    assert_eq!(settle_vm(&f, &vm, "franca").len(), 2, "Franca's holders admitted");
+    vm.put_raw(short("overflow", "batch", "batch"));
+    assert_eq!(settle_vm(&f, &vm, "franca"), ran_at("overflow", "sp", "gpu-a5000"));
+
+    // Both have room again: whichever worker's Kueue reserves first gets the Job.
+    kueue::finish(&f.franca, "batch", "hold-batch");
+    kueue::finish(&f.franca, "ai", "hold-interactive");
+    vm.put_raw(short("either", "batch", "batch"));
+    assert_eq!(settle_vm(&f, &vm, "sp"), ran_at("either", "sp", "gpu-a5000"), "no preference for Franca");
+    assert!(job(&f.franca, "batch", "either").is_none());
+}
+
+/// Both sites' batch queues full: the Job waits at the VM (verify says so), and runs at the first
+/// site that frees its GPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_on_karmadas_vm_waits_while_no_site_has_room() {
+    let (f, vm, t) = vm_manager("multikueue-vm-full").await;
+    for s in [&f.franca, &f.sp] {
+        s.put_raw(holder("hold-batch", "batch", "batch", 3));
+    }
+    assert_eq!(settle_vm(&f, &vm, "franca").len(), 2, "each site's 3 GPUs held");
+    vm.put_raw(d4_job(&t));
+    assert_eq!(settle_vm(&f, &vm, "franca"), Vec::<String>::new(), "no worker has room");
+    assert_eq!(job(&vm, "batch", "fabric-multikueue-test").unwrap()["spec"]["suspend"], true);
+    let (code, out) = verify_d4(&f);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("is in no worker (franca, sp): not dispatched yet (queued in karmada-vm"), "{out}");
+
+    kueue::finish(&f.sp, "batch", "hold-batch");
+    assert_eq!(settle_vm(&f, &vm, "franca"), ran_at("fabric-multikueue-test", "sp", "gpu-a5000"));
 }

@@ -127,6 +127,35 @@ fn every_kubernetes_object_of_three_sites_matches_its_schema() {
     assert!(checked >= 38, "only {checked} objects had a schema");
 }
 
+/// MultiKueue's manager on Karmada's VM: Kueue's manager objects there, the workers' queues at
+/// the sites, and every object valid.
+#[test]
+fn every_kubernetes_object_of_a_multikueue_manager_on_karmadas_vm_matches_its_schema() {
+    let r = rendered("tests/data/multikueue-vm.yaml");
+    let (checked, _) = validate_all(&r.objects);
+    assert!(checked >= 29, "only {checked} objects had a schema");
+    let at = |target: &str, kind: &str, name: &str| {
+        r.objects.iter().find(|(a, o)| a.starts_with(target) && o["kind"] == kind && o["metadata"]["name"] == name)
+    };
+    let (_, config) = at("cluster.karmada-vm/", "MultiKueueConfig", "multikueue").expect("the config at the VM");
+    assert_eq!(config["spec"]["clusters"], serde_json::json!(["franca", "sp"]), "the topology's order");
+    let (_, cq) = at("cluster.karmada-vm/", "ClusterQueue", "gpu-batch").expect("the dispatching queue at the VM");
+    assert_eq!(cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"], 4, "2 + 2: {cq:#}");
+    assert_eq!(cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"], "multikueue");
+    assert!(cq["spec"].get("cohortName").is_none(), "{cq:#}");
+    for w in ["franca", "sp"] {
+        assert!(at("cluster.karmada-vm/", "MultiKueueCluster", w).is_some(), "{w}");
+        let (_, local) = at(&format!("cluster.{w}/"), "ClusterQueue", "gpu-batch").expect("the worker's own queue");
+        assert!(local["spec"].get("admissionChecksStrategy").is_none(), "{w}: {local:#}");
+        assert!(at(&format!("cluster.{w}/"), "LocalQueue", "batch").is_some(), "{w}");
+    }
+    let (_, job) = at("cluster.karmada-vm/", "Job", "fabric-multikueue-test").expect("D.4's Job at the VM");
+    assert_eq!(job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"], "batch");
+    let (_, chart) = at("cluster.karmada-vm/", "HelmChart", "kueue").expect("Kueue at the VM");
+    assert!(chart["spec"]["valuesContent"].as_str().unwrap().contains("MultiKueue"), "{chart:#}");
+    assert!(at("cluster.franca/", "AdmissionCheck", "multikueue").is_none(), "Franca is only a worker");
+}
+
 #[test]
 fn the_rendered_files_parse_back_into_valid_objects() {
     let r = rendered("topology.example.yaml");

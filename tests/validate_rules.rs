@@ -731,3 +731,56 @@ fn an_in_place_migration_needs_ssh_on_every_node_of_the_cluster() {
     };
     assert!(!messages(&d).iter().any(|m| m.contains("franca-gpu2")), "{:?}", messages(&d));
 }
+
+const MK_VM: &str = include_str!("data/multikueue-vm.yaml");
+
+/// MultiKueue's manager may be Karmada's dedicated VM (tests/data/multikueue-vm.yaml), only
+/// while Karmada runs there; any other name is an unknown reference, which lists the VM.
+#[test]
+fn the_multikueue_manager_is_a_site_or_karmadas_dedicated_vm() {
+    let l = valid(MK_VM);
+    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
+    assert_eq!(l.topology.multikueue_vm().map(|vm| vm.name.as_str()), Some("karmada-vm"));
+    // Franca's gpu-batch is then a queue of Franca's GPUs, counted against them as any other.
+    let text = MK_VM.replacen("gpu_quota: 2\n", "gpu_quota: 3\n", 1);
+    let d = errors(&text);
+    assert!(
+        d.iter().any(|d| d.problem.code == "topology::quota"
+            && d.problem.message.contains("queues of site `franca` have 4 GPUs")),
+        "{:?}",
+        messages(&d)
+    );
+
+    let text = MK_VM.replace("karmada_host: dedicated-vm", "karmada_host: host-cluster");
+    let d = errors(&text);
+    let at = pos(&text, "multikueue:", "karmada-vm");
+    let e = expect_one(&d, "topology::multikueue", "Karmada's VM `karmada-vm`, but Karmada does not run on it", at);
+    assert!(e.problem.help.unwrap().contains("karmada_host: dedicated-vm"));
+
+    let text = MK_VM.replace("manager: karmada-vm", "manager: karmada-box");
+    let d = errors(&text);
+    let e = expect_one(
+        &d,
+        "topology::reference",
+        "no site or Karmada VM named `karmada-box`",
+        pos(&text, "multikueue:", "karmada-box"),
+    );
+    assert!(e.problem.help.unwrap().contains("did you mean `karmada-vm`?"));
+    // Without a VM, the VM's name is no manager either.
+    let text = mutate("multikueue:", "manager: franca", "manager: karmada-vm");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::reference",
+        "no site or Karmada VM named `karmada-vm`",
+        pos(&text, "multikueue:", "karmada-vm"),
+    );
+    // The queue must exist at every worker; the VM's is made from theirs.
+    let text = MK_VM.replacen("name: gpu-batch ", "name: gpu-bulk ", 1);
+    let d = errors(&text);
+    assert!(
+        d.iter().any(|d| d.problem.message == "queue `gpu-batch` does not exist at site `franca`"),
+        "{:?}",
+        messages(&d)
+    );
+}

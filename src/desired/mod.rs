@@ -274,6 +274,55 @@ pub fn flavor(s: &Site) -> String {
     gpu_model(s).map(|m| format!("gpu-{m}")).unwrap_or_else(|| "default".into())
 }
 
+/// Where MultiKueue's manager runs: its cluster (`cluster.<manager>`, a site's or Karmada's
+/// VM's) and the site it counts as for `--site` (the VM's is Karmada's host site, as in C.1).
+pub fn multikueue_manager(t: &Topology) -> Option<(Target, &str)> {
+    let mk = t.multikueue.as_ref()?;
+    let site = if t.multikueue_vm().is_some() { &t.federation.karmada.host_site } else { &mk.manager };
+    Some((Target::cluster(&mk.manager), site.as_str()))
+}
+
+/// The ResourceFlavor of the dispatching queue at Karmada's VM: no node labels, since no Job
+/// runs there (the workers' own queues choose their GPUs).
+pub const DISPATCH_FLAVOR: &str = "default";
+
+/// The dispatching ClusterQueue at the manager: a manager site's own queue of that name, or, at
+/// Karmada's VM, one made from the workers' queues of that name. Its GPU quota (and CPU and
+/// memory when every worker's queue has one) is their total: the quota at the manager only
+/// bounds how many Jobs are out for dispatch, and Kueue's MultiKueue concept asks for "the total
+/// quotas in the worker clusters". Its LocalQueues are the workers', each once, in the workers'
+/// order: MultiKueue creates a Job in a worker under its namespace and LocalQueue name.
+pub fn dispatch_queue(t: &Topology) -> Option<ClusterQueue> {
+    let mk = t.multikueue.as_ref()?;
+    let of = |site: &str| t.sites.iter().find(|s| s.name == site)?.queues.iter().find(|q| q.name == mk.queue);
+    if t.multikueue_vm().is_none() {
+        return of(&mk.manager).cloned();
+    }
+    let queues: Vec<&ClusterQueue> = mk.workers.iter().filter_map(|w| of(w)).collect();
+    if queues.is_empty() {
+        return None;
+    }
+    let total = |f: fn(&ClusterQueue) -> Option<u32>| queues.iter().map(|q| f(q)).sum::<Option<u32>>();
+    let mut local_queues: Vec<LocalQueue> = Vec::new();
+    for l in queues.iter().flat_map(|q| &q.local_queues) {
+        if !local_queues.iter().any(|x| x.name == l.name && x.namespace == l.namespace) {
+            local_queues.push(l.clone());
+        }
+    }
+    Some(ClusterQueue {
+        name: mk.queue.clone(),
+        gpu_quota: queues.iter().map(|q| q.gpu_quota).sum(),
+        cpu_quota: total(|q| q.cpu_quota),
+        memory_gib_quota: total(|q| q.memory_gib_quota),
+        local_queues,
+    })
+}
+
+/// The cohort of a site's ClusterQueues: they lend one another the GPUs they leave unused.
+pub fn cohort(s: &Site) -> String {
+    format!("{}-gpu", s.name)
+}
+
 /// Whether `q` is the MultiKueue queue of its site (made with its admission check by D.3).
 pub fn is_dispatch_queue(t: &Topology, s: &Site, q: &ClusterQueue) -> bool {
     t.multikueue.as_ref().is_some_and(|m| m.manager == s.name && m.queue == q.name)

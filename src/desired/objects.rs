@@ -671,6 +671,12 @@ pub fn kai_queue(t: &Topology, name: &str, parent: Option<&str>, gpus: u32) -> V
 
 const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
 
+/// The dispatching queue's flavor at Karmada's VM ([`crate::desired::DISPATCH_FLAVOR`]): no
+/// node labels or tolerations, which Kueue would add to Jobs that run elsewhere.
+pub fn dispatch_flavor(t: &Topology) -> Value {
+    with(object(t, KUEUE, "ResourceFlavor", crate::desired::DISPATCH_FLAVOR, None), "spec", json!({}))
+}
+
 pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     let mut spec = json!({});
     if let Some(model) = crate::desired::gpu_model(s) {
@@ -684,7 +690,15 @@ pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
 }
 
-pub fn cluster_queue(t: &Topology, s: &Site, q: &ClusterQueue, flavor: &str, admission_check: Option<&str>) -> Value {
+/// A ClusterQueue on one flavor; in `cohort` (`<site>-gpu` for a site's queues, which lend one
+/// another what they leave unused), and with the admission check (MultiKueue's) if any.
+pub fn cluster_queue(
+    t: &Topology,
+    cohort: Option<&str>,
+    q: &ClusterQueue,
+    flavor: &str,
+    admission_check: Option<&str>,
+) -> Value {
     let mut covered = vec![json!("nvidia.com/gpu")];
     let mut resources = vec![json!({ "name": "nvidia.com/gpu", "nominalQuota": q.gpu_quota })];
     if let Some(cpu) = q.cpu_quota {
@@ -695,11 +709,12 @@ pub fn cluster_queue(t: &Topology, s: &Site, q: &ClusterQueue, flavor: &str, adm
         covered.insert(covered.len() - 1, json!("memory"));
         resources.insert(resources.len() - 1, json!({ "name": "memory", "nominalQuota": format!("{mem}Gi") }));
     }
-    let mut spec = json!({
-        "namespaceSelector": {},
-        "cohortName": format!("{}-gpu", s.name),
-        "resourceGroups": [{ "coveredResources": covered, "flavors": [{ "name": flavor, "resources": resources }] }],
-    });
+    let mut spec = json!({ "namespaceSelector": {} });
+    if let Some(c) = cohort {
+        spec["cohortName"] = json!(c);
+    }
+    spec["resourceGroups"] =
+        json!([{ "coveredResources": covered, "flavors": [{ "name": flavor, "resources": resources }] }]);
     if let Some(ac) = admission_check {
         spec["admissionChecksStrategy"] = json!({ "admissionChecks": [{ "name": ac }] });
     }
@@ -710,17 +725,22 @@ pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
     with(object(t, KUEUE, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
 }
 
-pub fn kueue_values(t: &Topology, s: &Site) -> Value {
+/// The Kueue chart's values of a cluster, `manager` when it is MultiKueue's manager.
+pub fn kueue_values(manager: bool) -> Value {
     // The chart's defaults serve v1beta2 and integrate batch/Job. A MultiKueue manager turns
-    // the MultiKueue gate on explicitly (it is beta, on by default, and the site depends on it).
+    // the MultiKueue gate on explicitly (it is beta, on by default, and the cluster depends on
+    // it). The dispatcher stays Kueue's default, AllAtOnce: in Kueue 0.15 Incremental nominates
+    // three workers a round, in name order, so with two workers it does the same, and setting it
+    // means replacing the chart's whole `managerConfig.controllerManagerConfigYaml`
+    // (docs/design.md, "Local first").
     let mut v = json!({ "controllerManager": { "replicas": 1 } });
-    if t.multikueue.as_ref().is_some_and(|m| m.manager == s.name) {
+    if manager {
         v["controllerManager"]["featureGates"] = json!([{ "name": "MultiKueue", "enabled": true }]);
     }
     v
 }
 
-pub fn kueue_helm_chart(t: &Topology, s: &Site) -> Value {
+pub fn kueue_helm_chart(t: &Topology, manager: bool) -> Value {
     helm_chart(
         t,
         "kueue",
@@ -728,7 +748,7 @@ pub fn kueue_helm_chart(t: &Topology, s: &Site) -> Value {
         "kueue",
         &t.versions.kueue,
         "kueue-system",
-        &kueue_values(t, s),
+        &kueue_values(manager),
     )
 }
 

@@ -11,7 +11,8 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, flavor, is_dispatch_queue, yaml};
+use crate::topology::model::LocalQueue;
+use crate::desired::{Out, cohort, dispatch_queue, flavor, is_dispatch_queue, multikueue_manager, yaml};
 
 pub struct D1;
 
@@ -30,15 +31,11 @@ impl Step for D1 {
             let site = Some(s.name.as_str());
             let queues_file = Some(format!("apps/kueue/cluster-queues/gpu-{}.yaml", s.name));
             let chart_file = Some(format!("apps/kueue/helmchart-{}.yaml", s.name));
-            out.kube(site, o::kueue_helm_chart(t, s), format!("Kueue {}", t.versions.kueue), chart_file);
-            out.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(t, s)));
-            // Kueue's namespace (the chart creates it too) and those of the LocalQueues.
-            let mut nss: Vec<&str> = vec!["kueue-system"];
-            nss.extend(s.queues.iter().flat_map(|q| q.local_queues.iter().map(|l| l.namespace.as_str())));
-            let mut seen = BTreeSet::new();
-            for ns in nss.into_iter().filter(|n| seen.insert(*n)) {
-                out.kube(site, o::namespace(t, ns), "namespace", None);
-            }
+            let manager = t.multikueue.as_ref().is_some_and(|m| m.manager == s.name);
+            out.kube(site, o::kueue_helm_chart(t, manager), format!("Kueue {}", t.versions.kueue), chart_file);
+            out.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(manager)));
+            let lqs = s.queues.iter().flat_map(|q| &q.local_queues);
+            namespaces(out, Target::api(site), site, lqs);
             // The GPU nodes' labels, which the flavor below, C.6's overriders and the GPU
             // services select on (and their taint, when the cluster keeps them for GPU work).
             let nodes_file = Some(format!("apps/kueue/gpu-nodes-{}.yaml", s.name));
@@ -62,17 +59,22 @@ impl Step for D1 {
             }
             let fl = flavor(s);
             out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
+            let cohort = cohort(s);
             for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
-                let cq = o::cluster_queue(t, s, q, &fl, None);
+                let cq = o::cluster_queue(t, Some(&cohort), q, &fl, None);
                 out.kube(site, cq, format!("{} GPUs", q.gpu_quota), queues_file.clone());
                 for l in &q.local_queues {
                     out.kube(site, o::local_queue(t, l, &q.name), format!("→ {}", q.name), queues_file.clone());
                 }
             }
+            if t.multikueue_vm().is_some() && s.name == t.federation.karmada.host_site {
+                manager_vm(out);
+            }
         }
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
+        // The dispatching ClusterQueue at Karmada's VM is D.3's check.
         let mut objs = Vec::new();
         for s in cx.sites() {
             for q in &s.queues {
@@ -80,5 +82,34 @@ impl Step for D1 {
             }
         }
         Box::pin(conditions(cx.targets, cx.key, "ClusterQueue Active", objs, "Active"))
+    }
+}
+
+/// Kueue at Karmada's VM when it is MultiKueue's manager (counted as Karmada's host site, whose
+/// D.1 renders it, as C.1 counts the VM): the chart with MultiKueue on, its namespace and those
+/// of the dispatching queue's LocalQueues, and the queue's flavor. Its queue and check are D.2's
+/// and D.3's, as at a manager site.
+fn manager_vm(out: &mut Out<'_>) {
+    let t = out.t;
+    let (Some(vm), Some((target, site)), Some(q)) = (t.multikueue_vm(), multikueue_manager(t), dispatch_queue(t)) else {
+        return;
+    };
+    let site = Some(site);
+    let chart_file = Some(format!("apps/kueue/helmchart-{}.yaml", vm.name));
+    let summary = format!("Kueue {}, MultiKueue's manager", t.versions.kueue);
+    out.kube_at(target.clone(), site, o::kueue_helm_chart(t, true), summary, chart_file);
+    out.extra(format!("apps/kueue/values-{}.yaml", vm.name), yaml::to_string(&o::kueue_values(true)));
+    namespaces(out, target.clone(), site, q.local_queues.iter());
+    let file = Some(format!("apps/kueue/cluster-queues/{}.yaml", vm.name));
+    out.kube_at(target, site, o::dispatch_flavor(t), "flavor of the dispatching queue (no GPUs here)", file);
+}
+
+/// Kueue's namespace (the chart creates it too) and those of the LocalQueues, each once.
+fn namespaces<'q>(out: &mut Out<'_>, target: Target, site: Option<&str>, lqs: impl Iterator<Item = &'q LocalQueue>) {
+    let t = out.t;
+    let mut seen = BTreeSet::new();
+    let nss = std::iter::once("kueue-system").chain(lqs.map(|l| l.namespace.as_str()));
+    for ns in nss.filter(|n| seen.insert(*n)) {
+        out.kube_at(target.clone(), site, o::namespace(t, ns), "namespace", None);
     }
 }

@@ -1,6 +1,6 @@
 //! D.2 — MultiKueue between the sites (seed: "MultiKueue cross-site"): the admission check and
-//! its config in the manager, and for each worker an identity for MultiKueue whose token becomes
-//! the manager's kubeconfig Secret for it.
+//! its config in the manager (a site's cluster or Karmada's VM's), and for each worker an
+//! identity for MultiKueue whose token becomes the manager's kubeconfig Secret for it.
 
 use futures::future::BoxFuture;
 
@@ -9,7 +9,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, identity};
+use crate::desired::{Out, identity, multikueue_manager};
 
 pub struct D2;
 
@@ -24,11 +24,12 @@ impl Step for D2 {
 
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
-        let Some(mk) = &t.multikueue else { return };
-        let m = Some(mk.manager.as_str());
+        let (Some(mk), Some((m, msite))) = (&t.multikueue, multikueue_manager(t)) else { return };
         let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
-        out.kube(m, o::admission_check(t), "MultiKueue admission check", file.clone());
-        out.kube(m, o::multikueue_config(t, mk), format!("workers: {}", mk.workers.join(", ")), file.clone());
+        let ms = Some(msite);
+        out.kube_at(m.clone(), ms, o::admission_check(t), "MultiKueue admission check", file.clone());
+        let summary = format!("workers: {}", mk.workers.join(", "));
+        out.kube_at(m.clone(), ms, o::multikueue_config(t, mk), summary, file.clone());
         for w in &mk.workers {
             let Some(ws) = t.sites.iter().find(|s| s.name == *w) else { continue };
             // MultiKueue's identity in the worker, with what it needs to run the dispatched jobs
@@ -43,8 +44,8 @@ impl Step for D2 {
                 o::COPY_AS: "kubeconfig",
                 o::SERVER: server,
             });
-            out.kube(m, secret, format!("worker kubeconfig for {server}"), None);
-            out.kube(m, o::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
+            out.kube_at(m.clone(), ms, secret, format!("worker kubeconfig for {server}"), None);
+            out.kube_at(m.clone(), ms, o::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
         }
     }
 

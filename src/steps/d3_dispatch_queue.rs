@@ -1,5 +1,5 @@
 //! D.3 — the dispatching queue (seed: "MultiKueue cross-site"): the manager's ClusterQueue with
-//! the MultiKueue admission check, and its LocalQueues.
+//! the MultiKueue admission check, and its LocalQueues (at Karmada's VM, the workers').
 
 use futures::future::BoxFuture;
 
@@ -8,7 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, flavor};
+use crate::desired::{DISPATCH_FLAVOR, Out, cohort, dispatch_queue, flavor, multikueue_manager};
 
 pub struct D3;
 
@@ -23,14 +23,20 @@ impl Step for D3 {
 
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
-        let Some(mk) = &t.multikueue else { return };
-        let Some(s) = t.sites.iter().find(|s| s.name == mk.manager) else { return };
-        let Some(q) = s.queues.iter().find(|q| q.name == mk.queue) else { return };
+        let (Some(mk), Some((m, msite)), Some(q)) = (&t.multikueue, multikueue_manager(t), dispatch_queue(t)) else {
+            return;
+        };
         let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
-        let cq = o::cluster_queue(t, s, q, &flavor(s), Some("multikueue"));
-        out.kube(Some(&s.name), cq, format!("{} GPUs, dispatched by MultiKueue", q.gpu_quota), file.clone());
+        // A manager site's queue keeps its site's flavor and cohort; at Karmada's VM the queue
+        // is alone, on a flavor without GPUs, its quota the workers' total.
+        let cq = match t.sites.iter().find(|s| s.name == mk.manager) {
+            Some(s) => o::cluster_queue(t, Some(&cohort(s)), &q, &flavor(s), Some("multikueue")),
+            None => o::cluster_queue(t, None, &q, DISPATCH_FLAVOR, Some("multikueue")),
+        };
+        let summary = format!("{} GPUs, dispatched by MultiKueue to {}", q.gpu_quota, mk.workers.join(", "));
+        out.kube_at(m.clone(), Some(msite), cq, summary, file.clone());
         for l in &q.local_queues {
-            out.kube(Some(&s.name), o::local_queue(t, l, &q.name), format!("→ {}", q.name), file.clone());
+            out.kube_at(m.clone(), Some(msite), o::local_queue(t, l, &q.name), format!("→ {}", q.name), file.clone());
         }
     }
 

@@ -9,7 +9,7 @@ use super::verify::{ReadError, Verdict, conditions, get, id};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
-use crate::desired::Out;
+use crate::desired::{Out, dispatch_queue, multikueue_manager};
 use crate::desired::objects as o;
 use crate::topology::Topology;
 use crate::topology::model::LocalQueue;
@@ -28,10 +28,10 @@ impl Step for D4 {
 
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
-        let (Some(mk), Some(l)) = (&t.multikueue, test_queue(t)) else { return };
+        let (Some((m, msite)), Some(l)) = (multikueue_manager(t), test_queue(t)) else { return };
         let file = Some("apps/tests/multikueue-job.yaml".to_string());
         let summary = format!("1 GPU through LocalQueue {}", l.name);
-        out.kube(Some(&mk.manager), o::multikueue_test_job(t, l), summary, file);
+        out.kube_at(m, Some(msite), o::multikueue_test_job(t, &l), summary, file);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -57,13 +57,8 @@ async fn configured(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
 }
 
 /// The LocalQueue the test Job is sent to: the dispatching queue's first.
-fn test_queue(t: &Topology) -> Option<&LocalQueue> {
-    let mk = t.multikueue.as_ref()?;
-    t.sites
-        .iter()
-        .find(|s| s.name == mk.manager)
-        .and_then(|s| s.queues.iter().find(|q| q.name == mk.queue))
-        .and_then(|q| q.local_queues.first())
+fn test_queue(t: &Topology) -> Option<LocalQueue> {
+    dispatch_queue(t)?.local_queues.into_iter().next()
 }
 
 /// Where the test Job is: MultiKueue dispatched it to a worker (its copy is there, with the

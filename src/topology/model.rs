@@ -730,15 +730,33 @@ pub struct LocalQueue {
 /// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs. Every
 /// job of that queue goes to a worker, and waits at the manager while no worker has room: Kueue
 /// does not try the manager's own GPUs first (docs/design.md, "Local first, then the other site?").
+/// With Karmada's dedicated VM as the manager and every GPU site a worker, a job runs at
+/// whichever site admits it first.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MultiKueue {
-    /// Site whose cluster is the MultiKueue manager.
+    /// Cluster that is the MultiKueue manager, where the queue's jobs are submitted: a site, or
+    /// Karmada's dedicated VM by its name (`federation.karmada.vm.name`, with `karmada_host:
+    /// dedicated-vm`), whose single-node K3s then runs only Kueue's manager for this queue.
     pub manager: String,
-    /// Sites whose clusters run the dispatched jobs.
+    /// Sites whose clusters run the dispatched jobs, the most preferred first (MultiKueueConfig's
+    /// `clusters`; Kueue 0.15 does not promise to honour the order: docs/design.md).
     pub workers: Vec<String>,
-    /// ClusterQueue (by name) that dispatches; it must exist at the manager and every worker.
+    /// ClusterQueue (by name) that dispatches; it must exist at every worker, and at the manager
+    /// when it is a site (at the VM fabric makes it from the workers' queues of that name).
     pub queue: String,
+}
+
+impl Topology {
+    /// Karmada's VM when it is the MultiKueue manager (`multikueue.manager` names it).
+    pub fn multikueue_vm(&self) -> Option<&KarmadaVm> {
+        let mk = self.multikueue.as_ref()?;
+        self.federation
+            .karmada
+            .vm
+            .as_ref()
+            .filter(|vm| vm.name == mk.manager && !self.sites.iter().any(|s| s.name == vm.name))
+    }
 }
 
 /// Kind of AI gateway.

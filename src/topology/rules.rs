@@ -370,6 +370,60 @@ fn reference(name: &str, known: &[&str], what: &str, p: Path, out: &mut Vec<Prob
     );
 }
 
+/// MultiKueue's manager is a site or Karmada's dedicated VM, its workers are sites, and the
+/// dispatching queue exists at every worker and at a manager that is a site (at the VM, D.3
+/// makes it from the workers' queues).
+fn multikueue_references(t: &Topology, sites: &[&str], out: &mut Vec<Problem>) {
+    let Some(mk) = &t.multikueue else { return };
+    let base = path!["multikueue"];
+    let vm = t.federation.karmada.vm.as_ref().map(|vm| vm.name.as_str());
+    if vm == Some(mk.manager.as_str()) && !sites.contains(&mk.manager.as_str()) {
+        if t.decisions.karmada_host != KarmadaHostChoice::DedicatedVm {
+            out.push(
+                Problem::error(
+                    "topology::multikueue",
+                    base.key("manager"),
+                    format!("the MultiKueue manager is Karmada's VM `{}`, but Karmada does not run on it", mk.manager),
+                )
+                .label("Karmada's VM")
+                .related(path!["decisions", "karmada_host"], "not `dedicated-vm`")
+                .help("set `decisions.karmada_host: dedicated-vm` (C.1 then installs K3s on the VM), or name a site"),
+            );
+        }
+    } else {
+        let mut known = sites.to_vec();
+        known.extend(vm);
+        reference(&mk.manager, &known, "site or Karmada VM", base.key("manager"), out);
+    }
+    for (i, w) in mk.workers.iter().enumerate() {
+        reference(w, sites, "site", base.key("workers").index(i), out);
+    }
+    // The dispatching queue must exist at the manager (when it is a site) and at every worker.
+    for (site_name, p) in std::iter::once((&mk.manager, base.key("manager")))
+        .chain(mk.workers.iter().enumerate().map(|(i, w)| (w, base.key("workers").index(i))))
+    {
+        if let Some(site) = t.sites.iter().find(|s| &s.name == site_name) {
+            let queues: Vec<&str> = site.queues.iter().map(|q| q.name.as_str()).collect();
+            if !queues.contains(&mk.queue.as_str()) {
+                out.push(
+                    Problem::error(
+                        "topology::reference",
+                        base.key("queue"),
+                        format!("queue `{}` does not exist at site `{site_name}`", mk.queue),
+                    )
+                    .label("unknown queue at that site")
+                    .related(p, format!("site `{site_name}` is part of MultiKueue"))
+                    .help(format!(
+                        "add a queue named `{}` to the site's `queues`, or use one of: {}",
+                        mk.queue,
+                        if queues.is_empty() { "(none)".into() } else { queues.join(", ") }
+                    )),
+                );
+            }
+        }
+    }
+}
+
 fn references(t: &Topology, out: &mut Vec<Problem>) {
     let sites = site_names(t);
     for k in t.decisions.cluster_migration.keys() {
@@ -399,37 +453,7 @@ fn references(t: &Topology, out: &mut Vec<Problem>) {
         reference(m, &sites, "site", path!["federation", "karmada", "members", i], out);
     }
     reference(&t.federation.argocd.site, &sites, "site", path!["federation", "argocd", "site"], out);
-    if let Some(mk) = &t.multikueue {
-        let base = path!["multikueue"];
-        reference(&mk.manager, &sites, "site", base.key("manager"), out);
-        for (i, w) in mk.workers.iter().enumerate() {
-            reference(w, &sites, "site", base.key("workers").index(i), out);
-        }
-        // The dispatching queue must exist at the manager and at every worker.
-        for (site_name, p) in std::iter::once((&mk.manager, base.key("manager")))
-            .chain(mk.workers.iter().enumerate().map(|(i, w)| (w, base.key("workers").index(i))))
-        {
-            if let Some(site) = t.sites.iter().find(|s| &s.name == site_name) {
-                let queues: Vec<&str> = site.queues.iter().map(|q| q.name.as_str()).collect();
-                if !queues.contains(&mk.queue.as_str()) {
-                    out.push(
-                        Problem::error(
-                            "topology::reference",
-                            base.key("queue"),
-                            format!("queue `{}` does not exist at site `{site_name}`", mk.queue),
-                        )
-                        .label("unknown queue at that site")
-                        .related(p, format!("site `{site_name}` is part of MultiKueue"))
-                        .help(format!(
-                            "add a queue named `{}` to the site's `queues`, or use one of: {}",
-                            mk.queue,
-                            if queues.is_empty() { "(none)".into() } else { queues.join(", ") }
-                        )),
-                    );
-                }
-            }
-        }
-    }
+    multikueue_references(t, &sites, out);
     if let Some(g) = &t.gateway {
         reference(&g.site, &sites, "site", path!["gateway", "site"], out);
         let services: Vec<&str> = t.services.iter().map(|s| s.name.as_str()).collect();

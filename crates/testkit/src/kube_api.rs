@@ -3691,10 +3691,11 @@ fn helm_install_job(chart: &Value, job_name: &str, hash: &str) -> Value {
 
 /// `text` (a topology) with its kubeconfig paths pointed at the files [`fabric_apis`] wrote in
 /// `dir`: the example's `~/.kube/<name>.yaml` (and Karmada's context) or the lab topologies'
-/// `/nonexistent/<name>.yaml`.
+/// `/nonexistent/<name>.yaml`; `karmada-vm.yaml` too, for a test that starts a server for
+/// Karmada's dedicated VM.
 pub fn with_test_kubeconfigs(text: &str, dir: &Path) -> String {
     let mut out = text.replace("context: karmada-apiserver", "context: karmada");
-    for name in ["franca", "sp", "karmada"] {
+    for name in ["franca", "sp", "karmada", "karmada-vm"] {
         let path = dir.join(format!("{name}.yaml"));
         let path = path.to_str().expect("a UTF-8 temp dir");
         out = out.replace(&format!("~/.kube/{name}.yaml"), path).replace(&format!("/nonexistent/{name}.yaml"), path);

@@ -18,9 +18,12 @@
 //!   of the check's MultiKueueConfig whose MultiKueueCluster is `Active`, and whose own Kueue
 //!   admits the copy, gets the Job: same name and namespace, labelled
 //!   `kueue.x-k8s.io/prebuilt-workload-name` and `kueue.x-k8s.io/multikueue-origin`, without
-//!   `managedBy`. MultiKueue sends the Workload to every worker and keeps the first that admits
-//!   it; here that is the first in the config's order with room. The worker's Job status is
-//!   copied to the manager's Job; once it finishes, the worker's copy is deleted.
+//!   `managedBy`. MultiKueue sends the Workload to every worker and keeps the one whose quota
+//!   reservation came first (`workload.go` `bestMatchByCondition`: the earliest `QuotaReserved`);
+//!   here that is the first worker with room in the order the test passes the clusters to
+//!   [`reconcile`] (which worker's Kueue answers first), whatever the config's order. The
+//!   worker's Job status is copied to the manager's Job; once it finishes, the worker's copy is
+//!   deleted.
 //! * **Running**: an admitted Job that nobody else manages runs; agnhost's `entrypoint-tester`
 //!   exits at once, so such a Job completes on the next pass; any other Job runs until the test
 //!   calls [`finish`]. A finished Job frees its quota.
@@ -45,7 +48,8 @@ const GPU: &str = "nvidia.com/gpu";
 pub type Cluster<'a> = (&'a str, &'a TestApiServer);
 
 /// One pass of every cluster's Kueue and of MultiKueue: runs what can run, syncs dispatched
-/// Jobs back, admits what fits. Returns what happened, one line per event
+/// Jobs back, admits what fits. When several workers have room for a Job, the one first in
+/// `clusters` wins (its Kueue reserved first). Returns what happened, one line per event
 /// (`franca: batch/a admitted on gpu-a5500`, `franca: batch/b dispatched to sp`).
 pub fn reconcile(clusters: &[Cluster<'_>]) -> Vec<String> {
     let mut events = Vec::new();
@@ -263,10 +267,14 @@ fn admit_pending(c: &Cluster<'_>, clusters: &[Cluster<'_>], events: &mut Vec<Str
                 admit(api, job, &flavor, None);
             }
             Some(workers) => {
-                let Some((w, wapi)) = workers.iter().find_map(|w| {
+                // Every worker of the config gets the Workload (AllAtOnce; Incremental too with
+                // at most three workers); the first whose Kueue reserves quota wins. Which that is
+                // depends on the workers' Kueues, not on the config's order: here, the order the
+                // test passes the clusters in.
+                let Some((w, wapi)) = clusters.iter().find_map(|(w, wapi)| {
                     let mkc = api.object(KUEUE, "MultiKueueCluster", None, w)?;
-                    let (_, wapi) = clusters.iter().find(|(n, _)| n == w)?;
-                    (active(&mkc) && worker_admits(wapi, &job)).then_some((w.clone(), *wapi))
+                    let listed = workers.iter().any(|x| x == w);
+                    (listed && active(&mkc) && worker_admits(wapi, &job)).then_some((w.to_string(), *wapi))
                 }) else {
                     continue;
                 };

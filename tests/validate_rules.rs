@@ -721,15 +721,27 @@ fn an_in_place_migration_needs_ssh_on_every_node_of_the_cluster() {
         pos(&text, "name: franca-gpu1", "{ name: franca-gpu2"),
     );
     assert!(one.problem.help.as_deref().unwrap_or_default().contains("ssh:"));
-    // A new cluster instead (the decision does not apply): no such error.
+    // A new cluster needs it too (its server is installed, every other node moves at the cutover).
     let text = mutate("", "franca: in-place", "franca: new-cluster");
     let text = text.replacen(" ssh: { host: 192.168.0.22 },", "", 1);
-    let d = match load_str("t.yaml", text) {
-        Ok(_) => vec![],
-        Err(LoadError::Invalid { diags, .. }) => diags,
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::decision",
+        "node `franca-gpu2` has no `ssh`, but a new cluster is built on its server hosts",
+        pos(&text, "name: franca-gpu1", "{ name: franca-gpu2"),
+    );
+    // The site's cluster on its own (not existing): no migration, no such error.
+    let text = mutate("", "      existing: true", "      existing: false");
+    let text = text
+        .replacen(" ssh: { host: 192.168.0.22 },", "", 1)
+        .replace("  cluster_migration:\n    franca: in-place\n", "");
+    let msgs = match load_str("t.yaml", text) {
+        Ok(l) => messages(&l.warnings),
+        Err(LoadError::Invalid { diags, .. }) => messages(&diags),
         Err(e) => panic!("{e}"),
     };
-    assert!(!messages(&d).iter().any(|m| m.contains("franca-gpu2")), "{:?}", messages(&d));
+    assert!(!msgs.iter().any(|m| m.contains("franca-gpu2")), "{msgs:?}");
 }
 
 const MK_VM: &str = include_str!("data/multikueue-vm.yaml");

@@ -44,6 +44,11 @@ impl Target {
     pub fn cluster(site: &str) -> Target {
         Target::Cluster(site.into())
     }
+    /// The running cluster a new one replaces at `site` (`cluster_migration: new-cluster`): only
+    /// the cutover (A.5) writes to it.
+    pub fn previous_cluster(site: &str) -> Target {
+        Target::Cluster(format!("{site}-previous"))
+    }
     /// A site's cluster, or the Karmada API for `None`.
     pub fn api(site: Option<&str>) -> Target {
         site.map_or(Target::Karmada, Target::cluster)

@@ -41,7 +41,7 @@ impl Targets {
             if let Some(p) = &s.cluster.previous {
                 let k = &p.kubeconfig;
                 kube.insert(
-                    crate::steps::previous_cluster(&s.name),
+                    Target::previous_cluster(&s.name),
                     crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
                 );
             }

@@ -31,11 +31,6 @@ pub struct A5;
 /// the old agent config back finds the old token where it was).
 pub const JOIN_TOKEN: &str = "/etc/rancher/k3s/fabric-join-token";
 
-/// The previous cluster of a site, as a Kubernetes target.
-pub fn previous(site: &str) -> Target {
-    Target::cluster(&format!("{site}-previous"))
-}
-
 impl Step for A5 {
     fn id(&self) -> &'static str {
         "A.5"
@@ -84,7 +79,7 @@ fn move_node(out: &mut Out<'_>, s: &Site, node: &str, address: &str) {
         s,
         node,
         Stage::Leave,
-        previous(&s.name),
+        Target::previous_cluster(&s.name),
         "leave the previous cluster: cordon, drain, remove the Node there, stop K3s, remove Flannel's leftovers \
          (data volumes stay where they are: local volumes on this disk, PVs in the previous cluster)"
             .to_string(),

@@ -88,8 +88,6 @@ steps! {
     g1_gateway::G1,
 }
 
-pub use a5_cutover::previous as previous_cluster;
-
 /// The module of a catalog step.
 pub fn get(id: &str) -> Option<&'static dyn Step> {
     ALL.iter().copied().find(|s| s.id() == id)

@@ -20,7 +20,7 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fabric_testkit::k3s_node::{flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
 use fabric_testkit::kube_api::{self, TestApiServer};
 use fabric_testkit::{lab, run};
 use run::out;
@@ -110,13 +110,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
     );
     assert!(o.status.success());
     flannel_node(&lab, "franca-lan", "k3s");
-    let mut agents = String::new();
-    for (i, (n, host)) in AGENTS.iter().enumerate() {
-        agents.push_str(&format!(
-            "        - {{ name: {n}, role: worker, address: 172.30.1.{}, ssh: {{ host: {host} }} }}\n",
-            21 + i
-        ));
-    }
+    let agents = agent_lines(&AGENTS);
     let previous = format!(
         "      previous: {{ kubeconfig: {{ path: {}, context: franca-previous }} }}\n",
         dir.join("franca-previous.yaml").display()

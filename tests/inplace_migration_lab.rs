@@ -16,7 +16,7 @@
 
 use std::process::Output;
 
-use fabric_testkit::k3s_node::{flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
 use fabric_testkit::{kube_api, lab, run};
 use run::out;
 use serde_json::json;
@@ -50,13 +50,7 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
         flannel_node(&lab, host, "k3s-agent");
     }
     // Franca runs today, with Flannel; in-place was decided; its agents are lab hosts 1–3.
-    let mut agents = String::new();
-    for (i, (n, host)) in AGENTS.iter().enumerate() {
-        agents.push_str(&format!(
-            "        - {{ name: {n}, role: worker, address: 172.30.1.{}, ssh: {{ host: {host} }} }}\n",
-            21 + i
-        ));
-    }
+    let agents = agent_lines(&AGENTS);
     let topology = TOPOLOGY
         .replace("cluster_migration: {}", "cluster_migration: { franca: in-place }")
         .replace("      name: franca\n      id: 1\n", "      name: franca\n      id: 1\n      existing: true\n")

@@ -31,6 +31,8 @@ pub enum NodeError {
     Ssh { node: String, source: SshError },
     #[error("{node}: {source}")]
     Wait { node: String, source: WaitError },
+    #[error("{node}: {source}")]
+    Read { node: String, source: crate::providers::ProviderError },
     #[error("{node}: {what} failed (exit {status}): {stderr}")]
     Host { node: String, what: &'static str, status: u32, stderr: String },
     #[error(
@@ -275,12 +277,7 @@ pub async fn revert(
             write_server_config(s, node, &config).await?;
         }
     } else {
-        let now = providers::read(s, r).await.map_err(|e| NodeError::Host {
-            node: node.into(),
-            what: "reading the node",
-            status: 1,
-            stderr: e.to_string(),
-        })?;
+        let now = providers::read(s, r).await.map_err(|source| NodeError::Read { node: node.into(), source })?;
         let untouched = matches!(&now, Observed::Present(t) if nm::untouched(t));
         if !untouched {
             return Err(NodeError::LeftCordoned { node: node.into() });

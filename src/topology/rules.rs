@@ -845,53 +845,52 @@ fn migration(
     d: &crate::topology::model::Decisions,
     out: &mut Vec<Problem>,
 ) {
-    let in_place = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::InPlace);
-    if s.cluster.existing && in_place {
-        // Each node's migration runs on the node itself (its K3s, Flannel's interfaces).
+    use crate::topology::model::MigrationChoice;
+    let choice = d.cluster_migration.get(&s.name).filter(|_| s.cluster.existing);
+    // (what the choice does on the nodes, its name, and why SSH)
+    let needs_ssh = match choice {
+        Some(MigrationChoice::InPlace) => Some((
+            "an in-place migration moves every node of the cluster",
+            "in-place",
+            ": fabric restarts its K3s and removes Flannel's interfaces and rules there",
+        )),
+        Some(MigrationChoice::NewCluster) => Some((
+            "a new cluster is built on its server hosts and the cutover moves every other node",
+            "new-cluster",
+            "",
+        )),
+        _ => None,
+    };
+    if let Some((why, decided, help)) = needs_ssh {
         for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
             out.push(
                 Problem::error(
                     "topology::decision",
                     path!["sites", i, "cluster", "nodes", j],
-                    format!("node `{}` has no `ssh`, but an in-place migration moves every node of the cluster", n.name),
+                    format!("node `{}` has no `ssh`, but {why}", n.name),
                 )
                 .label("no ssh")
-                .related(path!["decisions", "cluster_migration", &s.name], "decided in-place here")
-                .help("add `ssh: { host: … }` to the node: fabric restarts its K3s and removes Flannel's interfaces and rules there"),
+                .related(path!["decisions", "cluster_migration", &s.name], format!("decided {decided} here"))
+                .help(format!("add `ssh: {{ host: … }}` to the node{help}")),
             );
         }
     }
-    let new_cluster = d.cluster_migration.get(&s.name) == Some(&crate::topology::model::MigrationChoice::NewCluster);
-    if s.cluster.existing && new_cluster {
-        if s.cluster.previous.is_none() {
-            out.push(
-                Problem::error(
-                    "topology::decision",
-                    path!["sites", i, "cluster"],
-                    format!(
-                        "site `{}` builds a new cluster beside the running one, but `cluster.previous` (the running cluster's kubeconfig) is not set",
-                        s.name
-                    ),
-                )
-                .label("no previous")
-                .related(path!["decisions", "cluster_migration", &s.name], "decided new-cluster here")
-                .help("add `previous: { kubeconfig: { path: … } }` to the cluster: the cutover (A.5) drains each moving node there; `nodes` and `kubeconfig` describe the new cluster"),
-            );
-        }
-        // The new server is installed over SSH, and the cutover runs on every moving node.
-        for (j, n) in s.cluster.nodes.iter().enumerate().filter(|(_, n)| n.ssh.is_none()) {
-            out.push(
-                Problem::error(
-                    "topology::decision",
-                    path!["sites", i, "cluster", "nodes", j],
-                    format!("node `{}` has no `ssh`, but a new cluster is built on its server hosts and the cutover moves every other node", n.name),
-                )
-                .label("no ssh")
-                .related(path!["decisions", "cluster_migration", &s.name], "decided new-cluster here")
-                .help("add `ssh: { host: … }` to the node"),
-            );
-        }
-    } else if s.cluster.previous.is_some() {
+    let new_cluster = choice == Some(&MigrationChoice::NewCluster);
+    if new_cluster && s.cluster.previous.is_none() {
+        out.push(
+            Problem::error(
+                "topology::decision",
+                path!["sites", i, "cluster"],
+                format!(
+                    "site `{}` builds a new cluster beside the running one, but `cluster.previous` (the running cluster's kubeconfig) is not set",
+                    s.name
+                ),
+            )
+            .label("no previous")
+            .related(path!["decisions", "cluster_migration", &s.name], "decided new-cluster here")
+            .help("add `previous: { kubeconfig: { path: … } }` to the cluster: the cutover (A.5) drains each moving node there; `nodes` and `kubeconfig` describe the new cluster"),
+        );
+    } else if !new_cluster && s.cluster.previous.is_some() {
         out.push(
             Problem::error(
                 "topology::decision",

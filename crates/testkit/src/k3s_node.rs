@@ -57,3 +57,15 @@ pub fn pod(name: &str, ns: &str, node: &str, labels: serde_json::Value, owner: &
            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/c"}]},
            "status": status})
 }
+
+/// The topology's node lines for agents `(node name, lab host)` of Franca's LAN, as the lab tests
+/// add them to `tests/data/lab-linux.yaml` after its control-plane node.
+pub fn agent_lines(agents: &[(&str, &str)]) -> String {
+    agents
+        .iter()
+        .enumerate()
+        .map(|(i, (n, host))| {
+            format!("        - {{ name: {n}, role: worker, address: 172.30.1.{}, ssh: {{ host: {host} }} }}\n", 21 + i)
+        })
+        .collect()
+}

@@ -763,6 +763,8 @@ struct Shared {
     state: Mutex<State>,
     resources: Vec<Resource>,
     schemas: Arc<Schemas>,
+    /// The built-in kinds' definitions (quantities, list types), `kube_builtin`.
+    builtins: Arc<crate::kube_builtin::Builtins>,
     addr: SocketAddr,
     /// Accept requests without the bearer token (see [`TestApiServer::set_allow_anonymous`]).
     anonymous: AtomicBool,
@@ -841,6 +843,7 @@ impl Shared {
             state: Mutex::new(st),
             resources,
             schemas,
+            builtins: crate::kube_builtin::shared_builtins(),
             addr,
             anonymous: AtomicBool::new(false),
             latency_us: std::sync::atomic::AtomicU64::new(0),
@@ -1029,6 +1032,18 @@ impl Shared {
             "list" => self.list(res, ns, r),
             "delete" => self.delete(res, ns, name.unwrap_or(""), r),
             _ => self.write(res, ns, name, verb, r),
+        }
+    }
+
+    /// Quantities of a built-in kind in canonical form (`kube_builtin`); a quantity that does
+    /// not parse is refused as the decoder refuses it (400).
+    fn builtin_canonical(&self, res: &Resource, v: &mut Value) -> Result<(), Out> {
+        if res.schema || !self.builtins.knows(&res.group, &res.version, &res.kind) {
+            return Ok(());
+        }
+        match self.builtins.canonicalize(&res.group, &res.version, &res.kind, v).first() {
+            None => Ok(()),
+            Some((field, msg)) => Err(bad_request(format!("{}.{field}: {msg}", res.qualified_kind()))),
         }
     }
 
@@ -1423,6 +1438,11 @@ impl Shared {
                 m.remove("status");
             }
         };
+        // The body is typed before it is merged or compared: a built-in kind's quantities are
+        // compared in canonical form (a `1` applied over a stored "1" changes nothing).
+        if !merge && let Err(o) = self.builtin_canonical(res, &mut body) {
+            return o;
+        }
         let (content, mut managers) = match verb {
             "create" => {
                 if old.is_some() {
@@ -1480,6 +1500,19 @@ impl Shared {
         }
         if let Err(causes) = prepare_builtin(res, &mut content) {
             return invalid(res, &name, causes);
+        }
+        // A built-in kind is decoded, defaulted and (a Service) given its addresses, as
+        // kube-apiserver does before admission: see `kube_builtin`.
+        if let Err(o) = self.builtin_canonical(res, &mut content) {
+            return o;
+        }
+        if !res.schema {
+            crate::kube_builtin::apply_defaults(&res.group, &res.kind, &mut content);
+            if res.group.is_empty() && res.kind == "Service" {
+                if let Err(o) = allocate_service(&st, res, &name, old.as_ref(), &mut content) {
+                    return o;
+                }
+            }
         }
         let mut warnings = Vec::new();
         let mut check = content.clone();
@@ -1931,6 +1964,122 @@ fn update_managers(old: Option<&Stored>, new: &Value, manager: &str, api_version
     managers[me].api_version = api_version.to_string();
     managers.retain(|m| !m.fields.is_empty());
     managers
+}
+
+// ---------------------------------------------------------------------------------------------
+// Service addresses (pkg/registry/core/service/storage/alloc.go)
+// ---------------------------------------------------------------------------------------------
+
+/// The service CIDR of every test cluster (K3s's default `--service-cidr`, 10.43.0.0/16); its
+/// first address is the `kubernetes` Service's.
+const SERVICE_CIDR_BASE: [u8; 2] = [10, 43];
+const NODE_PORTS: std::ops::RangeInclusive<u64> = 30000..=32767;
+
+/// What the Service REST storage does on create and update (`alloc.go`): `initIPFamilyFields`
+/// (ipFamilyPolicy SingleStack unless headless without selector, RequireDualStack then;
+/// ipFamilies from the cluster's one family, IPv4), `allocClusterIPs` (the next free address of
+/// the service CIDR unless headless or ExternalName; `clusterIP` and `clusterIPs`), `initNodePorts`
+/// (NodePort and LoadBalancer ports without one get the next free node port). On update, what
+/// was allocated is kept when the new object leaves it out (`patchAllocatedValues`). A dry run
+/// computes the same without keeping anything (the next free address is found from what is
+/// stored, so nothing is consumed).
+fn allocate_service(st: &State, res: &Resource, name: &str, old: Option<&Stored>, obj: &mut Value) -> Result<(), Out> {
+    let ty = obj.pointer("/spec/type").and_then(Value::as_str).unwrap_or("ClusterIP").to_string();
+    if ty == "ExternalName" {
+        return Ok(());
+    }
+    let old_spec = old.and_then(|o| o.obj.get("spec")).cloned().unwrap_or(json!({}));
+    let spec = obj["spec"].as_object_mut().expect("defaults made spec");
+    for k in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+        if spec.get(k).is_none_or(|v| v.is_null() || v == "") && old_spec.get(k).is_some_and(|v| !v.is_null()) {
+            spec.insert(k.into(), old_spec[k].clone());
+        }
+    }
+    if let (Some(was), Some(now)) =
+        (old_spec.get("clusterIP").and_then(Value::as_str), spec.get("clusterIP").and_then(Value::as_str))
+        && was != now
+    {
+        return Err(invalid(
+            res,
+            name,
+            vec![("spec.clusterIPs[0]".into(), format!("Invalid value: {now:?}: may not change once set"))],
+        ));
+    }
+    let headless = spec.get("clusterIP").is_some_and(|v| v == "None");
+    let selectorless = spec.get("selector").and_then(Value::as_object).is_none_or(Map::is_empty);
+    if spec.get("ipFamilyPolicy").is_none_or(Value::is_null) {
+        let p = if headless && selectorless { "RequireDualStack" } else { "SingleStack" };
+        spec.insert("ipFamilyPolicy".into(), json!(p));
+    }
+    if spec.get("ipFamilies").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        spec.insert("ipFamilies".into(), json!(["IPv4"]));
+    }
+    let used: BTreeSet<String> = st
+        .objects
+        .iter()
+        .filter(|(k, _)| k.0.is_empty() && k.1 == "Service" && !(k.3 == name && old.is_some()))
+        .filter_map(|(_, o)| o.obj.pointer("/spec/clusterIP").and_then(Value::as_str).map(String::from))
+        .collect();
+    if headless {
+        spec.insert("clusterIPs".into(), json!(["None"]));
+    } else {
+        let ip = match spec.get("clusterIP").and_then(Value::as_str).filter(|s| !s.is_empty()) {
+            Some(ip) => ip.to_string(),
+            None => {
+                let Some(ip) = (2u32..65535)
+                    .map(|n| format!("{}.{}.{}.{}", SERVICE_CIDR_BASE[0], SERVICE_CIDR_BASE[1], n >> 8, n & 255))
+                    .find(|ip| !used.contains(ip))
+                else {
+                    return Err(out(
+                        500,
+                        status_failure(
+                            500,
+                            "InternalError",
+                            "failed to allocate a serviceIP: range is full".into(),
+                            None,
+                        ),
+                    ));
+                };
+                ip
+            }
+        };
+        spec.insert("clusterIP".into(), json!(ip));
+        if spec.get("clusterIPs").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+            spec.insert("clusterIPs".into(), json!([ip]));
+        }
+    }
+    if ty == "NodePort" || ty == "LoadBalancer" {
+        let mut taken: BTreeSet<u64> = st
+            .objects
+            .iter()
+            .filter(|(k, _)| k.0.is_empty() && k.1 == "Service" && !(k.3 == name && old.is_some()))
+            .flat_map(|(_, o)| {
+                o.obj
+                    .pointer("/spec/ports")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|p| p["nodePort"].as_u64())
+            })
+            .collect();
+        let old_ports = old_spec.get("ports").and_then(Value::as_array).cloned().unwrap_or_default();
+        for p in spec.get_mut("ports").and_then(Value::as_array_mut).into_iter().flatten() {
+            if p.get("nodePort").is_some_and(|n| n.as_u64().is_some_and(|n| n != 0)) {
+                continue;
+            }
+            let kept = old_ports
+                .iter()
+                .find(|o| o["port"] == p["port"] && o["protocol"] == p["protocol"])
+                .and_then(|o| o["nodePort"].as_u64());
+            let np = kept.or_else(|| NODE_PORTS.clone().find(|n| !taken.contains(n)));
+            if let Some(np) = np {
+                taken.insert(np);
+                p["nodePort"] = json!(np);
+            }
+        }
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ pub mod k3s_node;
 pub mod kai;
 pub mod karmada;
 pub mod kube_api;
+pub mod kube_builtin;
 pub mod kube_schema;
 pub mod kueue;
 pub mod lab;

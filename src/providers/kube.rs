@@ -2,10 +2,14 @@
 //!
 //! Plan reads the live object and asks the API server for a server-side-apply dry run (field
 //! manager `fabric`), so conflicts with another manager and invalid fields show at plan time.
-//! Live and desired are compared on the fields fabric manages only (the desired object's
-//! shape): no managedFields, resourceVersion or status noise. Apply is server-side apply;
-//! revert re-applies the prior fields or deletes what did not exist. Secrets are compared by
-//! presence only, and their content is never read into a plan.
+//! The change is what `kubectl diff` shows (`k8s.io/kubectl/pkg/cmd/diff`: the dry run's answer
+//! against the live object), restricted to the fields fabric's field manager owns
+//! (`metadata.managedFields`): the server's canonical quantities, its defaults and the fields
+//! controllers own are no change. A field a controller took over ([`CONTROLLER_FIELDS`]) is left
+//! to it. Without a dry-run answer (the kind is not served yet, or the server refuses), live and
+//! desired are compared on the desired object's shape. Apply is server-side apply; revert
+//! re-applies the prior fields or deletes what did not exist. Secrets are compared by presence
+//! only, and their content is never read into a plan.
 
 use crate::addr::Target;
 use std::path::PathBuf;
@@ -319,37 +323,213 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
 /// The API server's message for a kind it does not serve.
 pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
 
-/// Reads the live state of `desired` (projected onto its shape) and the server's answer to a
-/// server-side-apply dry run of it: the refusal is the API's error (a 409 conflict, a 422
-/// invalid field, a 404 missing namespace).
+/// Reads the live state of `desired` and the server's answer to a server-side-apply dry run of
+/// it: the refusal is the API's error (a 409 conflict, a 422 invalid field, a 404 missing
+/// namespace). The observed text is the desired text where the dry run changes nothing that
+/// fabric owns, the live value where it does (see [`observed_text`]).
 pub async fn read(
     client: &Client,
     desired: &Value,
     sensitive: bool,
 ) -> Result<(Observed, Option<KubeError>), KubeError> {
     let (api, name) = api_for(client, desired);
-    let live = api.get_opt(&name).await?;
-    let observed = match live {
-        None => Observed::Absent,
-        Some(_) if sensitive => Observed::Present(SENSITIVE.into()),
-        Some(obj) => {
-            let v = serde_json::to_value(&obj)?;
-            Observed::Present(text(&project(&v, desired)))
-        }
+    let live = match api.get_opt(&name).await? {
+        Some(obj) => Some(serde_json::to_value(&obj)?),
+        None => None,
     };
-    if observed == Observed::Absent && is_node(desired) {
-        return Ok((observed, Some(KubeError::NodeMissing { node: name })));
+    if live.is_none() && is_node(desired) {
+        return Ok((Observed::Absent, Some(KubeError::NodeMissing { node: name })));
     }
+    // What fabric applies: without the fields a controller took over.
+    let applied = match &live {
+        Some(l) => leave_to_controllers(desired, l),
+        None => desired.clone(),
+    };
     // The server-side dry run: the would-be object, or why it would be refused.
     let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
-    let refusal = match api.patch(&name, &pp, &Patch::Apply(desired)).await.map_err(KubeError::from) {
-        Ok(_) => None,
+    let (dry, refusal) = match api.patch(&name, &pp, &Patch::Apply(&applied)).await.map_err(KubeError::from) {
+        Ok(o) => (Some(serde_json::to_value(&o)?), None),
         // The kind is not served yet: the chart that installs its CRD comes first (apply waits
         // for the kind), so this is not a refusal.
-        Err(e) if e.is_kind_not_served() => None,
-        Err(e) => Some(e),
+        Err(e) if e.is_kind_not_served() => (None, None),
+        Err(e) => (None, Some(e)),
+    };
+    let observed = match &live {
+        None => Observed::Absent,
+        Some(_) if sensitive => Observed::Present(SENSITIVE.into()),
+        Some(l) => Observed::Present(text(&observed_text(desired, l, dry.as_ref()))),
     };
     Ok((observed, refusal))
+}
+
+/// Fields fabric leaves to the controller that takes them over, as `(apiVersion, kind, field,
+/// manager)`: once `manager` owns the field (per `metadata.managedFields`) and fabric does not,
+/// plan does not compare it and apply does not send it.
+///
+/// * A Job in a Kueue LocalQueue is created suspended and Kueue unsuspends it when it admits
+///   it: `kubernetes-sigs/kueue` `pkg/controller/jobframework/reconciler.go` (`startJob`,
+///   through `pkg/util/client/client.go` `Patch`: a merge patch without a field owner), so
+///   kube-apiserver names the manager from the user agent, `kueue/<version> (...)`
+///   (`pkg/util/useragent/useragent.go`, set in `cmd/kueue/main.go`): `kueue`, operation
+///   Update, which takes `spec.suspend` from fabric.
+pub const CONTROLLER_FIELDS: &[(&str, &str, &[&str], &str)] = &[("batch/v1", "Job", &["spec", "suspend"], "kueue")];
+
+/// `desired` without the [`CONTROLLER_FIELDS`] their controller owns in `live` (and fabric does
+/// not).
+pub fn leave_to_controllers(desired: &Value, live: &Value) -> Value {
+    let mut out = desired.clone();
+    for (api_version, kind, path, manager) in CONTROLLER_FIELDS {
+        if desired["apiVersion"] != *api_version || desired["kind"] != *kind {
+            continue;
+        }
+        let theirs = managed_fields(live, |e| e["manager"] == *manager && e.get("subresource").is_none());
+        let ours = managed_fields(live, is_fabric_apply);
+        if owns(&theirs, path) && !owns(&ours, path) {
+            remove_field(&mut out, path);
+        }
+    }
+    out
+}
+
+fn remove_field(v: &mut Value, path: &[&str]) {
+    let Some((last, parents)) = path.split_last() else { return };
+    let mut cur = v;
+    for p in parents {
+        match cur.get_mut(*p) {
+            Some(c) => cur = c,
+            None => return,
+        }
+    }
+    if let Some(m) = cur.as_object_mut() {
+        m.remove(*last);
+    }
+}
+
+fn is_fabric_apply(entry: &Value) -> bool {
+    entry["manager"] == FIELD_MANAGER && entry["operation"] == "Apply" && entry.get("subresource").is_none()
+}
+
+/// The union of the FieldsV1 sets of the `metadata.managedFields` entries `which` selects.
+pub fn managed_fields(obj: &Value, which: impl Fn(&Value) -> bool) -> Value {
+    let mut set = Value::Object(Default::default());
+    for e in obj.pointer("/metadata/managedFields").and_then(Value::as_array).into_iter().flatten() {
+        if which(e) && e["fieldsType"] == "FieldsV1" {
+            union_fields(&mut set, &e["fieldsV1"]);
+        }
+    }
+    set
+}
+
+fn union_fields(into: &mut Value, more: &Value) {
+    let (Some(a), Some(b)) = (into.as_object_mut(), more.as_object()) else { return };
+    for (k, v) in b {
+        union_fields(a.entry(k.clone()).or_insert_with(|| Value::Object(Default::default())), v);
+    }
+}
+
+/// Whether a FieldsV1 set holds the field at `path` (object keys), or a field above it.
+fn owns(set: &Value, path: &[&str]) -> bool {
+    let mut cur = set;
+    for p in path {
+        match cur.get(format!("f:{p}")) {
+            Some(c) if c.as_object().is_some_and(|m| m.is_empty()) => return true,
+            Some(c) => cur = c,
+            None => return false,
+        }
+    }
+    true
+}
+
+/// The part of `v` a FieldsV1 set names (structured-merge-diff's encoding: `f:<field>`,
+/// `k:<keys>` for an item of a map list, `v:<value>` for an item of a set, `i:<index>`, and `.`
+/// for the item itself). A leaf of the set keeps its whole value.
+pub fn restrict(v: &Value, set: &Value) -> Value {
+    let Some(fields) = set.as_object().filter(|m| !m.is_empty()) else { return v.clone() };
+    match v {
+        Value::Object(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, sub) in fields {
+                if let Some(name) = k.strip_prefix("f:")
+                    && let Some(c) = m.get(name)
+                {
+                    out.insert(name.to_string(), restrict(c, sub));
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => {
+            let mut out = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let hit = fields.iter().find(|(k, _)| {
+                    if let Some(keys) = k.strip_prefix("k:") {
+                        serde_json::from_str::<serde_json::Map<String, Value>>(keys)
+                            .is_ok_and(|keys| keys.iter().all(|(kk, kv)| item.get(kk) == Some(kv)))
+                    } else if let Some(val) = k.strip_prefix("v:") {
+                        serde_json::from_str::<Value>(val).is_ok_and(|val| &val == item)
+                    } else if let Some(n) = k.strip_prefix("i:") {
+                        n.parse::<usize>() == Ok(i)
+                    } else {
+                        false
+                    }
+                });
+                if let Some((k, sub)) = hit {
+                    let mut r = restrict(item, sub);
+                    // A map list's item keeps its keys: which item it is.
+                    if let (Some(keys), Some(o)) = (k.strip_prefix("k:"), r.as_object_mut())
+                        && let Ok(keys) = serde_json::from_str::<serde_json::Map<String, Value>>(keys)
+                    {
+                        o.extend(keys);
+                    }
+                    out.push(r);
+                }
+            }
+            Value::Array(out)
+        }
+        other => other.clone(),
+    }
+}
+
+/// The live object as the plan shows it. Given the dry run's answer, the fields fabric's
+/// manager owns (live or after the apply) are compared as `kubectl diff` compares them, live
+/// against the dry run; equal, the desired text stands for the live one (the server's canonical
+/// forms and defaults are no change), else each field shows as live has it where the dry run
+/// would change it. Without a dry run: live on the desired object's shape ([`project`]).
+pub fn observed_text(desired: &Value, live: &Value, dry: Option<&Value>) -> Value {
+    let Some(dry) = dry else { return project(live, desired) };
+    let mut ours = managed_fields(live, is_fabric_apply);
+    union_fields(&mut ours, &managed_fields(dry, is_fabric_apply));
+    if ours.as_object().is_none_or(|m| m.is_empty()) {
+        return project(live, desired);
+    }
+    if restrict(&cleaned(live.clone()), &ours) == restrict(&cleaned(dry.clone()), &ours) {
+        return desired.clone();
+    }
+    // A field the dry run leaves as it is (a controller's too) shows as desired.
+    blend(desired, live, dry)
+}
+
+/// `desired`'s shape with live's values where the dry run changes them, desired's elsewhere.
+fn blend(desired: &Value, live: &Value, dry: &Value) -> Value {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => {
+            let mut out = serde_json::Map::new();
+            for (k, dv) in d {
+                if let Some(lv) = l.get(k) {
+                    out.insert(k.clone(), blend(dv, lv, dry.get(k).unwrap_or(&Value::Null)));
+                }
+            }
+            Value::Object(out)
+        }
+        (Value::Array(d), Value::Array(l))
+            if d.len() == l.len() && dry.as_array().is_some_and(|y| y.len() == l.len()) =>
+        {
+            Value::Array(
+                d.iter().zip(l).zip(dry.as_array().into_iter().flatten()).map(|((d, l), y)| blend(d, l, y)).collect(),
+            )
+        }
+        _ if live == dry => desired.clone(),
+        _ => project(live, desired),
+    }
 }
 
 /// A Node (whose labels fabric sets, and which it must never create or delete).
@@ -368,7 +548,14 @@ pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), 
     if force {
         pp = pp.force();
     }
-    api.patch(&name, &pp, &Patch::Apply(desired)).await?;
+    // A field a controller took over stays the controller's (unless forced).
+    let leaves_some = CONTROLLER_FIELDS.iter().any(|(a, k, _, _)| desired["apiVersion"] == *a && desired["kind"] == *k);
+    let live = if leaves_some && !force { api.get_opt(&name).await? } else { None };
+    let applied = match live {
+        Some(live) => leave_to_controllers(desired, &serde_json::to_value(&live)?),
+        None => desired.clone(),
+    };
+    api.patch(&name, &pp, &Patch::Apply(&applied)).await?;
     Ok(())
 }
 

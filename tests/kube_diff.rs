@@ -1,0 +1,154 @@
+//! Issue 23, item 2: the plan after an apply is clean on an API server that canonicalizes
+//! quantities, fills defaults and allocates Service addresses, and after Kueue admitted D.4's
+//! Job (Kueue's merge patch takes `spec.suspend` from fabric). fabric compares as `kubectl diff`
+//! does: the server's dry-run answer against the live object, on the fields fabric's field
+//! manager owns (`src/providers/kube.rs`). The API double's behaviours are in
+//! `crates/testkit/src/kube_api.md`, "Built-in kinds".
+
+use std::time::Duration;
+
+use fabric::apply::journal::Journal;
+use fabric::apply::{self, Options, StepWork};
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::live::observe::{self, Targets};
+use fabric::plan::diff;
+use fabric::plan::model::Action;
+use fabric::topology::Topology;
+use fabric::transport::ssh_config::SshConfig;
+use fabric_testkit::kube_api::{ExampleFabric, TestApiServer};
+use fabric_testkit::{kueue, run};
+use serde_json::{Value, json};
+
+/// The Kubernetes steps that need no SSH host: applied here one after the other, as apply does
+/// (their dependencies on the hosts' steps are not applied: no host is reachable here).
+const APPLIED: &[&str] = &["C.1", "D.1@franca", "D.1@sp", "D.2", "D.3", "D.4", "D.5@franca", "D.5@sp"];
+
+/// The steps `fabric plan` is run on: their own dependencies (C.1, D.1) are among `APPLIED`,
+/// and a plan refuses to run when a dependency has pending changes, so it checks them too.
+const PLANNED: &[&str] = &["D.2", "D.3", "D.4", "D.5@franca", "D.5@sp"];
+
+fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut a = vec!["plan"];
+    for s in PLANNED {
+        a.extend(["--step", s]);
+    }
+    a.extend(extra);
+    a
+}
+
+/// fabric applies `APPLIED` through its apply engine.
+async fn apply_steps(f: &ExampleFabric, run: &str) -> (Topology, Vec<StepWork>) {
+    let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
+    let targets = Targets::from_topology(&t, &SshConfig::default());
+    let mut steps = Vec::new();
+    for (i, key) in APPLIED.iter().enumerate() {
+        let step = StepWork::alone(&g, &t, key).unwrap();
+        let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+        let opts = Options {
+            run: format!("{run}{i:02}Z-1"),
+            state_dir: f.dir.clone(),
+            confirm_timeout: Duration::from_secs(30),
+            force_conflicts: false,
+            wait_timeout: Duration::from_secs(60),
+        };
+        let mut j = Journal::create(&f.dir, &opts.run).unwrap();
+        apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {})
+            .await
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        steps.push(step);
+    }
+    (t, steps)
+}
+
+/// Every change the plan of `steps` has (address, action, diff), read live.
+async fn changes(t: &Topology, steps: &[StepWork]) -> Vec<String> {
+    let targets = Targets::from_topology(t, &SshConfig::default());
+    let mut out = Vec::new();
+    for step in steps {
+        let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+        for r in &step.resources {
+            let c = diff::change(r, &live).unwrap_or_else(|| panic!("{} unreadable", r.address));
+            if c.action != Action::NoOp {
+                out.push(format!("{} {:?}\n{}", r.address, c.action, c.diff.unwrap_or_default()));
+            }
+        }
+    }
+    out
+}
+
+fn fabric(f: &ExampleFabric, args: &[&str]) -> std::process::Output {
+    run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), args)
+}
+
+fn job(s: &TestApiServer) -> Value {
+    s.object("batch/v1", "Job", Some("batch"), "fabric-multikueue-test").expect("D.4's Job at the manager")
+}
+
+fn manager_owns(obj: &Value, manager: &str, field: &[&str]) -> bool {
+    obj["metadata"]["managedFields"].as_array().unwrap().iter().any(|e| {
+        e["manager"] == manager
+            && e.get("subresource").is_none()
+            && field.iter().try_fold(&e["fieldsV1"], |at, f| at.get(format!("f:{f}"))).is_some()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_is_clean_after_apply_and_after_kueue_admitted_the_test_job() {
+    let f = ExampleFabric::start("kube-diff");
+    let (t, steps) = apply_steps(&f, "20261202T0600").await;
+
+    // What the server did with fabric's objects: canonical quantities, defaults.
+    let j = job(&f.franca);
+    let c = &j["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], json!("1"), "canonical quantity: {j:#}");
+    assert_eq!(c["terminationMessagePolicy"], "File", "container defaults: {j:#}");
+    for (field, v) in [("completions", json!(1)), ("podReplacementPolicy", json!("TerminatingOrFailed"))] {
+        assert_eq!(j["spec"][field], v, "Job defaults: {j:#}");
+    }
+    assert_eq!(j["spec"]["suspend"], true);
+
+    // 1. The next plan has nothing to do.
+    let left = changes(&t, &steps).await;
+    assert!(left.is_empty(), "clean after apply: {left:#?}");
+    let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
+    assert_eq!(o.status.code(), Some(0), "clean after apply:\n{}", run::out(&o));
+
+    // 2. Kueue admits D.4's Job (MultiKueue dispatches it to sp): `kueue` now owns
+    // `spec.suspend`, false. The plan leaves it to Kueue.
+    for s in [&f.franca, &f.sp] {
+        s.hold("Job", true);
+    }
+    let mut events = Vec::new();
+    for _ in 0..10 {
+        let ev = kueue::reconcile(&[("franca", &f.franca), ("sp", &f.sp)]);
+        if ev.is_empty() {
+            break;
+        }
+        events.extend(ev);
+    }
+    assert!(events.iter().any(|e| e.contains("dispatched to sp")), "{events:#?}");
+    let j = job(&f.franca);
+    assert_eq!(j["spec"]["suspend"], false, "admitted: {j:#}");
+    assert!(manager_owns(&j, "kueue", &["spec", "suspend"]), "Kueue owns suspend: {j:#}");
+    assert!(!manager_owns(&j, "fabric", &["spec", "suspend"]), "fabric no longer does: {j:#}");
+    let left = changes(&t, &steps).await;
+    assert!(left.is_empty(), "clean after Kueue admitted the Job: {left:#?}");
+    let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
+    assert_eq!(o.status.code(), Some(0), "clean after Kueue admitted the Job:\n{}", run::out(&o));
+
+    // 3. A field fabric owns is still compared: a hand edit of a LocalQueue is a change, shown
+    // in fabric's own form.
+    let mut lq = f.sp.object("kueue.x-k8s.io/v1beta2", "LocalQueue", Some("batch"), "batch").expect("sp's batch queue");
+    lq["spec"]["clusterQueue"] = json!("gpu-interactive");
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        lq["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    f.sp.put_raw_as(lq, "kubectl");
+    let left = changes(&t, &steps).await;
+    assert_eq!(left.len(), 1, "{left:#?}");
+    assert!(
+        left[0].contains("-  clusterQueue: gpu-interactive") && left[0].contains("+  clusterQueue: gpu-batch"),
+        "{left:#?}"
+    );
+}

@@ -515,7 +515,13 @@ fn blend(desired: &Value, live: &Value, dry: &Value) -> Value {
             let mut out = serde_json::Map::new();
             for (k, dv) in d {
                 if let Some(lv) = l.get(k) {
-                    out.insert(k.clone(), blend(dv, lv, dry.get(k).unwrap_or(&Value::Null)));
+                    let b = blend(dv, lv, dry.get(k).unwrap_or(&Value::Null));
+                    // As in `project`: a map with none of fabric's keys is left out.
+                    let none_of_ours =
+                        b.as_object().is_some_and(|m| m.is_empty()) && dv.as_object().is_some_and(|m| !m.is_empty());
+                    if !none_of_ours {
+                        out.insert(k.clone(), b);
+                    }
                 }
             }
             Value::Object(out)

@@ -5,7 +5,7 @@
 //! ends fails and reverts; one cluster down leaves the other site plannable and appliable;
 //! verify reports the seed's checks. Needs root (network namespaces).
 
-use fabric_testkit::{cilium_mesh, kube_api, lab, run};
+use fabric_testkit::{cilium_mesh, kube_api, kueue, lab, run};
 
 use std::process::Output;
 use std::time::Duration;
@@ -150,6 +150,31 @@ fn phases_a_to_d_end_to_end() {
     // 2. The next plan has nothing to do.
     let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
+
+    // 2a. Kueue admits D.4's Job (MultiKueue dispatches it to sp): Kueue's manager owns its
+    // `spec.suspend` now (false), and the server stored its GPU limit in canonical form ("1").
+    // The plan is still clean: fabric compares the dry run's answer with the live object on the
+    // fields its manager owns, and leaves `suspend` to Kueue (issue 23, item 2).
+    for s in [&franca, &sp] {
+        s.hold("Job", true);
+    }
+    let mut events = Vec::new();
+    for _ in 0..10 {
+        let ev = kueue::reconcile(&[("franca", &franca), ("sp", &sp)]);
+        if ev.is_empty() {
+            break;
+        }
+        events.extend(ev);
+    }
+    assert!(events.iter().any(|e| e.contains("fabric-multikueue-test dispatched to sp")), "{events:#?}");
+    let d4 = franca.object("batch/v1", "Job", Some("batch"), "fabric-multikueue-test").expect("D.4's Job");
+    assert_eq!(d4["spec"]["suspend"], false, "{d4:#}");
+    assert_eq!(d4["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+    let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
+    assert_eq!(o.status.code(), Some(0), "after Kueue admitted D.4's Job: {}", out(&o));
+    for s in [&franca, &sp] {
+        s.hold("Job", false);
+    }
 
     // 2b. A rotated token: the copy in Karmada no longer matches its source, so it is planned
     // as an update (content never shown) and apply copies the new one.

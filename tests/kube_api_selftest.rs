@@ -1545,3 +1545,188 @@ async fn pods_are_listed_by_node_and_evicted_within_their_disruption_budget() {
         .unwrap();
     assert_eq!(r.status, 400, "{:#}", r.body);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Built-in kinds: canonical quantities, defaults, Service addresses, the status subresource,
+// a controller's merge patch (crates/testkit/src/kube_builtin.rs, kube_api.md "Built-in kinds")
+// ---------------------------------------------------------------------------------------------
+
+const JOBS: &str = "/apis/batch/v1/namespaces/default/jobs";
+
+fn job(limits: Value) -> Value {
+    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "probe", "namespace": "default"},
+        "spec": {"suspend": true, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
+                "resources": {"limits": limits}}]}}}})
+}
+
+#[tokio::test]
+async fn built_in_quantities_are_stored_canonical_and_custom_resources_as_sent() {
+    let s = server().await;
+    let limits = json!({"nvidia.com/gpu": 1, "cpu": 0.5, "memory": "1024Mi", "ephemeral-storage": "1000m"});
+    let r = apply(&s, &format!("{JOBS}/probe"), "fabric", "", &job(limits.clone())).await;
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let got = &r.body["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"];
+    assert_eq!(got, &json!({"nvidia.com/gpu": "1", "cpu": "500m", "memory": "1Gi", "ephemeral-storage": "1"}));
+    // Re-applying the same (uncanonical) configuration changes nothing: values compare typed.
+    let before = rv(&r.body);
+    let again = apply(&s, &format!("{JOBS}/probe"), "fabric", "", &job(limits)).await;
+    assert_eq!(again.status, 200, "{:#}", again.body);
+    assert_eq!(rv(&again.body), before, "a no-op apply");
+    // A quantity that does not parse is refused as the decoder refuses it.
+    let bad = apply(&s, &format!("{JOBS}/probe"), "fabric", "", &job(json!({"cpu": "lots"}))).await;
+    assert_status(&bad, 400, "BadRequest");
+    assert!(
+        bad.body["message"].as_str().unwrap().contains("quantities must match the regular expression"),
+        "{:#}",
+        bad.body
+    );
+    // A CRD's field is stored as sent (a number stays a number).
+    let r = apply(&s, &format!("{CQ}/gpu-batch"), "fabric", "", &cluster_queue("gpu-batch")).await;
+    assert_eq!(r.body["spec"]["resourceGroups"][0]["flavors"][0]["resources"][1]["nominalQuota"], json!(8));
+}
+
+#[tokio::test]
+async fn built_in_kinds_are_defaulted_and_the_defaults_are_nobodys() {
+    let s = server().await;
+    let r = apply(&s, &format!("{JOBS}/probe"), "fabric", "", &job(json!({"nvidia.com/gpu": 1}))).await;
+    let spec = &r.body["spec"];
+    for (k, v) in [
+        ("completions", json!(1)),
+        ("parallelism", json!(1)),
+        ("backoffLimit", json!(6)),
+        ("completionMode", json!("NonIndexed")),
+        ("podReplacementPolicy", json!("TerminatingOrFailed")),
+        ("manualSelector", json!(false)),
+        ("suspend", json!(true)),
+    ] {
+        assert_eq!(spec[k], v, "Job spec.{k}: {:#}", r.body);
+    }
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["dnsPolicy"], "ClusterFirst");
+    assert_eq!(pod["terminationGracePeriodSeconds"], 30);
+    assert_eq!(pod["schedulerName"], "default-scheduler");
+    assert_eq!(pod["restartPolicy"], "Never", "a given value is kept");
+    assert_eq!(pod["containers"][0]["imagePullPolicy"], "IfNotPresent");
+    assert_eq!(pod["containers"][0]["terminationMessagePath"], "/dev/termination-log");
+    let mine = owned(&r.body, "fabric", "Apply").expect("fabric's entry").to_string();
+    assert!(!mine.contains("completions") && !mine.contains("dnsPolicy"), "defaults are owned by nobody: {mine}");
+
+    let dep = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx", "ports": [{"containerPort": 80}]}]}}}});
+    let r = apply(&s, "/apis/apps/v1/namespaces/default/deployments/web", "fabric", "", &dep).await;
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    assert_eq!(r.body["spec"]["replicas"], 1);
+    assert_eq!(
+        r.body["spec"]["strategy"],
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+    );
+    assert_eq!(r.body["spec"]["revisionHistoryLimit"], 10);
+    assert_eq!(r.body["spec"]["progressDeadlineSeconds"], 600);
+    let c = &r.body["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["imagePullPolicy"], "Always", "no tag is `latest`");
+    assert_eq!(c["ports"][0]["protocol"], "TCP");
+}
+
+#[tokio::test]
+async fn services_get_their_addresses_from_the_allocator_and_keep_them() {
+    let s = server().await;
+    let svc = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"selector": {"app": name}, "ports": [{"name": "http", "port": 80}]}})
+    };
+    let path = |n: &str| format!("/api/v1/namespaces/default/services/{n}");
+    // A dry run answers with the would-be address and keeps nothing.
+    let dry = apply(&s, &path("a"), "fabric", "&dryRun=All", &svc("a")).await;
+    assert_eq!(dry.body["spec"]["clusterIP"], "10.43.0.2", "{:#}", dry.body);
+    let a = apply(&s, &path("a"), "fabric", "", &svc("a")).await.body;
+    let spec = &a["spec"];
+    assert_eq!(spec["clusterIP"], "10.43.0.2", "the dry run consumed nothing: {a:#}");
+    assert_eq!(spec["clusterIPs"], json!(["10.43.0.2"]));
+    assert_eq!(spec["ipFamilies"], json!(["IPv4"]));
+    assert_eq!(spec["ipFamilyPolicy"], "SingleStack");
+    assert_eq!(spec["type"], "ClusterIP");
+    assert_eq!(spec["sessionAffinity"], "None");
+    assert_eq!(spec["internalTrafficPolicy"], "Cluster");
+    assert_eq!(spec["ports"][0], json!({"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80}));
+    let b = apply(&s, &path("b"), "fabric", "", &svc("b")).await.body;
+    assert_eq!(b["spec"]["clusterIP"], "10.43.0.3", "the next free address");
+    // Re-applied without the address: kept, and nothing changes.
+    let again = apply(&s, &path("a"), "fabric", "", &svc("a")).await.body;
+    assert_eq!(again["spec"]["clusterIP"], "10.43.0.2");
+    assert_eq!(rv(&again), rv(&a));
+    // A headless Service without selector asks for both families.
+    let mut h = svc("h");
+    h["spec"] = json!({"clusterIP": "None", "ports": [{"port": 53}]});
+    let h = apply(&s, &path("h"), "fabric", "", &h).await.body;
+    assert_eq!(h["spec"]["clusterIPs"], json!(["None"]));
+    assert_eq!(h["spec"]["ipFamilyPolicy"], "RequireDualStack");
+}
+
+#[tokio::test]
+async fn status_changes_only_through_its_subresource() {
+    let s = server().await;
+    let path = format!("{JOBS}/probe");
+    let mut j = job(json!({"cpu": "1"}));
+    j["status"] = json!({"active": 3});
+    let r = apply(&s, &path, "fabric", "", &j).await;
+    assert!(r.body.get("status").is_none(), "a write to the main resource ignores status: {:#}", r.body);
+    // PUT .../status: only the status changes, the spec in the body is ignored.
+    let mut body = r.body.clone();
+    body["status"] = json!({"active": 1});
+    body["spec"]["suspend"] = json!(false);
+    let w = s
+        .request(
+            "PUT",
+            &format!("{path}/status?fieldManager=job-controller"),
+            Some("application/json"),
+            Some(&body.to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(w.status, 200, "{:#}", w.body);
+    assert_eq!(w.body["status"], json!({"active": 1}));
+    assert_eq!(w.body["spec"]["suspend"], true, "the status subresource leaves the spec");
+    let entry = w.body["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["manager"] == "job-controller")
+        .expect("the writer's entry")
+        .clone();
+    assert_eq!(entry["subresource"], "status", "{entry:#}");
+    assert_eq!(get(&s, &format!("{path}/status")).await.body["status"], json!({"active": 1}));
+}
+
+#[tokio::test]
+async fn a_controllers_merge_patch_takes_the_field_and_a_reapply_without_it_keeps_its_value() {
+    let s = server().await;
+    let path = format!("{JOBS}/probe");
+    apply(&s, &path, "fabric", "", &job(json!({"nvidia.com/gpu": 1}))).await;
+    // Kueue unsuspends the Job with a merge patch and no fieldManager: kube-apiserver names
+    // the manager from the user agent (`kueue/v0.15.0 (linux/amd64) abcdef0`).
+    // (Kueue sends none; the double derives the manager from the user agent as kube does, the
+    // name is given here.)
+    let r = s
+        .request(
+            "PATCH",
+            &format!("{path}?fieldManager=kueue"),
+            Some("application/merge-patch+json"),
+            Some(&json!({"spec": {"suspend": false}}).to_string()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    let kueue = owned(&r.body, "kueue", "Update").expect("kueue's entry");
+    assert!(kueue.pointer("/f:spec/f:suspend").is_some(), "{kueue:#}");
+    assert!(owned(&r.body, "fabric", "Apply").unwrap().pointer("/f:spec/f:suspend").is_none());
+    // fabric re-applying suspend: true conflicts with kueue; without the field it keeps false.
+    let c = apply(&s, &path, "fabric", "&dryRun=All", &job(json!({"nvidia.com/gpu": 1}))).await;
+    assert_status(&c, 409, "Conflict");
+    let mut without = job(json!({"nvidia.com/gpu": 1}));
+    without["spec"].as_object_mut().unwrap().remove("suspend");
+    let ok = apply(&s, &path, "fabric", "", &without).await;
+    assert_eq!(ok.status, 200, "{:#}", ok.body);
+    assert_eq!(ok.body["spec"]["suspend"], false);
+}

@@ -966,6 +966,11 @@ impl Shared {
         if let (["namespaces", ns, "pods", name, "eviction"], "", "POST") = (rest, group, r.method.as_str()) {
             return self.evict(ns, name, r);
         }
+        // The status subresource (`.../<name>/status`): only `status` changes through it.
+        let (rest, status_sub) = match rest {
+            [head @ .., "status"] if head.len() >= 2 && head.len() != 3 => (head, true),
+            _ => (rest, false),
+        };
         let served = self.served();
         let find = |plural: &str| {
             served.iter().copied().find(|r| r.group == group && r.version == version && r.plural == plural)
@@ -1027,12 +1032,75 @@ impl Shared {
             };
         }
         let ns = ns.unwrap_or("");
+        if status_sub {
+            return match verb {
+                "get" => self.get(res, ns, name.unwrap_or("")),
+                "update" | "patch" => self.write_status_subresource(res, ns, name.unwrap_or(""), verb, r),
+                _ => out(
+                    405,
+                    status_failure(
+                        405,
+                        "MethodNotAllowed",
+                        "the server does not allow this method on the requested resource".into(),
+                        None,
+                    ),
+                ),
+            };
+        }
         match verb {
             "get" => self.get(res, ns, name.unwrap_or("")),
             "list" => self.list(res, ns, r),
             "delete" => self.delete(res, ns, name.unwrap_or(""), r),
             _ => self.write(res, ns, name, verb, r),
         }
+    }
+
+    /// A write to the status subresource: PUT replaces `status`, a merge patch or an apply
+    /// merges into it; everything else in the body is ignored (the status strategies'
+    /// `PrepareForUpdate` keeps the stored spec and metadata). The writer owns what it changed
+    /// in a `subresource: status` entry of managedFields.
+    fn write_status_subresource(&self, res: &Resource, ns: &str, name: &str, verb: &str, r: &Req) -> Out {
+        let dry = match dry_run(r) {
+            Ok(d) => d,
+            Err(o) => return o,
+        };
+        let apply = verb == "patch" && is_apply(r);
+        let merge =
+            verb == "patch" && r.content_type.as_deref().is_some_and(|c| c.starts_with("application/merge-patch+json"));
+        if verb == "patch" && !apply && !merge {
+            return out(415, status_failure(415, "UnsupportedMediaType", "the body of the request was in an unknown format - accepted media types include: application/apply-patch+yaml, application/merge-patch+json".into(), None));
+        }
+        let manager = match r.q("fieldManager").filter(|m| !m.is_empty()) {
+            Some(m) => m.to_string(),
+            None => default_manager(r.user_agent.as_deref(), verb),
+        };
+        let body = match parse_body(&r.body, apply) {
+            Ok(b) => b,
+            Err(e) => return bad_request(e),
+        };
+        let key = Shared::key(res, ns, name);
+        let mut st = self.lock();
+        let Some(old) = st.objects.get(&key).cloned() else { return not_found(res, name) };
+        let given = body.get("status").cloned().unwrap_or(Value::Null);
+        let mut status = old.obj.get("status").cloned().unwrap_or_else(|| json!({}));
+        if verb == "update" {
+            status = given;
+        } else if merge {
+            json_merge_patch(&mut status, &given);
+        } else {
+            merge_into(&mut status, &given);
+        }
+        let av = res.api_version();
+        if dry {
+            let mut would = old.clone();
+            would.obj["status"] = status;
+            return out(200, would.render(Some(&av)));
+        }
+        if self.write_status(&mut st, &key, status, &manager).is_some() {
+            self.trigger(&st, vec![key.clone()]);
+        }
+        let stored = st.objects.get(&key).cloned().expect("still stored");
+        out(200, stored.render(Some(&av)))
     }
 
     /// Quantities of a built-in kind in canonical form (`kube_builtin`); a quantity that does

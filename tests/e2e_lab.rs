@@ -172,9 +172,13 @@ fn phases_a_to_d_end_to_end() {
     assert_eq!(d4["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
     let o = fabric(&[&["plan"][..], &with(&["--detailed-exitcode"])].concat());
     assert_eq!(o.status.code(), Some(0), "after Kueue admitted D.4's Job: {}", out(&o));
+    // The Job again as apply left it (the checks below dispatch it by hand).
+    assert!(franca.delete_raw("batch/v1", "Job", Some("batch"), "fabric-multikueue-test"));
     for s in [&franca, &sp] {
         s.hold("Job", false);
     }
+    let o = fabric(&["apply", "--step", "D.4", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
 
     // 2b. A rotated token: the copy in Karmada no longer matches its source, so it is planned
     // as an update (content never shown) and apply copies the new one.

@@ -647,6 +647,82 @@ mod tests {
         );
     }
 
+    fn entry(manager: &str, operation: &str, fields: Value) -> Value {
+        json!({"manager": manager, "operation": operation, "apiVersion": "batch/v1", "fieldsType": "FieldsV1", "fieldsV1": fields})
+    }
+
+    #[test]
+    fn restrict_follows_fields_v1_with_keyed_items() {
+        // As a real API server encodes a container list (`x-kubernetes-list-type: map`).
+        let obj = json!({"spec": {"containers": [
+            {"name": "a", "image": "x:1", "imagePullPolicy": "IfNotPresent"},
+            {"name": "b", "image": "y:1"}], "finalizers": ["p", "q"], "n": [1, 2]}});
+        let set = json!({"f:spec": {"f:containers": {"k:{\"name\":\"a\"}": {".": {}, "f:image": {}}},
+            "f:finalizers": {"v:\"q\"": {}}, "f:n": {"i:1": {}}}});
+        assert_eq!(
+            restrict(&obj, &set),
+            json!({"spec": {"containers": [{"name": "a", "image": "x:1"}], "finalizers": ["q"], "n": [2]}})
+        );
+        // A leaf keeps its whole value (an atomic list, a map owned as a whole).
+        assert_eq!(restrict(&obj, &json!({"f:spec": {"f:n": {}}})), json!({"spec": {"n": [1, 2]}}));
+    }
+
+    fn job(suspend: bool, gpu: Value, managers: Value) -> Value {
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "t", "namespace": "b", "managedFields": managers},
+            "spec": {"suspend": suspend, "backoffLimit": 0, "completions": 1,
+                "template": {"spec": {"containers": [{"name": "p", "resources": {"limits": {"nvidia.com/gpu": gpu}}}]}}}})
+    }
+
+    #[test]
+    fn a_field_kueue_took_over_is_left_to_it_and_nothing_else() {
+        let fabric_all =
+            entry("fabric", "Apply", json!({"f:spec": {"f:suspend": {}, "f:backoffLimit": {}, "f:template": {}}}));
+        let fabric_rest = entry("fabric", "Apply", json!({"f:spec": {"f:backoffLimit": {}, "f:template": {}}}));
+        let kueue = entry("kueue", "Update", json!({"f:spec": {"f:suspend": {}}}));
+        let desired = job(true, json!(1), Value::Null);
+        let desired = {
+            let mut d = desired;
+            d["metadata"].as_object_mut().unwrap().remove("managedFields");
+            d
+        };
+        // Kueue owns suspend, fabric does not: fabric leaves it out.
+        let live = job(false, json!("1"), json!([fabric_rest.clone(), kueue.clone()]));
+        assert!(leave_to_controllers(&desired, &live)["spec"].get("suspend").is_none());
+        // fabric still owns it (Kueue shares it, or never touched it): fabric keeps it.
+        let live = job(true, json!("1"), json!([fabric_all.clone()]));
+        assert_eq!(leave_to_controllers(&desired, &live)["spec"]["suspend"], true);
+        // Another manager than Kueue (a hand edit) is no controller fabric yields to.
+        let kubectl = entry("kubectl-edit", "Update", json!({"f:spec": {"f:suspend": {}}}));
+        let live = job(false, json!("1"), json!([fabric_rest, kubectl]));
+        assert_eq!(leave_to_controllers(&desired, &live)["spec"]["suspend"], true);
+    }
+
+    #[test]
+    fn the_dry_run_against_live_on_fabrics_fields_decides_the_change() {
+        let desired = {
+            let mut d = job(true, json!(1), Value::Null);
+            d["metadata"].as_object_mut().unwrap().remove("managedFields");
+            d
+        };
+        let fabric = entry("fabric", "Apply", json!({"f:spec": {"f:backoffLimit": {}, "f:template": {}}}));
+        let kueue = entry("kueue", "Update", json!({"f:spec": {"f:suspend": {}}}));
+        // The server's canonical "1", its defaults and Kueue's suspend: no change; the observed
+        // text is the desired one.
+        let live = job(false, json!("1"), json!([fabric.clone(), kueue.clone()]));
+        let dry = live.clone();
+        assert_eq!(observed_text(&desired, &live, Some(&dry)), desired);
+        // The dry run changes a field fabric owns: that field shows as live has it, the others
+        // as desired (no canonical-form noise).
+        let mut drifted = live.clone();
+        drifted["spec"]["backoffLimit"] = json!(3);
+        let shown = observed_text(&desired, &drifted, Some(&dry));
+        assert_eq!(shown["spec"]["backoffLimit"], 3);
+        assert_eq!(shown["spec"]["template"], desired["spec"]["template"]);
+        assert_eq!(shown["spec"]["suspend"], true, "Kueue's field is not shown as a change");
+        // Without a dry-run answer: live on the desired object's shape, as before.
+        assert_eq!(observed_text(&desired, &live, None)["spec"]["suspend"], false);
+    }
+
     fn api_error(code: u16, reason: &str, message: &str) -> kube::Error {
         kube::Error::Api(kube::core::Status::failure(message, reason).with_code(code).boxed())
     }

@@ -1730,3 +1730,15 @@ async fn a_controllers_merge_patch_takes_the_field_and_a_reapply_without_it_keep
     assert_eq!(ok.status, 200, "{:#}", ok.body);
     assert_eq!(ok.body["spec"]["suspend"], false);
 }
+
+/// What the double does not model, said where the tests are read: a real API server merges and
+/// owns items of `x-kubernetes-list-type: map`/`set` lists one by one (`k:{"name":"x"}`,
+/// `v:"x"` in FieldsV1; structured-merge-diff), the double owns and replaces such a list as a
+/// whole. fabric's comparison of FieldsV1 with keyed items is tested against literal FieldsV1 in
+/// `src/providers/kube.rs` (`restrict_follows_fields_v1_with_keyed_items`), not against the
+/// double. See `kube_api.md`, "Built-in kinds".
+#[test]
+#[ignore = "not covered by the double: keyed-list (x-kubernetes-list-map-keys) merge and ownership"]
+fn not_covered_keyed_list_ownership() {
+    panic!("the double keeps lists atomic; see kube_api.md, Built-in kinds");
+}

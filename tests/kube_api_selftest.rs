@@ -1731,14 +1731,91 @@ async fn a_controllers_merge_patch_takes_the_field_and_a_reapply_without_it_keep
     assert_eq!(ok.body["spec"]["suspend"], false);
 }
 
-/// What the double does not model, said where the tests are read: a real API server merges and
-/// owns items of `x-kubernetes-list-type: map`/`set` lists one by one (`k:{"name":"x"}`,
-/// `v:"x"` in FieldsV1; structured-merge-diff), the double owns and replaces such a list as a
-/// whole. fabric's comparison of FieldsV1 with keyed items is tested against literal FieldsV1 in
-/// `src/providers/kube.rs` (`restrict_follows_fields_v1_with_keyed_items`), not against the
-/// double. See `kube_api.md`, "Built-in kinds".
 #[test]
-#[ignore = "not covered by the double: keyed-list (x-kubernetes-list-map-keys) merge and ownership"]
-fn not_covered_keyed_list_ownership() {
-    panic!("the double keeps lists atomic; see kube_api.md, Built-in kinds");
+fn list_types_come_from_the_crd_schemas_and_the_built_in_definitions() {
+    use fabric_testkit::kube_builtin::{ListType, shared_builtins};
+    let cq = |p: &[&str]| shared_schemas().list_type("kueue.x-k8s.io/v1beta2", "ClusterQueue", p);
+    assert_eq!(cq(&["spec", "resourceGroups"]), Some(ListType::Atomic));
+    assert_eq!(cq(&["spec", "resourceGroups", "flavors"]), Some(ListType::Map(vec!["name".into()])));
+    assert_eq!(cq(&["spec", "cohortName"]), None);
+    let b = shared_builtins();
+    let pod = ["spec", "template", "spec"];
+    let at = |rest: &[&str]| b.list_type("apps", "v1", "Deployment", &[&pod[..], rest].concat());
+    assert_eq!(at(&["containers"]), Some(ListType::Map(vec!["name".into()])));
+    assert_eq!(at(&["containers", "ports"]), Some(ListType::Map(vec!["containerPort".into(), "protocol".into()])));
+    assert_eq!(at(&["tolerations"]), Some(ListType::Atomic));
+    assert_eq!(
+        b.list_type("", "v1", "Service", &["spec", "ports"]),
+        Some(ListType::Map(vec!["port".into(), "protocol".into()]))
+    );
+    assert_eq!(b.list_type("apps", "v1", "Deployment", &["metadata", "finalizers"]), Some(ListType::Set));
+}
+
+#[tokio::test]
+async fn map_lists_merge_by_key_and_each_item_has_its_owner() {
+    let s = server().await;
+    let path = "/apis/apps/v1/namespaces/default/deployments/web";
+    let dep = |containers: Value, finalizers: Value| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "finalizers": finalizers},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": containers}}}})
+    };
+    let names = |o: &Value| -> Vec<String> {
+        o["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // `containers` is `x-kubernetes-list-type: map` keyed by name, `finalizers` a set (v1.33
+    // definitions): two managers apply their own items without conflict, both are kept.
+    let r = apply(&s, path, "fabric", "", &dep(json!([{"name": "a", "image": "a:1"}]), json!(["x/one"]))).await;
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    let r = apply(&s, path, "injector", "", &dep(json!([{"name": "b", "image": "b:1"}]), json!(["x/two"]))).await;
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(names(&r.body), ["a", "b"]);
+    assert_eq!(r.body["metadata"]["finalizers"], json!(["x/one", "x/two"]));
+    let fabric = owned(&r.body, "fabric", "Apply").unwrap();
+    let item = "/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"a\"}";
+    assert!(
+        fabric.pointer(&format!("{item}/f:image")).is_some() && fabric.pointer(&format!("{item}/.")).is_some(),
+        "{fabric:#}"
+    );
+    assert!(fabric.pointer("/f:metadata/f:finalizers/v:\"x~1one\"").is_some(), "{fabric:#}");
+    let injector = owned(&r.body, "injector", "Apply").unwrap();
+    assert!(
+        injector.pointer("/f:spec/f:template/f:spec/f:containers/k:{\"name\":\"b\"}/f:image").is_some(),
+        "{injector:#}"
+    );
+    // Changing another manager's item's field is a conflict naming the item.
+    let c = apply(
+        &s,
+        path,
+        "injector",
+        "",
+        &dep(json!([{"name": "a", "image": "a:2"}, {"name": "b", "image": "b:1"}]), json!(["x/two"])),
+    )
+    .await;
+    assert_status(&c, 409, "Conflict");
+    let msg = c.body["message"].as_str().unwrap();
+    assert!(msg.contains(".spec.template.spec.containers[name=\"a\"].image") && msg.contains("\"fabric\""), "{msg}");
+    // An item its manager no longer applies goes (with its keys); the other manager's stays.
+    let r = apply(&s, path, "fabric", "", &dep(json!([{"name": "c", "image": "c:1"}]), json!(["x/one"]))).await;
+    assert_eq!(r.status, 200, "{:#}", r.body);
+    assert_eq!(names(&r.body), ["b", "c"]);
+}
+
+/// What the double does not model, said where the tests are read: a map list's items keep the
+/// applier's order only roughly (new items are appended; kube orders the merged list by the
+/// applied configuration), and an `atomic` list of a CRD whose schema declares no list type
+/// stays one leaf as in kube. Granular ownership inside `x-kubernetes-map-type: granular` maps
+/// of built-in kinds is modelled for every object map (labels, annotations, selectors), which
+/// is kube's default. What fabric's comparison needs of keyed items it reads from FieldsV1
+/// (`src/providers/kube.rs`, `restrict_follows_fields_v1_with_keyed_items`).
+#[test]
+#[ignore = "not covered by the double: the merged order of a map list's items (kube follows the applied configuration's order)"]
+fn not_covered_merged_item_order() {
+    panic!("the double appends new items of a map list; see kube_api.md, Built-in kinds");
 }

@@ -155,7 +155,8 @@ impl TestApiServer {
         let key = (res.group.clone(), res.kind.clone(), ns, name);
         let mut st = self.shared.lock();
         let old = st.objects.get(&key).cloned();
-        let managers = update_managers(old.as_ref(), &obj, manager, &api_version);
+        let lists = self.shared.lists_for(&res);
+        let managers = update_managers(old.as_ref(), &obj, manager, &api_version, &lists);
         let c = st.commit(&res, &key, old.as_ref(), obj, managers, false, manager);
         let (mut stored, mut changed) = (c.stored, c.changed);
         if let Some(s) = status
@@ -668,8 +669,42 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
 /// (group, kind, namespace or "", name).
 type Key = (String, String, String, String);
 
-/// A field path: object keys from the root (lists are atomic, so no list elements).
+/// A field path from the root: object keys, and list items as FieldsV1 names them: `k:{"name":"x"}`
+/// for an item of a `map` list (by its keys), `v:"x"` for an item of a `set` list. An `atomic`
+/// list is one leaf.
 type FieldPath = Vec<String>;
+
+/// How the list at a field path merges (from the kind's schema or built-in definitions).
+type Lists<'a> = dyn Fn(&[String]) -> ListType + 'a;
+
+use crate::kube_builtin::ListType;
+
+/// Whether a path segment names a list item (`k:{...}` or `v:...`), not a field.
+fn is_item(seg: &str) -> bool {
+    seg.starts_with("k:{") || seg.starts_with("v:")
+}
+
+/// The `k:` segment of a map list's item: its keys as JSON with sorted names; None when the item
+/// lacks one of them.
+fn item_key(item: &Value, keys: &[String]) -> Option<String> {
+    let o = item.as_object()?;
+    let mut m = BTreeMap::new();
+    for k in keys {
+        m.insert(k.clone(), o.get(k)?.clone());
+    }
+    Some(format!("k:{}", serde_json::to_string(&m).ok()?))
+}
+
+/// The item of `list` a `k:`/`v:` segment names.
+fn find_item(list: &[Value], seg: &str) -> Option<usize> {
+    if let Some(keys) = seg.strip_prefix("k:") {
+        let keys: Map<String, Value> = serde_json::from_str(keys).ok()?;
+        list.iter().position(|i| keys.iter().all(|(k, v)| i.get(k) == Some(v)))
+    } else {
+        let v: Value = serde_json::from_str(seg.strip_prefix("v:")?).ok()?;
+        list.iter().position(|i| *i == v)
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 struct Manager {
@@ -722,14 +757,20 @@ fn managed_entry(m: &Manager) -> Value {
     e
 }
 
-/// The FieldsV1 encoding of a field set: `{"f:spec": {"f:replicas": {}}}`.
+/// The FieldsV1 encoding of a field set: `{"f:spec": {"f:replicas": {}}}`, a map list's item as
+/// `"k:{\"name\":\"x\"}": {".": {}, "f:image": {}}` (the item itself and its fields), a set's
+/// item as `"v:\"x\"": {}`.
 fn fields_v1(fields: &BTreeSet<FieldPath>) -> Value {
     let mut root = Map::new();
     for p in fields {
         let mut cur = &mut root;
         for seg in p {
-            let e = cur.entry(format!("f:{seg}")).or_insert_with(|| json!({}));
+            let name = if is_item(seg) { seg.clone() } else { format!("f:{seg}") };
+            let e = cur.entry(name).or_insert_with(|| json!({}));
             cur = e.as_object_mut().expect("fieldsV1 node");
+            if seg.starts_with("k:{") {
+                cur.entry(".").or_insert_with(|| json!({}));
+            }
         }
     }
     Value::Object(root)
@@ -835,7 +876,7 @@ impl Shared {
         for ns in ["default", "kube-system"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             let key = (String::new(), "Namespace".to_string(), String::new(), ns.to_string());
-            let managers = update_managers(None, &obj, "k3s", "v1");
+            let managers = update_managers(None, &obj, "k3s", "v1", &|_: &[String]| ListType::Atomic);
             st.commit(&ns_res, &key, None, obj, managers, false, "k3s");
         }
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
@@ -1088,7 +1129,7 @@ impl Shared {
         } else if merge {
             json_merge_patch(&mut status, &given);
         } else {
-            merge_into(&mut status, &given);
+            merge_into(&mut status, &given, &mut vec!["status".to_string()], &self.lists_for(res));
         }
         let av = res.api_version();
         if dry {
@@ -1101,6 +1142,20 @@ impl Shared {
         }
         let stored = st.objects.get(&key).cloned().expect("still stored");
         out(200, stored.render(Some(&av)))
+    }
+
+    /// The list types of a kind's fields: its CRD schema's, else the built-in definitions'
+    /// (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys`); atomic when neither says.
+    fn lists_for<'a>(&'a self, res: &'a Resource) -> impl Fn(&[String]) -> ListType + 'a {
+        move |path: &[String]| {
+            let names: Vec<&str> = path.iter().filter(|s| !is_item(s)).map(String::as_str).collect();
+            let t = if res.schema {
+                self.schemas.list_type(&res.api_version(), &res.kind, &names)
+            } else {
+                self.builtins.list_type(&res.group, &res.version, &res.kind, &names)
+            };
+            t.unwrap_or(ListType::Atomic)
+        }
     }
 
     /// Quantities of a built-in kind in canonical form (`kube_builtin`); a quantity that does
@@ -1525,7 +1580,7 @@ impl Shared {
                     );
                 }
                 strip_status(&mut body);
-                let managers = update_managers(None, &body, &manager, &av);
+                let managers = update_managers(None, &body, &manager, &av, &self.lists_for(res));
                 (body, managers)
             }
             "update" => {
@@ -1536,7 +1591,7 @@ impl Shared {
                     return conflict_modified(res, &name);
                 }
                 strip_status(&mut body);
-                let managers = update_managers(Some(old), &body, &manager, &av);
+                let managers = update_managers(Some(old), &body, &manager, &av, &self.lists_for(res));
                 (body, managers)
             }
             _ if merge => {
@@ -1544,12 +1599,12 @@ impl Shared {
                 strip_status(&mut body);
                 let mut content = old.obj.clone();
                 json_merge_patch(&mut content, &body);
-                let managers = update_managers(Some(old), &content, &manager, &av);
+                let managers = update_managers(Some(old), &content, &manager, &av, &self.lists_for(res));
                 (content, managers)
             }
             _ => {
                 strip_status(&mut body);
-                match server_side_apply(old.as_ref(), &body, &manager, &av, force) {
+                match server_side_apply(old.as_ref(), &body, &manager, &av, force, &self.lists_for(res)) {
                     Ok(x) => x,
                     Err(conflicts) => return conflict_apply(res, &name, &conflicts),
                 }
@@ -1800,16 +1855,36 @@ fn spec_part(obj: &Value) -> Value {
     o
 }
 
-/// Leaf field paths: scalars, lists (atomic) and empty objects.
-fn leaf_paths(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>) {
+/// Leaf field paths: scalars, atomic lists, empty objects, the fields of a map list's items (by
+/// key) and a set's items (by value).
+fn leaf_paths(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>, lists: &Lists<'_>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             for (k, c) in m {
                 prefix.push(k.clone());
-                leaf_paths(c, prefix, out);
+                leaf_paths(c, prefix, out, lists);
                 prefix.pop();
             }
         }
+        Value::Array(items) if !items.is_empty() => match lists(prefix) {
+            ListType::Map(keys) if !keys.is_empty() && items.iter().all(|i| item_key(i, &keys).is_some()) => {
+                for i in items {
+                    prefix.push(item_key(i, &keys).expect("checked"));
+                    leaf_paths(i, prefix, out, lists);
+                    prefix.pop();
+                }
+            }
+            ListType::Set if items.iter().all(|i| !i.is_object() && !i.is_array()) => {
+                for i in items {
+                    prefix.push(format!("v:{i}"));
+                    out.insert(prefix.clone());
+                    prefix.pop();
+                }
+            }
+            _ => {
+                out.insert(prefix.clone());
+            }
+        },
         _ => {
             if !prefix.is_empty() {
                 out.insert(prefix.clone());
@@ -1818,78 +1893,137 @@ fn leaf_paths(v: &Value, prefix: &mut FieldPath, out: &mut BTreeSet<FieldPath>) 
     }
 }
 
-fn leaves(v: &Value) -> BTreeSet<FieldPath> {
+fn leaves(v: &Value, lists: &Lists<'_>) -> BTreeSet<FieldPath> {
     let mut out = BTreeSet::new();
-    leaf_paths(v, &mut Vec::new(), &mut out);
+    leaf_paths(v, &mut Vec::new(), &mut out, lists);
     out
 }
 
 fn get_path<'a>(v: &'a Value, p: &[String]) -> Option<&'a Value> {
     let mut cur = v;
     for s in p {
-        cur = cur.as_object()?.get(s)?;
+        cur = match cur {
+            Value::Array(items) if is_item(s) => &items[find_item(items, s)?],
+            _ => cur.as_object()?.get(s)?,
+        };
     }
     Some(cur)
+}
+
+fn get_path_mut<'a>(v: &'a mut Value, p: &[String]) -> Option<&'a mut Value> {
+    let mut cur = v;
+    for s in p {
+        cur = match cur {
+            Value::Array(items) if is_item(s) => {
+                let i = find_item(items, s)?;
+                &mut items[i]
+            }
+            Value::Object(m) => m.get_mut(s)?,
+            _ => return None,
+        };
+    }
+    Some(cur)
+}
+
+/// Removes the field or item at `p` (not the root).
+fn remove_at(v: &mut Value, p: &[String]) {
+    let Some((last, parent)) = p.split_last() else { return };
+    match get_path_mut(v, parent) {
+        Some(Value::Array(items)) if is_item(last) => {
+            if let Some(i) = find_item(items, last) {
+                items.remove(i);
+            }
+        }
+        Some(Value::Object(m)) => {
+            m.remove(last);
+        }
+        _ => {}
+    }
 }
 
 fn overlaps(a: &[String], b: &[String]) -> bool {
     a.starts_with(b) || b.starts_with(a)
 }
 
+/// A path as kube shows it in conflicts: `.spec.containers[name="probe"].image`.
 fn show_field(p: &[String]) -> String {
     let mut s = String::new();
     for seg in p {
-        s.push('.');
-        s.push_str(seg);
+        if let Some(keys) = seg.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(keys).unwrap_or_default();
+            let parts: Vec<String> = keys.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            s.push_str(&format!("[{}]", parts.join(",")));
+        } else if let Some(v) = seg.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        } else {
+            s.push('.');
+            s.push_str(seg);
+        }
     }
     s
 }
 
-/// Removes the field at `p`, then the parent objects left empty (not the root, `metadata` or an
-/// object someone owns as a leaf).
+/// Removes the field at `p`, then the parent objects (and items) left empty (not the root,
+/// `metadata` or an object someone owns as a leaf).
 fn remove_path(v: &mut Value, p: &[String], owned: &dyn Fn(&[String]) -> bool) {
-    let Some((last, parent)) = p.split_last() else { return };
-    let mut cur = &mut *v;
-    for s in parent {
-        match cur.as_object_mut().and_then(|m| m.get_mut(s)) {
-            Some(c) => cur = c,
-            None => return,
-        }
+    if p.is_empty() {
+        return;
     }
-    if let Some(m) = cur.as_object_mut() {
-        m.remove(last);
-    }
+    remove_at(v, p);
     for depth in (1..p.len()).rev() {
         let pp = &p[..depth];
         let empty = get_path(v, pp).is_some_and(|x| x.as_object().is_some_and(Map::is_empty));
         if !empty || owned(pp) || pp == ["metadata"] {
             break;
         }
-        let (l, par) = pp.split_last().expect("non-empty");
-        let mut cur = &mut *v;
-        for s in par {
-            cur = cur.get_mut(s).expect("parent exists");
-        }
-        if let Some(m) = cur.as_object_mut() {
-            m.remove(l);
-        }
+        remove_at(v, pp);
     }
 }
 
-/// Deep merge: objects merge key by key; anything else (including lists) is replaced.
-fn merge_into(target: &mut Value, patch: &Value) {
-    match (target.as_object_mut(), patch.as_object()) {
-        (Some(t), Some(p)) => {
+/// Deep merge: objects merge key by key, a map list's items by their keys, a set's items by
+/// value; anything else (an atomic list) is replaced.
+fn merge_into(target: &mut Value, patch: &Value, path: &mut FieldPath, lists: &Lists<'_>) {
+    match (target, patch) {
+        (Value::Object(t), Value::Object(p)) => {
             for (k, v) in p {
+                path.push(k.clone());
                 match t.get_mut(k) {
-                    Some(tv) if tv.is_object() && v.is_object() => merge_into(tv, v),
+                    Some(tv) if (tv.is_object() && v.is_object()) || (tv.is_array() && v.is_array()) => {
+                        merge_into(tv, v, path, lists)
+                    }
                     _ => {
                         t.insert(k.clone(), v.clone());
                     }
                 }
+                path.pop();
             }
         }
-        _ => *target = patch.clone(),
+        (Value::Array(t), Value::Array(p)) => match lists(path) {
+            ListType::Map(keys)
+                if !keys.is_empty() && t.iter().chain(p.iter()).all(|i| item_key(i, &keys).is_some()) =>
+            {
+                for item in p {
+                    let k = item_key(item, &keys).expect("checked");
+                    match t.iter_mut().find(|x| item_key(x, &keys).as_ref() == Some(&k)) {
+                        Some(ti) => {
+                            path.push(k);
+                            merge_into(ti, item, path, lists);
+                            path.pop();
+                        }
+                        None => t.push(item.clone()),
+                    }
+                }
+            }
+            ListType::Set => {
+                for item in p {
+                    if !t.contains(item) {
+                        t.push(item.clone());
+                    }
+                }
+            }
+            _ => *t = p.clone(),
+        },
+        (t, p) => *t = p.clone(),
     }
 }
 
@@ -1924,9 +2058,10 @@ fn server_side_apply(
     manager: &str,
     api_version: &str,
     force: bool,
+    lists: &Lists<'_>,
 ) -> Result<(Value, Vec<Manager>), Vec<Conflict>> {
     let applied_c = ownable(applied);
-    let new_set = leaves(&applied_c);
+    let new_set = leaves(&applied_c, lists);
     let live_obj = live.map(|l| l.obj.clone()).unwrap_or_else(|| json!({}));
     let live_c = ownable(&live_obj);
     let mut managers: Vec<Manager> = live.map(|l| l.managers.clone()).unwrap_or_default();
@@ -1974,13 +2109,33 @@ fn server_side_apply(
             new_set.iter().any(|p| p.as_slice() == q)
                 || others.iter().any(|m| m.fields.iter().any(|f| f.as_slice() == q))
         };
-        for q in old_set.difference(&new_set) {
-            if !owned_elsewhere(q) {
+        let removed: Vec<&FieldPath> = old_set.difference(&new_set).filter(|q| !owned_elsewhere(q)).collect();
+        // A list item nobody keeps a field of goes as a whole (its keys with it).
+        let kept = |item: &[String]| {
+            new_set.iter().any(|p| p.starts_with(item))
+                || others.iter().any(|m| m.fields.iter().any(|f| f.starts_with(item)))
+        };
+        let mut items: BTreeSet<FieldPath> = BTreeSet::new();
+        for q in &removed {
+            for (i, seg) in q.iter().enumerate() {
+                if is_item(seg) {
+                    items.insert(q[..=i].to_vec());
+                }
+            }
+        }
+        // Deepest first: an inner item before the item that holds it.
+        let mut items: Vec<FieldPath> = items.into_iter().filter(|i| !kept(i)).collect();
+        items.sort_by_key(|i| std::cmp::Reverse(i.len()));
+        for item in &items {
+            remove_path(&mut content, item, &exact_owned);
+        }
+        for q in removed {
+            if !items.iter().any(|i| q.starts_with(i)) {
                 remove_path(&mut content, q, &exact_owned);
             }
         }
     }
-    merge_into(&mut content, &applied_c);
+    merge_into(&mut content, &applied_c, &mut Vec::new(), lists);
     // Ownership.
     match managers.iter_mut().find(|m| is_self(m)) {
         Some(m) => {
@@ -2002,11 +2157,17 @@ fn server_side_apply(
 
 /// Field ownership after an `Update` (create, PUT, merge patch, put_raw) by `manager`: it owns
 /// every field it changed; other managers lose changed and removed fields.
-fn update_managers(old: Option<&Stored>, new: &Value, manager: &str, api_version: &str) -> Vec<Manager> {
+fn update_managers(
+    old: Option<&Stored>,
+    new: &Value,
+    manager: &str,
+    api_version: &str,
+    lists: &Lists<'_>,
+) -> Vec<Manager> {
     let new_c = ownable(new);
     let old_c = old.map(|o| ownable(&o.obj)).unwrap_or_else(|| json!({}));
     let changed: BTreeSet<FieldPath> =
-        leaves(&new_c).into_iter().filter(|p| get_path(&old_c, p) != get_path(&new_c, p)).collect();
+        leaves(&new_c, lists).into_iter().filter(|p| get_path(&old_c, p) != get_path(&new_c, p)).collect();
     let mut managers: Vec<Manager> = old.map(|o| o.managers.clone()).unwrap_or_default();
     // Status-subresource entries are not affected by writes to the main resource.
     for m in managers.iter_mut().filter(|m| m.subresource.is_none()) {
@@ -3160,7 +3321,7 @@ impl Shared {
         let ns = if res.namespaced { text_at(&obj, "/metadata/namespace") } else { "" };
         let key = Shared::key(&res, ns, text_at(&obj, "/metadata/name"));
         let old = st.objects.get(&key).cloned();
-        let managers = update_managers(old.as_ref(), &obj, manager, &av);
+        let managers = update_managers(old.as_ref(), &obj, manager, &av, &self.lists_for(&res));
         st.commit(&res, &key, old.as_ref(), obj, managers, false, manager).changed.then_some(key)
     }
 
@@ -3175,6 +3336,8 @@ impl Shared {
     /// when the status is unchanged, or when the object would fail its schema (recorded in
     /// `controller_errors`).
     fn write_status(&self, st: &mut State, key: &Key, status: Value, manager: &str) -> Option<Key> {
+        let res = self.resources.iter().find(|r| r.group == key.0 && r.kind == key.1).cloned()?;
+        let lists = self.lists_for(&res);
         let old = st.objects.get(key)?;
         if old.obj.get("status") == Some(&status) {
             return None;
@@ -3196,7 +3359,7 @@ impl Shared {
         let old_w = json!({"status": old.obj.get("status").cloned().unwrap_or_else(|| json!({}))});
         let new_w = json!({ "status": status });
         let changed: BTreeSet<FieldPath> =
-            leaves(&new_w).into_iter().filter(|p| get_path(&old_w, p) != get_path(&new_w, p)).collect();
+            leaves(&new_w, &lists).into_iter().filter(|p| get_path(&old_w, p) != get_path(&new_w, p)).collect();
         for m in new.managers.iter_mut().filter(|m| m.subresource.is_some()) {
             m.fields.retain(|q| get_path(&new_w, q).is_some() && !changed.iter().any(|p| overlaps(p, q)));
         }

@@ -176,6 +176,35 @@ impl Schemas {
         self.lookup(api_version, kind).map(|(_, v)| v.status.clone())
     }
 
+    /// The list type of the field at `path` (object keys from the root, list items walked
+    /// through) of a known kind, from its schema's `x-kubernetes-list-type` and
+    /// `x-kubernetes-list-map-keys`; None when the path is no list the schema knows. An array
+    /// without a declared type is atomic.
+    pub fn list_type(&self, api_version: &str, kind: &str, path: &[&str]) -> Option<crate::kube_builtin::ListType> {
+        let (_, v) = self.lookup(api_version, kind)?;
+        let mut n: &Node = &v.schema;
+        for seg in path {
+            while let Some(items) = &n.items {
+                n = items;
+            }
+            n = match n.properties.iter().find(|p| p.name == *seg) {
+                Some(p) => &p.node,
+                None => match &n.additional {
+                    Additional::Schema(a) => a,
+                    _ => return None,
+                },
+            };
+        }
+        if n.ty != Some(Ty::Array) && n.items.is_none() {
+            return None;
+        }
+        Some(match n.list_type.as_deref() {
+            Some("map") => crate::kube_builtin::ListType::Map(n.list_map_keys.clone()),
+            Some("set") => crate::kube_builtin::ListType::Set,
+            _ => crate::kube_builtin::ListType::Atomic,
+        })
+    }
+
     /// The file a kind's schema was loaded from.
     pub fn source(&self, api_version: &str, kind: &str) -> Option<&Path> {
         self.lookup(api_version, kind).map(|(info, _)| info.source.as_path())

@@ -1631,10 +1631,11 @@ impl Shared {
         }
         if !res.schema {
             crate::kube_builtin::apply_defaults(&res.group, &res.kind, &mut content);
-            if res.group.is_empty() && res.kind == "Service" {
-                if let Err(o) = allocate_service(&st, res, &name, old.as_ref(), &mut content) {
-                    return o;
-                }
+            if res.group.is_empty()
+                && res.kind == "Service"
+                && let Err(o) = allocate_service(&st, res, &name, old.as_ref(), &mut content)
+            {
+                return o;
             }
         }
         let mut warnings = Vec::new();

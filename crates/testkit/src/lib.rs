@@ -4,6 +4,8 @@
 //!
 //! * [`kube_api`]: an in-process kube-apiserver test double (`kube_api.md` beside it);
 //! * [`kube_schema`]: Kubernetes objects validated against the upstream CRD schemas;
+//! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
+//!   list types), from the v1.33 definitions;
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);

@@ -1627,6 +1627,14 @@ async fn built_in_kinds_are_defaulted_and_the_defaults_are_nobodys() {
     let c = &r.body["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["imagePullPolicy"], "Always", "no tag is `latest`");
     assert_eq!(c["ports"][0]["protocol"], "TCP");
+
+    let crb = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "b"},
+        "roleRef": {"kind": "ClusterRole", "name": "view"},
+        "subjects": [{"kind": "User", "name": "ana"}, {"kind": "ServiceAccount", "name": "s", "namespace": "default"}]});
+    let r = apply(&s, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/b", "fabric", "", &crb).await;
+    assert_eq!(r.body["roleRef"]["apiGroup"], "rbac.authorization.k8s.io", "{:#}", r.body);
+    assert_eq!(r.body["subjects"][0]["apiGroup"], "rbac.authorization.k8s.io");
+    assert!(r.body["subjects"][1].get("apiGroup").is_none(), "a ServiceAccount's stays empty");
 }
 
 #[tokio::test]

@@ -9,8 +9,8 @@
 //!   `ResourceList` are first rounded up to milli precision (`pkg/apis/core/v1/defaults.go`,
 //!   `SetDefaults_ResourceList`). Custom resources are not touched: a CRD's fields are stored as
 //!   sent (`x-kubernetes-int-or-string` or not).
-//! * **Defaults** of the kinds fabric writes (`pkg/apis/{apps,batch,core}/v1/defaults.go`; the
-//!   functions are named beside each rule below).
+//! * **Defaults** of the kinds fabric writes (`pkg/apis/{apps,batch,core,rbac}/v1/defaults.go`;
+//!   the functions are named beside each rule below).
 //! * **List types** (`x-kubernetes-list-type`, `x-kubernetes-list-map-keys` of the definitions):
 //!   the double's server-side apply merges `map` lists by their keys and `set` lists by value.
 //!
@@ -441,6 +441,21 @@ pub fn apply_defaults(group: &str, kind: &str, obj: &mut Value) {
                 }
             }
             template_defaults(obj);
+        }
+        ("rbac.authorization.k8s.io", "ClusterRoleBinding" | "RoleBinding") => {
+            // rbac/v1 SetDefaults_ClusterRoleBinding, SetDefaults_RoleBinding, SetDefaults_Subject
+            // (a ServiceAccount's apiGroup stays "", which the API does not print).
+            if let Some(r) = obj.get_mut("roleRef").and_then(Value::as_object_mut) {
+                set_if_absent(r, "apiGroup", json!("rbac.authorization.k8s.io"));
+            }
+            for sub in obj.get_mut("subjects").and_then(Value::as_array_mut).into_iter().flatten() {
+                let kind = sub["kind"].as_str().unwrap_or_default().to_string();
+                if let Some(m) = sub.as_object_mut()
+                    && (kind == "User" || kind == "Group")
+                {
+                    set_if_absent(m, "apiGroup", json!("rbac.authorization.k8s.io"));
+                }
+            }
         }
         ("", "Service") => service_defaults(obj),
         ("", "Pod") => {

@@ -504,18 +504,22 @@ pub fn observed_text(desired: &Value, live: &Value, dry: Option<&Value>) -> Valu
     if restrict(&cleaned(live.clone()), &ours) == restrict(&cleaned(dry.clone()), &ours) {
         return desired.clone();
     }
-    // A field the dry run leaves as it is (a controller's too) shows as desired.
-    blend(desired, live, dry)
+    // A field the dry run leaves as it is (a controller's too) shows as desired; one fabric
+    // owns and no longer applies (the dry run removes it) shows as live has it.
+    blend(desired, live, dry, &ours)
 }
 
-/// `desired`'s shape with live's values where the dry run changes them, desired's elsewhere.
-fn blend(desired: &Value, live: &Value, dry: &Value) -> Value {
+/// `desired`'s shape with live's values where the dry run changes them, desired's elsewhere;
+/// plus the object fields of live that fabric owns (`ours`, FieldsV1) and the dry run removes.
+fn blend(desired: &Value, live: &Value, dry: &Value, ours: &Value) -> Value {
+    let no_fields = Value::Object(Default::default());
     match (desired, live) {
         (Value::Object(d), Value::Object(l)) => {
             let mut out = serde_json::Map::new();
             for (k, dv) in d {
                 if let Some(lv) = l.get(k) {
-                    let b = blend(dv, lv, dry.get(k).unwrap_or(&Value::Null));
+                    let sub = ours.get(format!("f:{k}")).unwrap_or(&no_fields);
+                    let b = blend(dv, lv, dry.get(k).unwrap_or(&Value::Null), sub);
                     // As in `project`: a map with none of fabric's keys is left out.
                     let none_of_ours =
                         b.as_object().is_some_and(|m| m.is_empty()) && dv.as_object().is_some_and(|m| !m.is_empty());
@@ -524,13 +528,22 @@ fn blend(desired: &Value, live: &Value, dry: &Value) -> Value {
                     }
                 }
             }
+            for (k, lv) in l {
+                if !d.contains_key(k) && dry.get(k).is_none() && ours.get(format!("f:{k}")).is_some() {
+                    out.insert(k.clone(), lv.clone());
+                }
+            }
             Value::Object(out)
         }
         (Value::Array(d), Value::Array(l))
             if d.len() == l.len() && dry.as_array().is_some_and(|y| y.len() == l.len()) =>
         {
             Value::Array(
-                d.iter().zip(l).zip(dry.as_array().into_iter().flatten()).map(|((d, l), y)| blend(d, l, y)).collect(),
+                d.iter()
+                    .zip(l)
+                    .zip(dry.as_array().into_iter().flatten())
+                    .map(|((d, l), y)| blend(d, l, y, &no_fields))
+                    .collect(),
             )
         }
         _ if live == dry => desired.clone(),
@@ -719,6 +732,17 @@ mod tests {
         assert_eq!(shown["spec"]["backoffLimit"], 3);
         assert_eq!(shown["spec"]["template"], desired["spec"]["template"]);
         assert_eq!(shown["spec"]["suspend"], true, "Kueue's field is not shown as a change");
+        // A field fabric owns and no longer applies: the dry run removes it, the plan shows it.
+        let fabric_more = entry(
+            "fabric",
+            "Apply",
+            json!({"f:spec": {"f:backoffLimit": {}, "f:template": {}, "f:ttlSecondsAfterFinished": {}}}),
+        );
+        let mut had = job(false, json!("1"), json!([fabric_more, kueue.clone()]));
+        had["spec"]["ttlSecondsAfterFinished"] = json!(60);
+        let shown = observed_text(&desired, &had, Some(&dry));
+        assert_eq!(shown["spec"]["ttlSecondsAfterFinished"], 60, "{shown:#}");
+        assert_ne!(shown, desired);
         // Without a dry-run answer: live on the desired object's shape, as before.
         assert_eq!(observed_text(&desired, &live, None)["spec"]["suspend"], false);
     }

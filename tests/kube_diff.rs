@@ -2,7 +2,8 @@
 //! quantities, fills defaults and allocates Service addresses, and after Kueue admitted D.4's
 //! Job (Kueue's merge patch takes `spec.suspend` from fabric). fabric compares as `kubectl diff`
 //! does: the server's dry-run answer against the live object, on the fields fabric's field
-//! manager owns (`src/providers/kube.rs`). The API double's behaviours are in
+//! manager owns (`src/providers/kube.rs`); an apply that changes the Job leaves `suspend` to
+//! Kueue unless forced. The API double's behaviours are in
 //! `crates/testkit/src/kube_api.md`, "Built-in kinds".
 
 use std::time::Duration;
@@ -136,6 +137,37 @@ async fn plan_is_clean_after_apply_and_after_kueue_admitted_the_test_job() {
     assert!(left.is_empty(), "clean after Kueue admitted the Job: {left:#?}");
     let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
     assert_eq!(o.status.code(), Some(0), "clean after Kueue admitted the Job:\n{}", run::out(&o));
+
+    // 2b. An apply that does change the Job (here: a new backoffLimit, through the provider)
+    // leaves `suspend` to Kueue: no conflict, and the Job keeps running.
+    let access = fabric::providers::kube::KubeAccess::new(f.dir.join("franca.yaml").to_str().unwrap(), Some("franca"));
+    let client = fabric::providers::kube::client(&fabric::addr::Target::cluster("franca"), &access).await.unwrap();
+    let step = steps
+        .iter()
+        .find(|s| s.resources.iter().any(|r| r.address.to_string().contains("Job/fabric-multikueue-test")))
+        .unwrap();
+    let mut changed =
+        step.resources.iter().find_map(|r| r.kube_object().filter(|o| o["kind"] == "Job").cloned()).unwrap();
+    changed["spec"]["backoffLimit"] = json!(1);
+    fabric::providers::kube::apply(&client, &changed, false).await.expect("no conflict with Kueue's suspend");
+    let j = job(&f.franca);
+    assert_eq!((j["spec"]["backoffLimit"].clone(), j["spec"]["suspend"].clone()), (json!(1), json!(false)), "{j:#}");
+    let left = changes(&t, &steps).await;
+    assert_eq!(left.len(), 1, "backoffLimit differs from the topology now: {left:#?}");
+    assert!(left[0].contains("-  backoffLimit: 1") && left[0].contains("+  backoffLimit: 0"), "{left:#?}");
+    assert!(
+        !left[0].contains("-  suspend") && !left[0].contains("+  suspend"),
+        "Kueue's field is no change: {left:#?}"
+    );
+    // Forced (`--force-conflicts`), fabric takes everything back, suspend included.
+    fabric::providers::kube::apply(
+        &client,
+        &step.resources.iter().find_map(|r| r.kube_object().filter(|o| o["kind"] == "Job").cloned()).unwrap(),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(job(&f.franca)["spec"]["suspend"], true);
 
     // 3. A field fabric owns is still compared: a hand edit of a LocalQueue is a change, shown
     // in fabric's own form.

@@ -654,6 +654,22 @@ mod tests {
         ] {
             assert_eq!(canonical_quantity(given, milli).as_deref(), Ok(want), "{given}");
         }
+        // apimachinery's own table (`pkg/api/resource/quantity_test.go`, `TestQuantityParseEmit`),
+        // and its negated forms.
+        for (given, want) in [
+            ("1Ki", "1Ki"),
+            ("1Mi", "1Mi"),
+            ("1Gi", "1Gi"),
+            ("1024Mi", "1Gi"),
+            ("1000M", "1G"),
+            (".001Ki", "1024m"),
+            (".000001Ki", "1024u"),
+            (".000000001Ki", "1024n"),
+            (".000000000001Ki", "2n"),
+        ] {
+            assert_eq!(canonical_quantity(given, false).as_deref(), Ok(want), "{given}");
+            assert_eq!(canonical_quantity(&format!("-{given}"), false), Ok(format!("-{want}")), "-{given}");
+        }
         for bad in ["", "abc", "1..2", "1x", "Gi", "1 Gi"] {
             assert!(canonical_quantity(bad, false).is_err(), "{bad}");
         }

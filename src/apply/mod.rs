@@ -707,7 +707,8 @@ async fn revert_step(sh: &Shared<'_>, step: &StepWork, applied: &[(Resource, Obs
 /// before them, and copies of them should land before what uses them, such as a chart issuing
 /// certificates from a CA); then everything else in order, copies included; last, the copies
 /// whose source this step changes in that second round (a ServiceAccount token filled once its
-/// Secret exists).
+/// Secret exists), and every change of a host that copies a file from another host this step
+/// changes (A.1's agents, after the server whose join token they copy).
 fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
     let generated = |r: &Resource| r.kube_object().is_some_and(|o| crate::providers::secrets::generated(o).is_some());
     let source_of = |r: &Resource| {
@@ -716,8 +717,24 @@ fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
     };
     let (first, rest): (Vec<_>, Vec<_>) = changes.into_iter().partition(|c| generated(&c.resource));
     let in_step: BTreeSet<Address> = rest.iter().map(|c| c.resource.address.clone()).collect();
-    let (last, middle): (Vec<_>, Vec<_>) =
-        rest.into_iter().partition(|c| source_of(&c.resource).is_some_and(|s| in_step.contains(&s)));
+    // A host that copies a file from another host this step changes (an agent's join token from
+    // the server A.1 installs in the same step) waits, all its changes in order, for that host:
+    // the file exists only once the other host's changes are done.
+    let changed_hosts: BTreeSet<&Target> = rest.iter().map(|c| c.resource.target()).collect();
+    let waits_for_host: BTreeSet<Target> = rest
+        .iter()
+        .filter_map(|c| match &c.resource.desired {
+            crate::desired::Desired::Secret(Some(from))
+                if &from.target != c.resource.target() && changed_hosts.contains(&from.target) =>
+            {
+                Some(c.resource.target().clone())
+            }
+            _ => None,
+        })
+        .collect();
+    let (last, middle): (Vec<_>, Vec<_>) = rest.into_iter().partition(|c| {
+        waits_for_host.contains(c.resource.target()) || source_of(&c.resource).is_some_and(|s| in_step.contains(&s))
+    });
     [first, middle, last]
 }
 
@@ -887,5 +904,45 @@ mod tests {
             ]
         );
         assert_eq!(names(&c), ["karmada/ns/Secret/a"]);
+    }
+
+    /// A.1's agents copy the join token of the server A.1 installs: all their changes wait for
+    /// the server's; a copy from a host the step does not change does not hold anything back.
+    #[test]
+    fn hosts_copying_from_a_host_of_the_step_come_last() {
+        use crate::desired::Desired;
+        let host = |address: &str, desired: Desired| {
+            let mut r = work("x", &[], &["host.a"]).resources.remove(0);
+            r.address = address.into();
+            r.provider = ProviderKind::File;
+            r.desired = desired;
+            PendingChange { resource: r, prior: Observed::Absent, text: String::new() }
+        };
+        let from = |a: &str| Desired::Secret(Some(a.into()));
+        let changes = vec![
+            host("host.agent/file:/etc/rancher/k3s/config.yaml", Desired::File("a".into())),
+            host(
+                "host.agent/file:/etc/rancher/k3s/token",
+                from("host.server/file:/var/lib/rancher/k3s/server/node-token"),
+            ),
+            host("host.agent/command:k3s-install", Desired::File("i".into())),
+            host("host.server/file:/etc/rancher/k3s/config.yaml", Desired::File("s".into())),
+            host("host.other/file:/etc/rancher/k3s/token", from("host.elsewhere/file:/x")),
+        ];
+        let names = |v: &Vec<PendingChange>| v.iter().map(|c| c.resource.address.clone()).collect::<Vec<_>>();
+        let [a, b, c] = rounds(changes);
+        assert!(a.is_empty());
+        assert_eq!(
+            names(&b),
+            ["host.server/file:/etc/rancher/k3s/config.yaml", "host.other/file:/etc/rancher/k3s/token"]
+        );
+        assert_eq!(
+            names(&c),
+            [
+                "host.agent/file:/etc/rancher/k3s/config.yaml",
+                "host.agent/file:/etc/rancher/k3s/token",
+                "host.agent/command:k3s-install"
+            ]
+        );
     }
 }

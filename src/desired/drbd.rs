@@ -1,8 +1,8 @@
 //! The cross-site storage path, as `decisions.drbd_cross_site` says (seed: "DRBD cross-site via
 //! Cilium ou rede direta").
 //!
-//! The storage hosts are the external workloads that run a LINSTOR satellite (`runs:
-//! [linstor-satellite]`, or `drbd`). DRBD runs in their host network, so the two choices are:
+//! The storage hosts are the cluster nodes and external workloads that run a LINSTOR satellite
+//! (`runs: [linstor-satellite]`, or `drbd`). DRBD runs in their host network, so the two choices are:
 //! - `cilium`: Cilium's transparent encryption in WireGuard mode, with node-to-node encryption
 //!   on: without it Cilium encrypts only traffic between pods, and DRBD is not a pod
 //!   (Cilium docs, "WireGuard Transparent Encryption", "Node-to-Node Encryption"). Cluster Mesh
@@ -24,14 +24,21 @@ use crate::topology::model::{DrbdChoice, ExternalWorkload, Site};
 /// operator changed it (LINSTOR User Guide, "Configuring the TCP port range for DRBD").
 pub const PORTS: (u16, u16) = (7000, 7999);
 
-/// What marks an external workload as a storage host.
-pub fn is_storage(w: &ExternalWorkload) -> bool {
-    w.runs.iter().any(|r| r == "linstor-satellite" || r == "drbd")
+/// What marks a host as a storage host: it runs a LINSTOR satellite or DRBD.
+pub fn runs_storage(runs: &[String]) -> bool {
+    runs.iter().any(|r| r == "linstor-satellite" || r == "drbd")
 }
 
-/// A site's storage hosts' addresses.
+/// What marks an external workload as a storage host.
+pub fn is_storage(w: &ExternalWorkload) -> bool {
+    runs_storage(&w.runs)
+}
+
+/// A site's storage hosts' addresses: its cluster nodes that run storage too (a Proxmox host
+/// that is also a GPU node, say), then its external workloads that do.
 pub fn hosts(s: &Site) -> Vec<Ipv4Addr> {
-    s.external_workloads.iter().filter(|w| is_storage(w)).map(|w| w.address).collect()
+    let nodes = s.cluster.nodes.iter().filter(|n| runs_storage(&n.runs)).map(|n| n.address);
+    nodes.chain(s.external_workloads.iter().filter(|w| is_storage(w)).map(|w| w.address)).collect()
 }
 
 /// True when storage hosts exist at two sites or more: only then does DRBD cross a site.

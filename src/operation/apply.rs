@@ -182,6 +182,14 @@ fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), O
         if !checked.insert((u.from.clone(), u.sha256.clone())) {
             continue;
         }
+        // A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing:
+        // nothing is fetched, copied or run.
+        if !crate::topology::airgap::is_sha256(&u.sha256) {
+            return Err(OpError::Bundle(format!(
+                "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
+                r.address, u.name, u.sha256
+            )));
+        }
         match &u.from {
             // Checked as it is written into the cache.
             Source::Url(url) => {

@@ -11,7 +11,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Desired, Out, text, yaml};
+use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
 use crate::desired::k3s_install::Role;
 use crate::topology::model::NodeRole;
 
@@ -24,6 +24,7 @@ impl Step for A1 {
 
     fn desired(&self, inst: &Instance, out: &mut Out<'_>) {
         k3s_with_cilium(inst, out);
+        agents(inst, out);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -53,6 +54,41 @@ pub(super) fn k3s_with_cilium(inst: &Instance, out: &mut Out<'_>) {
     }
     cilium_chart(inst, out);
 }
+
+/// The other nodes of the new cluster (GPU nodes, workers) join it as K3s agents once its
+/// servers run: the agent config (the cluster's server, the node's address), the join token
+/// copied at apply time from a server (never rendered), and K3s from the air-gap bundle. A node
+/// without `ssh` cannot be joined: `validate` refuses it (`topology::rules`). Unlike A.3/A.4's
+/// hosts they are not tainted: they are the cluster's own capacity (D.1 labels the GPU nodes).
+/// Only A.1: on an existing cluster they run already, and a new-cluster migration moves them
+/// in the cutover (A.5).
+fn agents(inst: &Instance, out: &mut Out<'_>) {
+    let t = out.t;
+    for s in sites_of(t, inst) {
+        let server = s.cluster.nodes.iter().find(|n| n.role == NodeRole::ControlPlane && n.ssh.is_some());
+        for n in s.cluster.nodes.iter().filter(|n| n.role != NodeRole::ControlPlane && n.ssh.is_some()) {
+            let cfg = text::k3s_moved_agent_config(s, &n.address.to_string(), JOIN_TOKEN);
+            out.file(
+                &n.name,
+                &s.name,
+                "/etc/rancher/k3s/config.yaml",
+                Desired::File(yaml::to_string(&cfg)),
+                format!("K3s agent config joining `{}` (the agent restarts when it changes)", s.cluster.name),
+                Some(format!("config/k3s/{}/agent-{}.yaml", s.name, n.name)),
+            );
+            let source = server.map(|c| Target::host(&c.name).at(format!("file:{K3S_NODE_TOKEN}")));
+            let summary = match server {
+                Some(c) => format!("K3s join token, copied from {}", c.name),
+                None => "K3s join token (no control-plane host with SSH to copy it from)".to_string(),
+            };
+            out.file(&n.name, &s.name, JOIN_TOKEN, Desired::Secret(source), summary, None);
+            super::k3s::install(out, &n.name, &s.name, Role::Agent, None);
+        }
+    }
+}
+
+/// Where an agent's join token is written (`token-file` of its config).
+const JOIN_TOKEN: &str = "/etc/rancher/k3s/token";
 
 /// Cilium's HelmChart in each site of the instance, with the seed's values file (the whole
 /// configuration of the site, mesh included).

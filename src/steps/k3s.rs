@@ -5,6 +5,7 @@
 use crate::addr::Target;
 use crate::desired::k3s_install::{K3sInstall, Role, Source, registries_yaml};
 use crate::desired::{Desired, Out, ProviderKind, Resource, yaml};
+use crate::topology::airgap::is_sha256;
 
 /// Where K3s reads its registry mirrors (at start).
 pub const REGISTRIES: &str = "/etc/rancher/k3s/registries.yaml";
@@ -34,12 +35,20 @@ pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role, bri
         .map(|u| format!("{} from {}", u.name, u.shown()))
         .collect();
     let fetched = if urls.is_empty() { String::new() } else { format!("; fetched here at apply: {}", urls.join(", ")) };
-    let summary = format!(
-        "K3s {} {} from the air-gap bundle (k3s sha256 {}…{fetched}), nothing downloaded on the host",
+    let pending = k.uploads().into_iter().any(|u| !is_sha256(&u.sha256));
+    let digest = if is_sha256(&k.binary.sha256) {
+        format!("k3s sha256 {}…", &k.binary.sha256[..12])
+    } else {
+        "k3s sha256 not recorded".to_string()
+    };
+    let mut summary = format!(
+        "K3s {} {} from the air-gap bundle ({digest}{fetched}), nothing downloaded on the host",
         k.version,
         role.service(),
-        &k.binary.sha256[..12.min(k.binary.sha256.len())]
     );
+    if pending {
+        summary.push_str("; apply refuses it until k3s_airgap's digests are recorded (see validate)");
+    }
     out.push(Resource {
         address: Target::host(host).at("command:k3s-install"),
         site: Some(site.into()),

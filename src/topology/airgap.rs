@@ -11,6 +11,10 @@ use crate::path;
 /// "Air-Gap Install": `.tar`, `.tar.gz`, `.tar.zst`, `.tar.lz4`, `.tar.bz2`).
 pub const IMAGE_SUFFIXES: &[&str] = &[".tar", ".tar.gz", ".tar.zst", ".tar.lz4", ".tar.bz2"];
 
+/// What a bundle file's `sha256` says while its digest is not recorded yet: `validate` warns,
+/// `plan` shows the install, `apply` refuses it (never a made-up digest).
+pub const PENDING: &str = "TODO";
+
 /// A SHA-256 as `sha256sum` prints it: 64 lowercase hex digits.
 pub fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
@@ -71,7 +75,22 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
         [("binary", &a.binary), ("images", &a.images), ("install_script", &a.install_script)];
     for (key, f) in files {
         source(key, f, out);
-        if !is_sha256(&f.sha256) {
+        if f.sha256 == PENDING {
+            out.push(
+                Problem::warning(
+                    "topology::k3s-airgap",
+                    path!["k3s_airgap", key, "sha256"],
+                    format!(
+                        "the digest of `k3s_airgap.{key}` is not recorded yet: `apply` refuses to install K3s until it is"
+                    ),
+                )
+                .label("digest to record")
+                .help(format!(
+                    "copy the file's line from the sha256sum-amd64.txt of K3s {} (or run `sha256sum FILE` on the file you checked)",
+                    t.versions.k3s
+                )),
+            );
+        } else if !is_sha256(&f.sha256) {
             out.push(
                 Problem::error(
                     "topology::k3s-airgap",

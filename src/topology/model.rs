@@ -91,7 +91,9 @@ pub struct BundleFile {
     /// the right digest is not downloaded again. `plan` downloads nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Its SHA-256, 64 lowercase hex digits.
+    /// Its SHA-256, 64 lowercase hex digits (the file's line in the release's
+    /// `sha256sum-<arch>.txt`). `TODO` marks a digest not recorded yet: `validate` warns at its
+    /// line, `plan` shows the install, and `apply` refuses it before fetching or copying anything.
     pub sha256: String,
 }
 
@@ -424,12 +426,21 @@ pub struct Node {
     pub role: NodeRole,
     /// LAN address of the node; must be inside the site's LAN.
     pub address: Ipv4Addr,
-    /// SSH access, needed for control-plane nodes (fabric writes the K3s config there).
+    /// SSH access: needed on control-plane nodes (fabric writes the K3s config there) and on
+    /// every node of a new cluster (`existing: false`: A.1 installs K3s there and joins the
+    /// node; without it the node never joins, and `validate` says so).
     #[serde(default)]
     pub ssh: Option<SshAccess>,
     /// GPUs on this node (required for role `gpu`).
     #[serde(default)]
     pub gpu: Option<Gpu>,
+    /// What else runs on the host, e.g. `proxmox`, `linstor-satellite` (a Proxmox hypervisor
+    /// that is also a GPU node is listed once, here, not also under `external_workloads`). A
+    /// node running `linstor-satellite` or `drbd` is a storage host (`decisions.drbd_cross_site`).
+    /// Cost: such a hypervisor runs the kubelet and Cilium's agent, whose eBPF programs sit on
+    /// its host interfaces (see docs/design.md, "Hypervisors as kubelets").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
 }
 
 /// GPUs of one model on a host.

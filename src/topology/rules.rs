@@ -629,6 +629,9 @@ fn nodes(t: &Topology, out: &mut Vec<Problem>) {
                     .help("add `gpu: {model: ..., count: N, memory_gib: M}` or change the role to worker"),
                 );
             }
+            if !s.cluster.existing {
+                joinable(t, i, s, j, n, out);
+            }
             if n.role == NodeRole::ControlPlane && n.ssh.is_none() {
                 out.push(
                     Problem::error(
@@ -641,6 +644,51 @@ fn nodes(t: &Topology, out: &mut Vec<Problem>) {
                 );
             }
         }
+    }
+}
+
+/// A node of a new cluster (`existing: false`) is there only once fabric has installed K3s on it
+/// and joined it (A.1): that takes SSH to the host and the air-gap bundle to install from. A node
+/// fabric can never join is an error at its line, since what counts it (the site's GPUs, its
+/// queues' quotas, D.1's labels) would wait for it forever. (A control plane without SSH has
+/// its own error below.)
+fn joinable(t: &Topology, i: usize, s: &Site, j: usize, n: &Node, out: &mut Vec<Problem>) {
+    let at = path!["sites", i, "cluster", "nodes", j];
+    let what = match n.gpu.as_ref().filter(|g| g.count > 0) {
+        Some(g) => format!("its {} GPU(s) count in the site's capacity but never appear", g.count),
+        None => "it never appears in the cluster".to_string(),
+    };
+    if n.ssh.is_none() && n.role != NodeRole::ControlPlane {
+        out.push(
+            Problem::error(
+                "topology::node",
+                at.clone(),
+                format!(
+                    "node `{}` of the new cluster `{}` has no `ssh`: fabric can never install K3s there and join it, so {what}",
+                    n.name, s.cluster.name
+                ),
+            )
+            .label("no ssh")
+            .related(path!["sites", i, "cluster", "existing"], "a new cluster: A.1 installs every node")
+            .help("add `ssh: { host: … }` to the node (A.1 installs K3s and joins it), or remove the node"),
+        );
+    } else if t.k3s_airgap.is_none() {
+        out.push(
+            Problem::error(
+                "topology::node",
+                at,
+                format!(
+                    "node `{}` of the new cluster `{}` cannot be joined: there is no `k3s_airgap` to install K3s from",
+                    n.name, s.cluster.name
+                ),
+            )
+            .label("nothing to install")
+            .related(path!["sites", i, "cluster", "existing"], "a new cluster: A.1 installs every node")
+            .help(format!(
+                "add `k3s_airgap:` with the K3s {} release's k3s, images tarball and install.sh (a `url:` and its sha256 each; see docs/topology.md)",
+                t.versions.k3s
+            )),
+        );
     }
 }
 

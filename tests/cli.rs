@@ -49,11 +49,21 @@ impl Drop for TempFile {
 
 const EXAMPLE: &str = include_str!("../topology.example.yaml");
 
+/// The example without its `k3s_airgap` (for tests that give a bundle of their own).
+fn example_without_bundle() -> String {
+    EXAMPLE[..EXAMPLE.find("# K3s from its air-gap bundle").expect("the example has a bundle")].to_string()
+}
+
 #[test]
 fn validate_example_exits_zero() {
     let o = fabric(&["-f", "topology.example.yaml", "validate"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 0 warnings)\n");
+    // The only warnings: the bundle's digests are not recorded yet (never made up).
+    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 3 warnings)\n");
+    for key in ["binary", "images", "install_script"] {
+        let want = format!("the digest of `k3s_airgap.{key}` is not recorded yet");
+        assert!(stderr(&o).contains(&want), "{want}: {}", stderr(&o));
+    }
 }
 
 #[test]
@@ -66,7 +76,7 @@ fn validate_reports_file_line_column_and_exits_one() {
     assert!(err.contains("route weight 0 for `sp` is not positive"), "{err}");
     let line = EXAMPLE.lines().position(|l| l.trim() == "id: 2").unwrap() + 1;
     assert!(err.contains(&format!("{}:{line}:11", bad.path())), "file:line:col of the id: {err}");
-    assert!(err.contains("2 errors in"), "{err}");
+    assert!(err.contains("2 errors, 3 warnings in"), "{err}");
     // The same as JSON on stdout.
     let o = fabric(&["-f", bad.path(), "validate", "--format", "json"]);
     assert_eq!(o.status.code(), Some(1));
@@ -175,7 +185,7 @@ fn a_dedicated_vm_hosts_karmada() {
     let digest = "a".repeat(64);
     let text = format!(
         "{}\nk3s_airgap:\n  binary: {{ path: b/k3s, sha256: {digest} }}\n  images: {{ path: b/k3s-airgap-images-amd64.tar.zst, sha256: {digest} }}\n  install_script: {{ path: b/install.sh, sha256: {digest} }}\n",
-        EXAMPLE.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
+        example_without_bundle().replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
             "    host_site: franca\n",
             "    host_site: franca\n    vm: { name: karmada-vm, address: 192.168.0.50, ssh: { host: karmada-vm }, kubeconfig: { path: ~/.kube/karmada-vm.yaml } }\n",
         )
@@ -206,9 +216,10 @@ fn a_plan_fetches_no_bundle_url() {
     let at = listener.local_addr().unwrap();
     let digest = "a".repeat(64);
     let text = format!(
-        "{EXAMPLE}\nk3s_airgap:\n  binary: {{ url: \"http://fabric:s3cret@{at}/k3s\", sha256: {digest} }}\n  \
+        "{}\nk3s_airgap:\n  binary: {{ url: \"http://fabric:s3cret@{at}/k3s\", sha256: {digest} }}\n  \
          images: {{ url: \"http://{at}/k3s-airgap-images-amd64.tar.zst\", sha256: {digest} }}\n  \
-         install_script: {{ path: b/install.sh, sha256: {digest} }}\n"
+         install_script: {{ path: b/install.sh, sha256: {digest} }}\n",
+        example_without_bundle()
     );
     let t = TempFile::new("bundle-url.yaml", &text);
     let o = fabric(&["-f", t.path(), "validate"]);
@@ -263,7 +274,7 @@ fn graph_formats() {
     );
     let mm = stdout(&fabric(&["--example", "graph", "--format", "mermaid"]));
     assert!(mm.starts_with("flowchart LR\n"));
-    assert!(mm.contains("  A_1_sp --> A_4_sp\n"), "{mm}");
+    assert!(mm.contains("  A_1_sp --> B_2\n"), "{mm}");
 }
 
 #[test]
@@ -283,6 +294,30 @@ fn third_site_needs_no_code_change() {
     let out = stdout(&o);
     assert!(out.contains("router.rio/wireguard:wg0"), "{out}");
     assert!(out.contains("router.franca/vyos:protocols static route 192.168.4.0/23"), "{out}");
+}
+
+/// Issue #22 item 6: SP's new cluster is installed from the bundle on its server and on the
+/// seed's GPU hosts (pve-ippri-31/33/34), which A.1 joins as agents; D.1 then labels them, and
+/// nothing is refused. A.4@sp is gone: those Proxmox hosts are listed once, as GPU nodes.
+#[test]
+fn the_example_plans_sp_k3s_on_its_server_and_gpu_agents() {
+    let o = fabric(&["--example", "plan", "--offline"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let a1 = out.split("\n\n").find(|b| b.starts_with("A.1@sp ")).expect("A.1@sp is planned");
+    assert!(a1.contains("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle"), "{a1}");
+    for n in ["pve-ippri-31", "pve-ippri-33", "pve-ippri-34"] {
+        for want in [
+            format!("+ host.{n}/file:/etc/rancher/k3s/config.yaml  K3s agent config joining `sp`"),
+            format!("+ host.{n}/file:/etc/rancher/k3s/token  K3s join token, copied from sp-cp1 (sensitive)"),
+            format!("+ host.{n}/command:k3s-install  K3s v1.33.5+k3s1 k3s-agent from the air-gap bundle"),
+        ] {
+            assert!(a1.contains(&want), "{want}: {a1}");
+        }
+        assert!(out.contains(&format!("+ cluster.sp/Node/{n}  labels gpu.model=a5000")), "D.1 labels {n}: {out}");
+    }
+    assert!(!out.contains("refused"), "{out}");
+    assert!(!out.contains("A.4@sp"), "listed once, as GPU nodes: {out}");
 }
 
 #[test]
@@ -513,11 +548,10 @@ fn the_example_passes_the_consistency_pass() {
 /// the GPU services placed at Franca only, one replica each (at SP they would not fit).
 fn example_without_sp_gpus() -> String {
     let mut s = EXAMPLE.to_string();
-    for i in 1..=3 {
-        s = s.replace(
-            &format!("- {{ name: sp-gpu{i}, role: gpu, address: 192.168.2.2{i}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }} }}"),
-            &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i} }}"),
-        );
+    for i in [31, 33, 34] {
+        let gpu = format!("- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, runs: [proxmox, linstor-satellite] }}", i + 10, i + 10);
+        assert!(s.contains(&gpu), "{gpu}");
+        s = s.replace(&gpu, &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i}, ssh: {{ host: 192.168.2.2{i} }} }}"));
     }
     let queues = "        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh";
     assert!(s.contains(queues));

@@ -549,9 +549,16 @@ fn the_example_passes_the_consistency_pass() {
 fn example_without_sp_gpus() -> String {
     let mut s = EXAMPLE.to_string();
     for i in [31, 33, 34] {
-        let gpu = format!("- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, runs: [proxmox, linstor-satellite] }}", i + 10, i + 10);
+        let gpu = format!(
+            "- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, runs: [proxmox, linstor-satellite] }}",
+            i + 10,
+            i + 10
+        );
         assert!(s.contains(&gpu), "{gpu}");
-        s = s.replace(&gpu, &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i}, ssh: {{ host: 192.168.2.2{i} }} }}"));
+        s = s.replace(
+            &gpu,
+            &format!("- {{ name: sp-w{i}, role: worker, address: 192.168.2.2{i}, ssh: {{ host: 192.168.2.2{i} }} }}"),
+        );
     }
     let queues = "        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh";
     assert!(s.contains(queues));

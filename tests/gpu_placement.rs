@@ -80,7 +80,7 @@ async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
     sp.simulate_controllers(Duration::from_millis(50));
     let text = kube_api::example_topology(&dir);
     let t = fabric::topology::load_str("t.yaml", text).unwrap().topology;
-    sp.register_nodes(&["sp-cp1", "sp-gpu1", "sp-gpu2"]);
+    sp.register_nodes(&["sp-cp1", "pve-ippri-31", "pve-ippri-33"]);
     let [mut vllm, _] = deployments("vllm");
     vllm["spec"]["template"]["spec"]["nodeSelector"] = json!({"gpu.model": "a5000"});
     sp.put_raw_as(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ai"}}), "argocd");
@@ -97,9 +97,9 @@ async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
     let step = StepWork::alone(&g, &t, "D.1@sp").unwrap();
     let targets = Targets::from_topology(&t, &SshConfig::default());
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
-    // sp-gpu3 has not joined: its labels are refused, not a Node created.
+    // pve-ippri-34 has not joined: its labels are refused, not a Node created.
     let refused: Vec<String> = live.refusals.values().map(|e| e.to_string()).collect();
-    assert!(refused.iter().any(|r| r.contains("node sp-gpu3 is not in the cluster yet")), "{refused:?}");
+    assert!(refused.iter().any(|r| r.contains("node pve-ippri-34 is not in the cluster yet")), "{refused:?}");
     let opts = Options {
         run: "20261201T101500Z-1".into(),
         state_dir: dir.clone(),
@@ -110,27 +110,27 @@ async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
     let mut j = Journal::create(&dir, &opts.run).unwrap();
     let err = apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await.unwrap_err();
     assert!(matches!(err, ApplyError::Reverted { .. }), "{err}");
-    assert!(err.to_string().contains("node sp-gpu3 is not in the cluster yet"), "{err}");
-    assert!(sp.object("v1", "Node", None, "sp-gpu3").is_none(), "no Node is ever created");
-    let n1 = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    assert!(err.to_string().contains("node pve-ippri-34 is not in the cluster yet"), "{err}");
+    assert!(sp.object("v1", "Node", None, "pve-ippri-34").is_none(), "no Node is ever created");
+    let n1 = sp.object("v1", "Node", None, "pve-ippri-31").unwrap();
     assert!(
         n1["metadata"]["labels"].get("gpu.model").is_none(),
         "put back: {n1:#}\n{}",
         std::fs::read_to_string(&j.path).unwrap()
     );
 
-    sp.register_nodes(&["sp-gpu3"]);
+    sp.register_nodes(&["pve-ippri-34"]);
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let opts = Options { run: "20261201T101501Z-1".into(), ..opts };
     let mut j = Journal::create(&dir, &opts.run).unwrap();
     apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await.expect("D.1 applies");
-    let node = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    let node = sp.object("v1", "Node", None, "pve-ippri-31").unwrap();
     let labels = &node["metadata"]["labels"];
     assert_eq!(
         (labels["gpu.model"].as_str(), labels["gpu.memory-gib"].as_str(), labels["gpu.count"].as_str()),
         (Some("a5000"), Some("24"), Some("1"))
     );
-    assert_eq!(labels["kubernetes.io/hostname"], "sp-gpu1", "the kubelet's labels stay");
+    assert_eq!(labels["kubernetes.io/hostname"], "pve-ippri-31", "the kubelet's labels stay");
     assert!(sp.object("v1", "Node", None, "sp-cp1").unwrap()["metadata"]["labels"].get("gpu.model").is_none());
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(available(), 1, "vllm schedules on a labelled GPU node");
@@ -208,7 +208,8 @@ async fn two_half_gpu_pods_share_one_gpu_at_each_site() {
         let (vllm, whisper, more) = (at("vllm"), at("whisper"), at("z-more"));
         assert!(vllm.is_some() && vllm == whisper, "{site}: the two halves share one GPU: {placed:?}");
         let shared = vllm.unwrap().0;
-        assert!(shared.starts_with(&format!("{site}-gpu")), "{site}: on a GPU node: {shared}");
+        let gpu_node = if site == "sp" { "pve-ippri-" } else { "franca-gpu" };
+        assert!(shared.starts_with(gpu_node), "{site}: on a GPU node: {shared}");
         assert!(more.as_ref().is_some_and(|m| m.0 != shared), "{site}: 0.6 does not fit beside them: {placed:?}");
         assert!(at("default-scheduled").is_none(), "{site}: not KAI's pods are not placed by KAI: {placed:?}");
         for d in ["vllm", "whisper", "z-more", "default-scheduled"] {
@@ -217,14 +218,14 @@ async fn two_half_gpu_pods_share_one_gpu_at_each_site() {
         }
     }
     // With one GPU node left in the cluster, the 0.6 pod stays Pending: it fits no device.
-    for n in ["sp-gpu2", "sp-gpu3"] {
+    for n in ["pve-ippri-33", "pve-ippri-34"] {
         sp.set_allocatable_gpus(n, 0);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let d = sp.object("apps/v1", "Deployment", Some("ai"), "z-more").unwrap();
     assert!(d["status"]["availableReplicas"].is_null(), "Pending: {:#}", d["status"]);
     assert_eq!(d["status"]["unavailableReplicas"], 1);
-    assert_eq!(sp.kai_placements().iter().filter(|p| p.node == "sp-gpu1").count(), 2, "{:?}", sp.kai_placements());
+    assert_eq!(sp.kai_placements().iter().filter(|p| p.node == "pve-ippri-31").count(), 2, "{:?}", sp.kai_placements());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -255,7 +256,7 @@ async fn gpu_taint_keeps_the_gpu_nodes_for_gpu_work() {
     assert!(at_member(&t, "vllm", "franca")["spec"]["template"]["spec"].get("tolerations").is_none());
 
     apply_step(&t, &dir, "D.1@sp", "20261201T101500Z-1").await.expect("D.1 applies");
-    let node = sp.object("v1", "Node", None, "sp-gpu1").unwrap();
+    let node = sp.object("v1", "Node", None, "pve-ippri-31").unwrap();
     assert_eq!(node["spec"]["taints"], taint, "{node:#}");
     let owners: Vec<&str> = node["metadata"]["managedFields"]
         .as_array()
@@ -267,7 +268,7 @@ async fn gpu_taint_keeps_the_gpu_nodes_for_gpu_work() {
     assert_eq!(owners, ["fabric"], "fabric owns the taints it set: {node:#}");
     assert!(sp.object("v1", "Node", None, "sp-cp1").unwrap()["spec"].get("taints").is_none(), "not a GPU node");
 
-    for n in ["sp-gpu1", "sp-gpu2", "sp-gpu3"] {
+    for n in ["pve-ippri-31", "pve-ippri-33", "pve-ippri-34"] {
         sp.set_allocatable_gpus(n, 1);
     }
     for q in objects(&t, "D.5@sp").into_iter().filter(|o| o["kind"] == "Queue") {
@@ -281,7 +282,7 @@ async fn gpu_taint_keeps_the_gpu_nodes_for_gpu_work() {
     sp.put_raw_as(intolerant, "karmada-execution-controller");
     tokio::time::sleep(Duration::from_millis(400)).await;
     let placed = sp.kai_placements();
-    assert!(placed.iter().any(|p| p.deployment == "vllm" && p.node.starts_with("sp-gpu")), "{placed:?}");
+    assert!(placed.iter().any(|p| p.deployment == "vllm" && p.node.starts_with("pve-ippri-")), "{placed:?}");
     assert!(!placed.iter().any(|p| p.deployment == "intolerant"), "the taint keeps it off: {placed:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -647,45 +647,50 @@ fn nodes(t: &Topology, out: &mut Vec<Problem>) {
     }
 }
 
-/// A node of a new cluster (`existing: false`) is there only once fabric has installed K3s on it
-/// and joined it (A.1): that takes SSH to the host and the air-gap bundle to install from. A node
-/// fabric can never join is an error at its line, since what counts it (the site's GPUs, its
-/// queues' quotas, D.1's labels) would wait for it forever. (A control plane without SSH has
-/// its own error below.)
+/// A node of a new cluster (`existing: false`) is there only once K3s runs on it and has joined
+/// the cluster. With `k3s_airgap`, fabric installs the cluster (A.1) over SSH: a node without
+/// `ssh` is then never joined, an error at its line, since what counts it (the site's GPUs, its
+/// queues' quotas, D.1's labels) would wait for it forever. Without `k3s_airgap`, fabric installs
+/// no K3s at all (the documented mode where the hosts have it already, as in the lab): each node
+/// is a warning at its line saying it joins only if K3s is put there by other means. (A control
+/// plane without SSH has its own error below.)
 fn joinable(t: &Topology, i: usize, s: &Site, j: usize, n: &Node, out: &mut Vec<Problem>) {
     let at = path!["sites", i, "cluster", "nodes", j];
-    let what = match n.gpu.as_ref().filter(|g| g.count > 0) {
+    let counted = match n.gpu.as_ref().filter(|g| g.count > 0) {
         Some(g) => format!("its {} GPU(s) count in the site's capacity but never appear", g.count),
         None => "it never appears in the cluster".to_string(),
     };
-    if n.ssh.is_none() && n.role != NodeRole::ControlPlane {
+    let new_cluster = (path!["sites", i, "cluster", "existing"], "a new cluster: A.1 installs every node");
+    if t.k3s_airgap.is_some() {
+        if n.ssh.is_none() && n.role != NodeRole::ControlPlane {
+            out.push(
+                Problem::error(
+                    "topology::node",
+                    at,
+                    format!(
+                        "node `{}` of the new cluster `{}` has no `ssh`: fabric can never install K3s there and join it, so {counted}",
+                        n.name, s.cluster.name
+                    ),
+                )
+                .label("no ssh")
+                .related(new_cluster.0, new_cluster.1)
+                .help("add `ssh: { host: … }` to the node (A.1 installs K3s from k3s_airgap and joins it), or remove the node"),
+            );
+        }
+    } else {
         out.push(
-            Problem::error(
-                "topology::node",
-                at.clone(),
-                format!(
-                    "node `{}` of the new cluster `{}` has no `ssh`: fabric can never install K3s there and join it, so {what}",
-                    n.name, s.cluster.name
-                ),
-            )
-            .label("no ssh")
-            .related(path!["sites", i, "cluster", "existing"], "a new cluster: A.1 installs every node")
-            .help("add `ssh: { host: … }` to the node (A.1 installs K3s and joins it), or remove the node"),
-        );
-    } else if t.k3s_airgap.is_none() {
-        out.push(
-            Problem::error(
+            Problem::warning(
                 "topology::node",
                 at,
                 format!(
-                    "node `{}` of the new cluster `{}` cannot be joined: there is no `k3s_airgap` to install K3s from",
+                    "node `{}` of the new cluster `{}` is never installed by fabric: there is no `k3s_airgap`, so it joins only if K3s is put there by other means",
                     n.name, s.cluster.name
                 ),
             )
-            .label("nothing to install")
-            .related(path!["sites", i, "cluster", "existing"], "a new cluster: A.1 installs every node")
+            .label("nothing to install from")
+            .related(new_cluster.0, new_cluster.1)
             .help(format!(
-                "add `k3s_airgap:` with the K3s {} release's k3s, images tarball and install.sh (a `url:` and its sha256 each; see docs/topology.md)",
+                "add `k3s_airgap:` with the K3s {} release's k3s, images tarball and install.sh (a `url:` and its sha256 each; see docs/topology.md), and `ssh` to every node",
                 t.versions.k3s
             )),
         );

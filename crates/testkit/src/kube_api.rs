@@ -2865,10 +2865,9 @@ pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
 pub fn fabric_apis(dir: &Path) -> (TestApiServer, TestApiServer, TestApiServer) {
     let apis = fabric_apis_without_nodes(dir);
     // The example's cluster nodes have joined (their kubelets registered them).
-    for (server, site) in [(&apis.0, "franca"), (&apis.1, "sp")] {
-        let nodes = ["cp1", "gpu1", "gpu2", "gpu3"].map(|n| format!("{site}-{n}"));
-        server.register_nodes(&nodes.iter().map(String::as_str).collect::<Vec<_>>());
-    }
+    // (SP's GPU nodes are the seed's Proxmox hosts pve-ippri-31/33/34.)
+    apis.0.register_nodes(&["franca-cp1", "franca-gpu1", "franca-gpu2", "franca-gpu3"]);
+    apis.1.register_nodes(&["sp-cp1", "pve-ippri-31", "pve-ippri-33", "pve-ippri-34"]);
     apis
 }
 

@@ -98,7 +98,8 @@ impl Workspace {
                         .chain(orphans.get(&n).into_iter().flatten().filter(|r| sel.keeps(r)).cloned())
                         .collect(),
                 };
-                StepInput { inst: self.instance(n), needs: self.needs(n), refused: refusal, resources }
+                let costs = crate::steps::costs::of(self.topology(), self.instance(n));
+                StepInput { inst: self.instance(n), needs: self.needs(n), refused: refusal, resources, costs }
             })
             .collect()
     }

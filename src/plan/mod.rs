@@ -27,6 +27,8 @@ pub struct StepInput<'a> {
     pub refused: Option<String>,
     /// Its resources at the selected sites, objects to prune included.
     pub resources: Vec<Resource>,
+    /// What the step costs beyond its risk, as the topology's choices make it (`steps::costs`).
+    pub costs: Vec<String>,
 }
 
 /// What a plan says about where it comes from.
@@ -121,6 +123,7 @@ fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {
         phase: inst.phase.clone(),
         title: inst.spec.title.clone(),
         risk: inst.spec.risk,
+        costs: s.costs,
         needs: s.needs,
         changes,
         refused: s.refused,

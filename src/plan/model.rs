@@ -97,6 +97,10 @@ pub struct StepPlan {
     pub phase: String,
     pub title: String,
     pub risk: crate::catalog::spec::Risk,
+    /// What the step costs beyond its risk where the operator decides (hypervisors running
+    /// Cilium, node-to-node encryption inside a site): shown on the plan's risk line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub costs: Vec<String>,
     /// Keys of the steps this one needs.
     pub needs: Vec<String>,
     pub changes: Vec<Change>,

@@ -60,6 +60,7 @@ mod tests {
                 phase: "B".into(),
                 title: "tunnel".into(),
                 risk: crate::catalog::spec::Risk::Low,
+                costs: vec![],
                 needs: vec![],
                 changes: vec![Change {
                     address: "router.sp/wireguard:wg0".into(),

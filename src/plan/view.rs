@@ -49,7 +49,8 @@ pub fn human(p: &Plan, st: &Style) -> String {
             crate::catalog::spec::Risk::Medium => st.yellow(&risk),
             crate::catalog::spec::Risk::Low => st.dim(&risk),
         };
-        let _ = writeln!(out, "{}  {}  {}", st.bold(&step.key), step.title, risk);
+        let cost = if step.costs.is_empty() { String::new() } else { format!("; cost: {}", step.costs.join("; ")) };
+        let _ = writeln!(out, "{}  {}  {}{}", st.bold(&step.key), step.title, risk, st.yellow(&cost));
         if let Some(r) = &step.refused {
             let _ = writeln!(out, "  {} {}", st.red("refused:"), r);
         } else if step.changes.is_empty() {

@@ -64,6 +64,8 @@ macro_rules! steps {
     };
 }
 
+pub mod costs;
+
 steps! {
     a1_new_cluster::A1,
     a2_existing_cluster::A2,

@@ -188,9 +188,13 @@ pub enum PublicAddressChoice {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DrbdChoice {
-    /// Through the Cilium mesh (encrypted, some overhead).
+    /// Through the Cilium mesh: Cilium's WireGuard encryption with node-to-node encryption at
+    /// every site. Cost: it encrypts all traffic between nodes, a site's own DRBD replication and
+    /// Proxmox corosync included, not only the cross-site path (Cilium has no selector by
+    /// destination; `node-encryption-opt-out-labels` only takes whole nodes out).
     Cilium,
-    /// Over the routed network directly (fast, no encryption of its own).
+    /// Routed through the sites' WireGuard tunnel (B.1), which already encrypts between the sites:
+    /// the narrower form, with same-site DRBD left off Cilium and unencrypted, as the seed wanted.
     Direct,
     /// Not decided yet: A.4 is refused.
     Undecided,
@@ -211,7 +215,9 @@ pub struct Decisions {
     /// Before B.1: per site, whether its public address is fixed or dynamic.
     #[serde(default)]
     pub public_address: BTreeMap<String, PublicAddressChoice>,
-    /// Before A.4: DRBD across sites through Cilium or directly.
+    /// Before A.4: DRBD across sites through Cilium or directly. `cilium` encrypts every
+    /// node-to-node packet, same-site DRBD and corosync included (the plan's risk line of A.1, A.2
+    /// and A.4 says so); `direct` encrypts only between the sites, in the routers' tunnel.
     pub drbd_cross_site: DrbdChoice,
 }
 
@@ -490,6 +496,8 @@ pub struct ExternalWorkload {
 #[serde(rename_all = "kebab-case")]
 pub enum JoinMethod {
     /// As K3s agents with a `NoSchedule` taint: Cilium runs on them as on any node (works with every Cilium).
+    /// Cost on a Proxmox host: the kubelet and Cilium's agent run on the hypervisor, with eBPF
+    /// programs on its network devices (the plan's risk line of A.4 says so).
     #[default]
     K3sAgent,
     /// Cilium External Workloads, as the seed says: removed in Cilium 1.18, needs `versions.cilium < 1.18`.

@@ -35,7 +35,7 @@ fn global_places_the_services_everywhere_with_the_annotations() {
     let pp = named(&c5, "PropagationPolicy", "data-services-services").expect("the Services' own policy");
     assert_eq!(pp["spec"]["placement"]["clusterAffinity"]["clusterNames"], json!(["franca", "sp"]));
     let main = named(&c5, "PropagationPolicy", "data-services").unwrap();
-    assert!(main["spec"]["resourceSelectors"].as_array().unwrap().iter().all(|s| s["kind"] == "Deployment"));
+    assert!(main["spec"]["resourceSelectors"].as_array().unwrap().iter().all(|s| s["kind"] == "StatefulSet"));
     let op = named(&c5, "OverridePolicy", "data-services-global").expect("the annotations' override");
     let annotations = &op["spec"]["overrideRules"][0]["overriders"]["annotationsOverrider"][0]["value"];
     assert_eq!(annotations["service.cilium.io/global"], "true");
@@ -57,7 +57,13 @@ fn global_places_the_services_everywhere_with_the_annotations() {
 fn verify_shows_sp_reaching_francas_backends() {
     let f = kube_api::ExampleFabric::start("global");
     let (dir, franca, sp) = (&f.dir, &f.franca, &f.sp);
-    let t = load(&f.text);
+    // qdrant as a Deployment here: the test API server's EndpointSlice controller makes endpoints
+    // from Deployments' ready replicas and runs no StatefulSet controller. What is checked is
+    // reach across the mesh, whatever the workload's kind (the kind's policy is checked above).
+    let text = f.text.replace("port: 6333, workload: statefulset }", "port: 6333 }");
+    assert_ne!(text, f.text);
+    std::fs::write(dir.join("topology.yaml"), &text).unwrap();
+    let t = load(&text);
     let c5 = objects(&t, "C.5");
     let rule = &named(&c5, "OverridePolicy", "data-services-global").unwrap()["spec"]["overrideRules"][0];
     let repo_service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "qdrant", "namespace": "data"},
@@ -106,4 +112,62 @@ fn verify_shows_sp_reaching_francas_backends() {
         text.contains("PASS  C.5") && text.contains("cluster.sp: Service data/qdrant global, backends: 1 from franca"),
         "{text}"
     );
+}
+
+/// Issue #22 item 7: the data services are StatefulSets, and C.5's policy propagates what they
+/// are made of (`propagateDeps`) to Franca only. Karmada's dependency rule (the double,
+/// `fabric_testkit::karmada::dependencies`, after karmada-io/karmada pkg/util/helper/pod.go)
+/// carries the ConfigMaps, Secrets and ServiceAccount a StatefulSet's pods name, and never the
+/// PVCs of its `volumeClaimTemplates`: Franca's StatefulSet controller makes them, so the data
+/// stays in Franca; SP gets only the Service (global).
+#[test]
+fn data_services_are_statefulsets_whose_parts_follow_them_to_franca_only() {
+    let t = load(EXAMPLE);
+    let c5 = objects(&t, "C.5");
+    let main = named(&c5, "PropagationPolicy", "data-services").unwrap();
+    assert_eq!(main["spec"]["propagateDeps"], true, "{main:#}");
+    assert_eq!(main["spec"]["placement"]["clusterAffinity"]["clusterNames"], json!(["franca"]), "{main:#}");
+    let selected: Vec<(&str, &str)> = main["spec"]["resourceSelectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["kind"].as_str().unwrap(), s["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(selected, [("StatefulSet", "qdrant"), ("StatefulSet", "neo4j"), ("StatefulSet", "postgresql")]);
+    let services = named(&c5, "PropagationPolicy", "data-services-services").unwrap();
+    assert!(
+        services["spec"].get("propagateDeps").is_none(),
+        "the Services' policy carries only Services: {services:#}"
+    );
+    assert!(services["spec"]["resourceSelectors"].as_array().unwrap().iter().all(|s| s["kind"] == "Service"));
+
+    // PostgreSQL as the repository usually has it: what Karmada carries with it to Franca.
+    let pg = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "postgresql", "namespace": "data"},
+        "spec": {"serviceName": "postgresql", "template": {"spec": {
+            "serviceAccountName": "postgresql",
+            "containers": [{"name": "pg", "envFrom": [{"secretRef": {"name": "postgresql-auth"}}],
+                            "volumeMounts": [{"name": "data", "mountPath": "/var/lib/postgresql/data"}]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "postgresql-conf"}}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "50Gi"}}}}]}});
+    let deps = karmada::dependencies(&pg);
+    assert_eq!(
+        deps,
+        vec![
+            ("ConfigMap", "postgresql-conf".to_string()),
+            ("Secret", "postgresql-auth".to_string()),
+            ("ServiceAccount", "postgresql".to_string())
+        ]
+    );
+    assert!(!deps.iter().any(|(k, _)| *k == "PersistentVolumeClaim"), "the data's PVCs are Franca's own");
+
+    // Parts the pod template does not name are listed, and selected beside the workload.
+    let listed = load(&EXAMPLE.replace(
+        "port: 5432, workload: statefulset }",
+        "port: 5432, workload: statefulset, configmaps: [postgresql-initdb], secrets: [postgresql-backup] }",
+    ));
+    let main = named(&objects(&listed, "C.5"), "PropagationPolicy", "data-services").unwrap().clone();
+    let sel = main["spec"]["resourceSelectors"].as_array().unwrap();
+    assert!(sel.contains(&json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "postgresql-initdb"})), "{main:#}");
+    assert!(sel.contains(&json!({"apiVersion": "v1", "kind": "Secret", "name": "postgresql-backup"})), "{main:#}");
 }

@@ -328,7 +328,12 @@ fn ports_out_of_range() {
     let text = mutate("", "listen_port: 51820", "listen_port: 70000");
     expect_one(&errors(&text), "topology::range", "port 70000 is out of range 1–65535", pos(&text, "", "70000"));
     let text = mutate("", "port: 5432", "port: 0");
-    expect_one(&errors(&text), "topology::range", "port 0 is out of range 1–65535", pos(&text, "postgresql", "0 }"));
+    expect_one(
+        &errors(&text),
+        "topology::range",
+        "port 0 is out of range 1–65535",
+        pos(&text, "postgresql", "0, workload"),
+    );
 }
 
 #[test]
@@ -880,4 +885,36 @@ fn a_node_of_a_new_cluster_fabric_cannot_join_is_an_error_at_its_line() {
         assert!(e.problem.help.unwrap().contains("add `k3s_airgap:`"));
     }
     assert_eq!(l.warnings.len(), 4, "Franca's cluster exists: its nodes need no bundle: {:?}", messages(&l.warnings));
+}
+
+/// Issue #22 item 7: a StatefulSet keeps its data where it runs (Karmada does not propagate the
+/// PVCs of `volumeClaimTemplates`), so a `statefulset` placed at two sites is an error at its
+/// `workload`; what a service lists it is made of are object names, each checked at its line.
+#[test]
+fn a_statefulset_runs_at_one_site_and_its_parts_are_object_names() {
+    let text =
+        mutate("", "class: web-services, port: 7007 }", "class: web-services, port: 7007, workload: statefulset }");
+    let e = expect_one(
+        &errors(&text),
+        "topology::placement",
+        "StatefulSet `backstage` would run at franca and sp (web-services): each member makes its own empty volumes",
+        pos(&text, "name: backstage", "statefulset"),
+    );
+    assert!(e.problem.help.unwrap().contains("strategy: affinity"));
+    // The example's data services: affinity to Franca, one site.
+    assert!(!messages(&valid(EXAMPLE).warnings).iter().any(|m| m.contains("StatefulSet")));
+    let text = mutate(
+        "",
+        "port: 5432, workload: statefulset }",
+        "port: 5432, workload: statefulset, configmaps: [pg-conf], secrets: [Bad_Secret] }",
+    );
+    expect_one(
+        &errors(&text),
+        "topology::name",
+        "`Bad_Secret` is not a Kubernetes object name",
+        pos(&text, "name: postgresql", "Bad_Secret"),
+    );
+    let text = mutate("", "port: 5432, workload: statefulset }", "port: 5432, workload: replicaset }");
+    let d = errors(&text);
+    assert!(d.iter().any(|d| d.problem.message.contains("replicaset")), "{:?}", messages(&d));
 }

@@ -350,9 +350,15 @@ pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: 
     let selectors: Vec<Value> = services
         .iter()
         .flat_map(|s| {
-            let deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": s.name });
+            let workload = json!({ "apiVersion": "apps/v1", "kind": s.workload.kind(), "name": s.name });
             let service = (!c.global).then(|| json!({ "apiVersion": "v1", "kind": "Service", "name": s.name }));
-            std::iter::once(deployment).chain(service)
+            // What the service is made of that its pod template does not name.
+            let parts = s
+                .configmaps
+                .iter()
+                .map(|n| json!({ "apiVersion": "v1", "kind": "ConfigMap", "name": n }))
+                .chain(s.secrets.iter().map(|n| json!({ "apiVersion": "v1", "kind": "Secret", "name": n })));
+            std::iter::once(workload).chain(service).chain(parts)
         })
         .collect();
     let clusters = cluster_names(t, &c.sites);
@@ -387,7 +393,11 @@ pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: 
             { "key": "cluster.karmada.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": secs },
         ]);
     }
-    let mut spec = json!({ "resourceSelectors": selectors, "placement": placement });
+    // `propagateDeps`: what the workloads' pod templates name (ConfigMaps, Secrets, a
+    // ServiceAccount other than `default`, PVCs of `volumes`) follows them to the clusters they
+    // are placed in (karmada-io/karmada pkg/resourceinterpreter/default/native/dependencies.go,
+    // pkg/util/helper/pod.go). PVCs of a StatefulSet's `volumeClaimTemplates` are not among them.
+    let mut spec = json!({ "resourceSelectors": selectors, "placement": placement, "propagateDeps": true });
     if c.failover_after_seconds.is_some() {
         spec["failover"] =
             json!({ "application": { "decisionConditions": { "tolerationSeconds": 60 }, "purgeMode": "Gracefully" } });
@@ -482,7 +492,7 @@ pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -
     }
     // The seed's "resource limits": the model's memory noted on the Deployment.
     let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
-    let selector = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "name": svc.name });
+    let selector = json!({ "apiVersion": "apps/v1", "kind": svc.workload.kind(), "name": svc.name });
     with(
         object(
             t,

@@ -278,7 +278,10 @@ fn chart_provides(at: &Target, spec: &Value, add: &mut impl FnMut(&Target, Thing
 fn propagated_pod_labels(t: &Topology, o: &Value, add: &mut impl FnMut(&Target, Thing)) {
     let placement = &o["spec"]["placement"];
     let clusters = items(&placement["clusterAffinity"]["clusterNames"]);
-    for sel in items(&o["spec"]["resourceSelectors"]).iter().filter(|x| x["kind"] == "Deployment") {
+    for sel in items(&o["spec"]["resourceSelectors"])
+        .iter()
+        .filter(|x| matches!(x["kind"].as_str(), Some("Deployment" | "StatefulSet")))
+    {
         let Some(name) = s(&sel["name"]) else { continue };
         for c in clusters.iter().filter_map(|c| c.as_str()).filter_map(|c| member_target(t, c)) {
             add(&c, Thing::PodLabel { key: "app".into(), value: name.into() });

@@ -52,7 +52,8 @@ impl Step for C5 {
     }
 }
 
-/// A propagated Deployment is present in every member its class places it at.
+/// A propagated workload (the service's Deployment or StatefulSet) is present in every member
+/// its class places it at.
 async fn propagated(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let t = cx.t;
     let mut out = Vec::new();
@@ -60,13 +61,12 @@ async fn propagated(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
         let Some(class) = t.placement.iter().find(|c| c.name == svc.class) else { continue };
         for m in members(t).iter().filter(|m| class.sites.is_empty() || class.sites.contains(&m.name)) {
             let target = Target::cluster(&m.name);
-            let oid = id("apps/v1", "Deployment", &svc.name, Some(&svc.namespace));
+            let kind = svc.workload.kind();
+            let oid = id("apps/v1", kind, &svc.name, Some(&svc.namespace));
             let (verdict, evidence) = match get(cx.targets, &target, oid).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),
-                Ok(None) => {
-                    (Verdict::Fail, format!("{target}: Deployment {}/{} not propagated", svc.namespace, svc.name))
-                }
-                Ok(Some(_)) => (Verdict::Pass, format!("{target}: Deployment {}/{} present", svc.namespace, svc.name)),
+                Ok(None) => (Verdict::Fail, format!("{target}: {kind} {}/{} not propagated", svc.namespace, svc.name)),
+                Ok(Some(_)) => (Verdict::Pass, format!("{target}: {kind} {}/{} present", svc.namespace, svc.name)),
             };
             out.push(CheckResult { step: cx.key.into(), check: format!("{} propagated", svc.name), verdict, evidence });
         }

@@ -71,7 +71,7 @@ async fn gpu_selectors(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
             if !placed {
                 continue;
             }
-            let oid = id("apps/v1", "Deployment", &svc.name, Some(&svc.namespace));
+            let oid = id("apps/v1", svc.workload.kind(), &svc.name, Some(&svc.namespace));
             let (verdict, evidence) = match get(cx.targets, &target, oid).await {
                 Err(e) => (Verdict::Fail, format!("{target}: {e}")),
                 Ok(None) => {

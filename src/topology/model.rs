@@ -573,7 +573,7 @@ pub struct PlacementClass {
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Service {
-    /// Service (and Deployment) name, a DNS label.
+    /// Service (and workload: Deployment or StatefulSet) name, a DNS label.
     pub name: String,
     /// Namespace, a DNS label.
     #[serde(default = "default_namespace")]
@@ -611,6 +611,43 @@ pub struct Service {
     /// Total replicas across sites.
     #[serde(default = "one")]
     pub replicas: u32,
+    /// The kind of the service's workload in the GitOps repository: `deployment` (default) or
+    /// `statefulset` (Qdrant, Neo4j and PostgreSQL usually are). C.5's PropagationPolicy selects
+    /// that kind. A StatefulSet's data stays where it runs: Karmada propagates the PVCs a pod's
+    /// volumes name, not those of `volumeClaimTemplates`, which each member's StatefulSet
+    /// controller makes empty; so a `statefulset` belongs to a class that places it at one site.
+    #[serde(default)]
+    pub workload: ServiceWorkload,
+    /// ConfigMaps the service is made of that its pod template does not name (C.5 selects them
+    /// beside the workload). Those its pod template names (volumes, `env`, `envFrom`) go along
+    /// without being listed: the policy propagates a workload's dependencies (`propagateDeps`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub configmaps: Vec<String>,
+    /// Secrets the service is made of that its pod template does not name (as `configmaps`).
+    /// Their content never passes through fabric: Karmada copies them from its API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+}
+
+/// The kind of a service's workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ServiceWorkload {
+    /// An `apps/v1` Deployment.
+    #[default]
+    Deployment,
+    /// An `apps/v1` StatefulSet (its `volumeClaimTemplates` stay in the cluster it runs in).
+    Statefulset,
+}
+
+impl ServiceWorkload {
+    /// The workload's `kind`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ServiceWorkload::Deployment => "Deployment",
+            ServiceWorkload::Statefulset => "StatefulSet",
+        }
+    }
 }
 
 impl Service {

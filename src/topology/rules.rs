@@ -43,6 +43,7 @@ const RULES: &[Rule] = &[
     super::airgap::check,
     placement_classes,
     argocd_path,
+    service_parts,
 ];
 
 /// The folders `fabric render` writes what fabric applies into (relative to the output).
@@ -695,6 +696,63 @@ fn joinable(t: &Topology, i: usize, s: &Site, j: usize, n: &Node, out: &mut Vec<
             )),
         );
     }
+}
+
+/// A `statefulset` service runs at one site: Karmada propagates a workload's dependencies from its
+/// pod template (ConfigMaps, Secrets, a ServiceAccount, PVCs named by `volumes`) but not the PVCs
+/// of `volumeClaimTemplates` (karmada-io/karmada pkg/util/helper/pod.go, `getPVCNames`), which
+/// each member's StatefulSet controller makes empty: placed at two sites, the service would have
+/// two unrelated sets of data. And what a service lists it is made of are object names.
+fn service_parts(t: &Topology, out: &mut Vec<Problem>) {
+    for (i, svc) in t.services.iter().enumerate() {
+        if svc.workload == ServiceWorkload::Statefulset {
+            if let Some(c) = t.placement.iter().find(|c| c.name == svc.class) {
+                let sites: Vec<&str> = match c.strategy {
+                    PlacementStrategy::Affinity => c.prefer.iter().map(String::as_str).collect(),
+                    _ if c.sites.is_empty() => t.sites.iter().map(|s| s.name.as_str()).collect(),
+                    _ => c.sites.iter().map(String::as_str).collect(),
+                };
+                if sites.len() > 1 {
+                    out.push(
+                        Problem::error(
+                            "topology::placement",
+                            path!["services", i, "workload"],
+                            format!(
+                                "StatefulSet `{}` would run at {} ({}): each member makes its own empty volumes from `volumeClaimTemplates`, Karmada does not propagate them",
+                                svc.name,
+                                sites.join(" and "),
+                                c.name
+                            ),
+                        )
+                        .label("its data would split")
+                        .related(path!["placement", t.placement.iter().position(|p| p.name == c.name).unwrap_or(0), "strategy"], "placed here")
+                        .help("give it a class with `strategy: affinity` and `prefer:` the site that keeps the data (reached from the others with `global: true`)"),
+                    );
+                }
+            }
+        }
+        let lists = [("configmaps", &svc.configmaps), ("secrets", &svc.secrets)];
+        for (key, names) in lists {
+            for (j, n) in names.iter().enumerate() {
+                if !is_dns_subdomain(n) {
+                    out.push(
+                        Problem::error(
+                            "topology::name",
+                            path!["services", i, key, j],
+                            format!("`{n}` is not a Kubernetes object name (a DNS subdomain)"),
+                        )
+                        .label("not an object name")
+                        .help("lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit, at most 253 characters"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A Kubernetes object name (RFC 1123 subdomain): what ConfigMaps and Secrets are named.
+pub fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(is_dns_label)
 }
 
 /// The MultiKueue dispatch queue of a site, if the site is the manager: its quota is a dispatch

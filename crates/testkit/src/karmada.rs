@@ -37,6 +37,77 @@ pub fn apply_overriders(obj: &Value, overriders: &Value) -> Result<Value, String
     Ok(out)
 }
 
+/// One object a workload depends on, as Karmada's dependencies distributor propagates it beside
+/// the workload when the policy has `propagateDeps: true`: `(kind, name)`, in the workload's
+/// namespace.
+pub type Dependency = (&'static str, String);
+
+/// The dependencies Karmada's default interpreter finds in `workload`
+/// (karmada-io/karmada `pkg/resourceinterpreter/default/native/dependencies.go`: Deployment, Job,
+/// CronJob, Pod, DaemonSet and StatefulSet, each from its pod template only, through
+/// `pkg/util/helper/pod.go` `GetDependenciesFromPodTemplate`):
+/// - ConfigMaps and Secrets the pod names (`pkg/util/lifted` `VisitPodConfigmapNames` /
+///   `VisitPodSecretNames`, lifted from Kubernetes: `env[].valueFrom`, `envFrom`, of every
+///   container, init and ephemeral ones too; `volumes[]` `configMap`, `secret`, `projected`
+///   sources, and the secret references of `azureFile`, `cephfs`, `cinder`, `flexVolume`,
+///   `iscsi`, `rbd`, `scaleIO`, `storageos` and `csi`; `imagePullSecrets`);
+/// - its ServiceAccount, unless empty or `default` (`getServiceAccountNames`);
+/// - the PVCs of `volumes[].persistentVolumeClaim.claimName` (`getPVCNames`). A StatefulSet's
+///   `volumeClaimTemplates` are not read: their PVCs are never propagated, each member's
+///   StatefulSet controller makes its own.
+///
+/// Another kind has no default dependencies (an empty list). Sorted, each once.
+pub fn dependencies(workload: &Value) -> Vec<Dependency> {
+    let template = match workload["kind"].as_str() {
+        Some("Deployment" | "StatefulSet" | "DaemonSet" | "Job") => &workload["spec"]["template"],
+        Some("CronJob") => &workload["spec"]["jobTemplate"]["spec"]["template"],
+        Some("Pod") => workload,
+        _ => return Vec::new(),
+    };
+    let spec = &template["spec"];
+    let mut out: Vec<Dependency> = Vec::new();
+    let mut add = |kind: &'static str, name: &Value| {
+        if let Some(n) = name.as_str().filter(|n| !n.is_empty()) {
+            out.push((kind, n.to_string()));
+        }
+    };
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        for c in spec[list].as_array().into_iter().flatten() {
+            for e in c["envFrom"].as_array().into_iter().flatten() {
+                add("ConfigMap", &e["configMapRef"]["name"]);
+                add("Secret", &e["secretRef"]["name"]);
+            }
+            for e in c["env"].as_array().into_iter().flatten() {
+                add("ConfigMap", &e["valueFrom"]["configMapKeyRef"]["name"]);
+                add("Secret", &e["valueFrom"]["secretKeyRef"]["name"]);
+            }
+        }
+    }
+    for p in spec["imagePullSecrets"].as_array().into_iter().flatten() {
+        add("Secret", &p["name"]);
+    }
+    for v in spec["volumes"].as_array().into_iter().flatten() {
+        add("ConfigMap", &v["configMap"]["name"]);
+        add("Secret", &v["secret"]["secretName"]);
+        for src in v["projected"]["sources"].as_array().into_iter().flatten() {
+            add("ConfigMap", &src["configMap"]["name"]);
+            add("Secret", &src["secret"]["name"]);
+        }
+        add("Secret", &v["azureFile"]["secretName"]);
+        for k in ["cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "storageos", "iscsi"] {
+            add("Secret", &v[k]["secretRef"]["name"]);
+        }
+        add("Secret", &v["csi"]["nodePublishSecretRef"]["name"]);
+        add("PersistentVolumeClaim", &v["persistentVolumeClaim"]["claimName"]);
+    }
+    if let Some(sa) = spec["serviceAccountName"].as_str().filter(|n| *n != "default") {
+        add("ServiceAccount", &Value::String(sa.to_string()));
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// One RFC 6902 operation, with RFC 6901 pointers (`~1` is `/`, `~0` is `~`).
 fn json_patch(doc: &mut Value, op: &str, path: &str, value: Option<&Value>) -> Result<(), String> {
     let (parent, last) = path.rsplit_once('/').ok_or(format!("bad JSON pointer {path:?}"))?;
@@ -74,6 +145,38 @@ fn json_patch(doc: &mut Value, op: &str, path: &str, value: Option<&Value>) -> R
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn dependencies_are_the_pod_templates_references_not_volume_claim_templates() {
+        let sts = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "pg"},
+            "spec": {"serviceName": "pg", "template": {"spec": {
+                "serviceAccountName": "pg",
+                "imagePullSecrets": [{"name": "registry"}],
+                "initContainers": [{"name": "i", "envFrom": [{"configMapRef": {"name": "pg-init"}}]}],
+                "containers": [{"name": "c",
+                    "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "pg-auth", "key": "p"}}},
+                            {"name": "L", "value": "x"}],
+                    "volumeMounts": [{"name": "data", "mountPath": "/d"}]}],
+                "volumes": [{"name": "conf", "configMap": {"name": "pg-conf"}},
+                            {"name": "tls", "projected": {"sources": [{"secret": {"name": "pg-tls"}}]}},
+                            {"name": "backup", "persistentVolumeClaim": {"claimName": "pg-backup"}}]}},
+                "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}]}});
+        let want: Vec<Dependency> = vec![
+            ("ConfigMap", "pg-conf".into()),
+            ("ConfigMap", "pg-init".into()),
+            ("PersistentVolumeClaim", "pg-backup".into()),
+            ("Secret", "pg-auth".into()),
+            ("Secret", "pg-tls".into()),
+            ("Secret", "registry".into()),
+            ("ServiceAccount", "pg".into()),
+        ];
+        assert_eq!(dependencies(&sts), want);
+        assert!(!dependencies(&sts).iter().any(|(_, n)| n.starts_with("data")), "no volumeClaimTemplates' PVC");
+        let mut default_sa = sts.clone();
+        default_sa["spec"]["template"]["spec"]["serviceAccountName"] = json!("default");
+        assert!(!dependencies(&default_sa).iter().any(|(k, _)| *k == "ServiceAccount"));
+        assert!(dependencies(&json!({"kind": "Service", "spec": {}})).is_empty(), "no interpreter for a Service");
+    }
 
     #[test]
     fn rfc_6902_holds() {

@@ -318,6 +318,18 @@ fn the_example_plans_sp_k3s_on_its_server_and_gpu_agents() {
     }
     assert!(!out.contains("refused"), "{out}");
     assert!(!out.contains("A.4@sp"), "listed once, as GPU nodes: {out}");
+    // Item 9: the risk line says what the seed's choices cost here.
+    let risk = a1.lines().next().unwrap();
+    assert!(risk.starts_with("A.1@sp  Provision K3s with Cilium (new cluster)  risk low; cost: Proxmox hosts pve-ippri-31, pve-ippri-33, pve-ippri-34 run the kubelet and Cilium's agent"), "{risk}");
+    assert!(
+        risk.contains("this site's own DRBD replication and Proxmox corosync included")
+            && risk.contains("`direct` keeps Cilium out of it"),
+        "{risk}"
+    );
+    let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let a1 = v["steps"].as_array().unwrap().iter().find(|s| s["key"] == "A.1@sp").unwrap();
+    assert_eq!(a1["costs"].as_array().map(Vec::len), Some(2), "{a1}");
 }
 
 #[test]

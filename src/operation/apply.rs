@@ -177,18 +177,18 @@ fn bundle_files(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
 /// Checks each file once (the installs of a run share one bundle): a URL is downloaded at most
 /// once per run.
 fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), OpError> {
+    // A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing: the
+    // run stops before any file is fetched, copied or run.
+    if let Some((r, u)) = files.iter().find(|(_, u)| !crate::topology::airgap::is_sha256(&u.sha256)) {
+        return Err(OpError::Bundle(format!(
+            "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
+            r.address, u.name, u.sha256
+        )));
+    }
     let mut checked = std::collections::BTreeSet::new();
     for (r, u) in files {
         if !checked.insert((u.from.clone(), u.sha256.clone())) {
             continue;
-        }
-        // A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing:
-        // nothing is fetched, copied or run.
-        if !crate::topology::airgap::is_sha256(&u.sha256) {
-            return Err(OpError::Bundle(format!(
-                "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
-                r.address, u.name, u.sha256
-            )));
         }
         match &u.from {
             // Checked as it is written into the cache.
@@ -294,5 +294,31 @@ mod tests {
         for d in [state, other] {
             let _ = std::fs::remove_dir_all(d);
         }
+    }
+
+    /// A digest not recorded yet (`sha256: TODO`, which validate warns about) stops the run
+    /// before anything is fetched: the server is never asked.
+    #[test]
+    fn an_unrecorded_digest_stops_the_run_before_any_fetch() {
+        let server = Server::start(&[("/k3s", b"k3s binary".as_slice())]);
+        let state = state_dir("pending");
+        std::fs::create_dir_all(&state).unwrap();
+        let good = "ab".repeat(32);
+        let section = format!(
+            "k3s_airgap:\n  binary: {{ url: \"{}/k3s\", sha256: {good} }}\n  \
+             images: {{ url: \"{}/{IMAGES}\", sha256: {good} }}\n  install_script: {{ url: \"{}/install.sh\", sha256: TODO }}\n",
+            server.base, server.base, server.base
+        );
+        let (ws, r) = ready(&section);
+        let e = bundle_preflight(&ws, &r, &Fetcher::direct(&state)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(
+                "the SHA-256 of the bundle's install.sh is not recorded (`TODO`): nothing was fetched, copied or run"
+            ),
+            "{text}"
+        );
+        assert!(server.requests().is_empty(), "{:?}", server.requests());
+        let _ = std::fs::remove_dir_all(state);
     }
 }

@@ -16,7 +16,7 @@ fn example_without_bundle() -> &'static str {
 fn only_unrecorded_digests(text: &str, l: &Loaded) {
     let want: Vec<(usize, usize)> = ["  binary:", "  images:", "  install_script:"]
         .iter()
-        .map(|k| pos(text, &format!("\nk3s_airgap:\n"), &format!("{k} ")))
+        .map(|k| pos(text, "\nk3s_airgap:\n", &format!("{k} ")))
         .map(|(line, _)| {
             let l = text.lines().nth(line - 1).unwrap();
             (line, l.find("sha256: TODO").unwrap() + 9)

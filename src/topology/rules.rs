@@ -705,30 +705,29 @@ fn joinable(t: &Topology, i: usize, s: &Site, j: usize, n: &Node, out: &mut Vec<
 /// two unrelated sets of data. And what a service lists it is made of are object names.
 fn service_parts(t: &Topology, out: &mut Vec<Problem>) {
     for (i, svc) in t.services.iter().enumerate() {
-        if svc.workload == ServiceWorkload::Statefulset {
-            if let Some(c) = t.placement.iter().find(|c| c.name == svc.class) {
-                let sites: Vec<&str> = match c.strategy {
-                    PlacementStrategy::Affinity => c.prefer.iter().map(String::as_str).collect(),
-                    _ if c.sites.is_empty() => t.sites.iter().map(|s| s.name.as_str()).collect(),
-                    _ => c.sites.iter().map(String::as_str).collect(),
-                };
-                if sites.len() > 1 {
-                    out.push(
-                        Problem::error(
-                            "topology::placement",
-                            path!["services", i, "workload"],
-                            format!(
-                                "StatefulSet `{}` would run at {} ({}): each member makes its own empty volumes from `volumeClaimTemplates`, Karmada does not propagate them",
-                                svc.name,
-                                sites.join(" and "),
-                                c.name
-                            ),
-                        )
-                        .label("its data would split")
-                        .related(path!["placement", t.placement.iter().position(|p| p.name == c.name).unwrap_or(0), "strategy"], "placed here")
-                        .help("give it a class with `strategy: affinity` and `prefer:` the site that keeps the data (reached from the others with `global: true`)"),
-                    );
-                }
+        let class = t.placement.iter().enumerate().find(|(_, c)| c.name == svc.class);
+        if let (ServiceWorkload::Statefulset, Some((k, c))) = (svc.workload, class) {
+            let sites: Vec<&str> = match c.strategy {
+                PlacementStrategy::Affinity => c.prefer.iter().map(String::as_str).collect(),
+                _ if c.sites.is_empty() => t.sites.iter().map(|s| s.name.as_str()).collect(),
+                _ => c.sites.iter().map(String::as_str).collect(),
+            };
+            if sites.len() > 1 {
+                out.push(
+                    Problem::error(
+                        "topology::placement",
+                        path!["services", i, "workload"],
+                        format!(
+                            "StatefulSet `{}` would run at {} ({}): each member makes its own empty volumes from `volumeClaimTemplates`, Karmada does not propagate them",
+                            svc.name,
+                            sites.join(" and "),
+                            c.name
+                        ),
+                    )
+                    .label("its data would split")
+                    .related(path!["placement", k, "strategy"], "placed here")
+                    .help("give it a class with `strategy: affinity` and `prefer:` the site that keeps the data (reached from the others with `global: true`)"),
+                );
             }
         }
         let lists = [("configmaps", &svc.configmaps), ("secrets", &svc.secrets)];

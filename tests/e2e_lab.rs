@@ -80,6 +80,8 @@ fn phases_a_to_d_end_to_end() {
     // (The clusters' nodes have joined, `fabric_apis` registers them: D.1 labels the GPU nodes,
     // and the GPU services schedule only once it has.)
     let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+    // `fabric_apis` registers the example's nodes; lab-full's SP GPU node has a name of its own.
+    sp.register_nodes(&["sp-gpu1"]);
     for s in [&franca, &sp, &karmada] {
         s.simulate_controllers(Duration::from_millis(100));
     }

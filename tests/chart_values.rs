@@ -73,7 +73,7 @@ fn check(topology: &str) -> Vec<String> {
     for o in objects.iter().filter(|o| o["kind"] == "HelmChart") {
         charts_of_configs.insert(
             o["metadata"]["name"].as_str().unwrap().to_string(),
-            o["spec"]["chart"].as_str().unwrap().to_string(),
+            o["spec"]["chart"].as_str().unwrap().rsplit('/').next().unwrap().to_string(),
         );
     }
     for o in &objects {

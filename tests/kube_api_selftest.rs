@@ -862,6 +862,50 @@ async fn without_simulate_controllers_nothing_is_reconciled() {
     .await;
 }
 
+/// helm-controller + klipper-helm: an OCI chart goes whole in `spec.chart` with no `repo` and
+/// installs; `repo: oci://…` with a chart name makes the install run `helm repo add` with the
+/// registry, which fails (the Job and the HelmChart say `Failed`).
+#[tokio::test]
+async fn an_oci_registry_as_repo_fails_the_install_and_a_whole_oci_chart_installs() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let job = |n: &str| s.object("batch/v1", "Job", Some("kube-system"), &format!("helm-install-{n}"));
+    let env = |j: &Value, k: &str| {
+        let e = j["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+        e.iter().find(|v| v["name"] == k).map(|v| v["value"].as_str().unwrap().to_string()).unwrap()
+    };
+    let mut wrong = helm_chart("kueue", "0.15.2");
+    wrong["spec"]["repo"] = json!("oci://registry.k8s.io/kueue/charts");
+    put(&s, &wrong).await;
+    let failed = eventually(&s, "the install Job to fail", || with_condition(job("kueue"), "Failed", "True").and(job("kueue"))).await;
+    assert_eq!(env(&failed, "REPO"), "oci://registry.k8s.io/kueue/charts");
+    assert_eq!(env(&failed, "CHART"), "kueue/kueue", "with a repo, CHART is <HelmChart name>/<chart>");
+    assert!(fabric_testkit::kube_api::helm_install_cannot_fetch(&failed).unwrap().contains("not a valid chart repository"));
+    let c = eventually(&s, "the HelmChart to say Failed", || {
+        with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "True")
+    })
+    .await;
+    assert_eq!(c["reason"], "Job failed", "{c:#}");
+
+    let mut right = helm_chart("kai-scheduler", "v0.10.2");
+    right["spec"] = json!({"chart": "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler", "version": "v0.10.2",
+        "targetNamespace": "kai-scheduler"});
+    put(&s, &right).await;
+    let done = eventually(&s, "the OCI chart's Job to complete", || {
+        with_condition(job("kai-scheduler"), "Complete", "True").and(job("kai-scheduler"))
+    })
+    .await;
+    assert_eq!(env(&done, "CHART"), "oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler");
+    assert_eq!(env(&done, "REPO"), "");
+    // An HTTP repository's chart installs as before.
+    put(&s, &helm_chart("cilium", "1.18.4")).await;
+    let http = eventually(&s, "the repo chart's Job to complete", || {
+        with_condition(job("cilium"), "Complete", "True").and(job("cilium"))
+    })
+    .await;
+    assert_eq!(env(&http, "CHART"), "cilium/cilium");
+}
+
 #[tokio::test]
 async fn helm_chart_install_job_is_created_completes_and_is_recreated_on_spec_change() {
     let s = server().await;

@@ -482,8 +482,7 @@ fn helm_chart() -> Value {
         "kind": "HelmChart",
         "metadata": {"name": "kueue", "namespace": "kube-system"},
         "spec": {
-            "chart": "kueue",
-            "repo": "oci://registry.k8s.io/kueue/charts",
+            "chart": "oci://registry.k8s.io/kueue/charts/kueue",
             "version": "0.19.2",
             "targetNamespace": "kueue-system",
             "createNamespace": true,

@@ -381,9 +381,9 @@ fn unsupported_versions() {
     valid(&text);
     let text = mutate("", "kueue: 0.15.2", "kueue: 0.14.0");
     expect_one(&errors(&text), "topology::version", "does not serve kueue.x-k8s.io/v1beta2", pos(&text, "", "0.14.0"));
-    let text = mutate("", "karmada: 1.15.2", "karmada: 1.13.0");
+    let text = mutate("", "karmada: 1.15.0", "karmada: 1.13.0");
     expect_one(&errors(&text), "topology::version", "ClusterTaintPolicy", pos(&text, "", "1.13.0"));
-    let text = mutate("", "karmada: 1.15.2", "karmada: latest");
+    let text = mutate("", "karmada: 1.15.0", "karmada: latest");
     expect_one(&errors(&text), "topology::version", "`latest` is not a version", pos(&text, "", "latest"));
 }
 

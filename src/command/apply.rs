@@ -56,6 +56,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         None => Request::Selection(o.selection.into()),
     };
     let ready = apply_op::prepare(&ws, req, &targets, &rt)?;
+    // Before anything changes: the pinned chart versions exist where K3s will fetch them.
+    super::check_chart_pins(g, &ws, &ready.plan)?;
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {

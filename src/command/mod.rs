@@ -199,6 +199,33 @@ pub fn print_read(g: &Global, report: &ReadReport, live: &Live) {
 
 /// Prints the consistency pass's findings: errors always (the command fails on them), warnings
 /// unless -q.
+/// Checks the topology's chart pins where the charts are published (online plans and apply):
+/// a version that is not there is an error at its `versions:` line (see `operation::charts`).
+pub fn check_chart_pins(g: &Global, ws: &Workspace, plan: &crate::plan::model::Plan) -> Result<(), Report> {
+    use crate::operation::charts::{INDEXES_ENV, check_pins, indexes_from_env, planned_helm_charts};
+    let charts = planned_helm_charts(plan);
+    if charts.is_empty() {
+        return Ok(());
+    }
+    let Some(at) = indexes_from_env() else {
+        if !g.quiet {
+            eprintln!("warning: the chart versions under `versions:` were not checked ({INDEXES_ENV}=off)");
+        }
+        return Ok(());
+    };
+    let diags = check_pins(ws, &at, &charts);
+    print_findings(&diags, g);
+    let bad = diags.iter().filter(|d| d.problem.severity == topology::problem::Severity::Error).count();
+    if bad > 0 {
+        return Err(usage(
+            "plan::chart-version",
+            format!("{bad} pinned chart version(s) are not published where their HelmChart points"),
+            "pin versions the charts' indexes list (above); K3s's install Job would fail on these",
+        ));
+    }
+    Ok(())
+}
+
 pub fn print_findings(diags: &[topology::problem::Diag], g: &Global) {
     let shown: Vec<topology::problem::Diag> = diags
         .iter()

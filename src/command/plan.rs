@@ -68,7 +68,10 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         (false, None, _) => {
             let targets = super::targets(g, &ws)?;
             let rt = crate::operation::runtime()?;
-            plan_op::make(&ws, selection.into(), Source::Live { targets: &targets, rt: &rt })?
+            let planned = plan_op::make(&ws, selection.into(), Source::Live { targets: &targets, rt: &rt })?;
+            // Online: the pinned chart versions, where K3s will fetch them.
+            super::check_chart_pins(g, &ws, &planned.plan)?;
+            planned
         }
     };
     if let Some(note) = planned.note.filter(|_| !g.quiet) {

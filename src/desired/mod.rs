@@ -15,6 +15,7 @@ pub use crate::addr::{Address, Target};
 use crate::transport::shell::Sh;
 use serde_json::Value;
 
+pub mod charts;
 pub mod consistency;
 pub mod drbd;
 pub mod k3s_install;
@@ -254,6 +255,56 @@ pub fn karmada_server(t: &Topology) -> String {
         (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, o::KARMADA_API_NODE_PORT),
         (None, None) => String::new(),
     }
+}
+
+/// The hosts of the Karmada chart's default `certs.auto.hosts` (karmada-io/karmada
+/// `charts/karmada/values.yaml`; the chart renders them with `tpl`, so the templates stay).
+pub const KARMADA_CHART_CERT_HOSTS: &[&str] = &[
+    "kubernetes.default.svc",
+    "*.etcd.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+    "*.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+    "*.{{ .Release.Namespace }}.svc",
+    "localhost",
+    "127.0.0.1",
+];
+
+/// Every name a client reaches Karmada's API server at, for its certificate (C.1): the chart's
+/// in-cluster names; the address of [`karmada_server`] (ArgoCD's cluster, the estimators' and
+/// MultiKueue's kubeconfigs); every node of the cluster that hosts it (a NodePort answers on
+/// each); and the host of the operator's `federation.karmada.kubeconfig.server`, when set.
+pub fn karmada_cert_hosts(t: &Topology) -> Vec<String> {
+    let mut hosts: Vec<String> = KARMADA_CHART_CERT_HOSTS.iter().map(|h| h.to_string()).collect();
+    let mut add = |h: String| {
+        if !h.is_empty() && !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    };
+    add(url_host(&karmada_server(t)));
+    let (target, site) = karmada_host(t);
+    match t.federation.karmada.vm.as_ref().filter(|vm| target == Target::cluster(&vm.name)) {
+        Some(vm) => add(vm.address.to_string()),
+        None => {
+            if let Some(s) = t.sites.iter().find(|s| s.name == site) {
+                add(s.cluster.api_address.to_string());
+                s.cluster.nodes.iter().for_each(|n| add(n.address.to_string()));
+            }
+        }
+    }
+    if let Some(server) = &t.federation.karmada.kubeconfig.server {
+        add(url_host(server));
+    }
+    hosts
+}
+
+/// The host of an `https://host:port/path` URL (an IPv6 literal without its brackets).
+pub fn url_host(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next().unwrap_or_default().to_string();
+    }
+    authority.split(':').next().unwrap_or_default().to_string()
 }
 
 /// The namespaces of these services, sorted, each once.

@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
+pub use super::charts::*;
 use crate::topology::Topology;
 use crate::topology::model::*;
 
@@ -103,25 +104,25 @@ fn with(mut m: Map<String, Value>, key: &str, v: Value) -> Value {
     Value::Object(m)
 }
 
-/// A K3s HelmChart (helm.cattle.io/v1) installing `chart` with `values` (as YAML text).
+/// A K3s HelmChart (helm.cattle.io/v1) installing `source`'s chart with `values` (as YAML text).
 pub fn helm_chart(
     t: &Topology,
     name: &str,
-    repo: &str,
-    chart: &str,
+    source: &ChartSource,
     version: &str,
     target_ns: &str,
     values: &Value,
 ) -> Value {
-    let spec = json!({
-        "repo": repo,
-        "chart": chart,
-        "version": version,
-        "targetNamespace": target_ns,
-        "createNamespace": true,
-        "valuesContent": super::yaml::to_string(values),
-    });
-    with(object(t, "helm.cattle.io/v1", "HelmChart", name, Some("kube-system")), "spec", spec)
+    let mut spec = Map::new();
+    if let Some(url) = source.repo_url() {
+        spec.insert("repo".into(), json!(url));
+    }
+    spec.insert("chart".into(), json!(source.chart()));
+    spec.insert("version".into(), json!(version));
+    spec.insert("targetNamespace".into(), json!(target_ns));
+    spec.insert("createNamespace".into(), json!(true));
+    spec.insert("valuesContent".into(), json!(super::yaml::to_string(values)));
+    with(object(t, "helm.cattle.io/v1", "HelmChart", name, Some("kube-system")), "spec", Value::Object(spec))
 }
 
 /// A K3s HelmChartConfig layering `values` over the HelmChart of the same name.
@@ -207,8 +208,7 @@ pub fn cilium_helm_chart(t: &Topology, s: &Site) -> Value {
     helm_chart(
         t,
         "cilium",
-        "https://helm.cilium.io/",
-        "cilium",
+        &CILIUM_CHART,
         &t.versions.cilium,
         "kube-system",
         &cilium_values(t, s),
@@ -247,6 +247,11 @@ pub fn karmada_values(t: &Topology) -> Value {
     json!({
         "installMode": "host",
         "apiServer": { "serviceType": "NodePort", "nodePort": KARMADA_API_NODE_PORT },
+        // The chart's pre-install Job issues the API server's certificate for exactly these
+        // hosts (`karmada.certHosts` in charts/karmada/templates/_helpers.tpl, used by
+        // pre-install-job.yaml): a list value replaces the chart's default whole, so the default
+        // names are kept and every address a client reaches the API at is added.
+        "certs": { "auto": { "hosts": super::karmada_cert_hosts(t) } },
         "scheduler": { "enableSchedulerEstimator": k.estimator },
         // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
         "controllerManager": { "featureGates": { "Failover": k.failover, "GracefulEviction": k.failover } },
@@ -257,8 +262,7 @@ pub fn karmada_helm_chart(t: &Topology) -> Value {
     helm_chart(
         t,
         "karmada",
-        "https://raw.githubusercontent.com/karmada-io/karmada/master/charts",
-        "karmada",
+        &KARMADA_CHART,
         &t.versions.karmada,
         "karmada-system",
         &karmada_values(t),
@@ -475,6 +479,9 @@ pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -
         json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
         // The gateway addresses each site's backends by this label (see `text::site_service`).
         json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
+        // The NVIDIA runtime: K3s sets no default runtime, so a pod without it starts under runc
+        // and sees no GPU driver (k3s-io/k3s issue 8700).
+        json!({ "path": "/spec/template/spec/runtimeClassName", "operator": "add", "value": NVIDIA_RUNTIME_CLASS }),
     ];
     if let Some(q) = &svc.queue {
         plaintext
@@ -606,8 +613,7 @@ pub fn argocd_helm_chart(t: &Topology) -> Value {
     helm_chart(
         t,
         "argocd",
-        "https://argoproj.github.io/argo-helm",
-        "argo-cd",
+        &ARGOCD_CHART,
         version,
         &t.federation.argocd.namespace,
         &json!({}),
@@ -616,11 +622,11 @@ pub fn argocd_helm_chart(t: &Topology) -> Value {
 
 // ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
 
-/// The RuntimeClass pods use to get the GPUs (K3s configures containerd's `nvidia` runtime when
-/// it finds `nvidia-container-runtime` on a host: K3s docs, "Advanced: NVIDIA Container Runtime").
-pub fn nvidia_runtime_class(t: &Topology) -> Value {
-    with(object(t, "node.k8s.io/v1", "RuntimeClass", "nvidia", None), "handler", json!("nvidia"))
-}
+/// The RuntimeClass GPU pods run with: K3s's own (k3s-io/k3s manifests/runtimes.yaml, handler
+/// `nvidia`), whose handler K3s configures in containerd when it starts on a host with
+/// `nvidia-container-runtime` (k3s-io/k3s pkg/agent/containerd/nvidia.go). Without it a pod runs
+/// under runc, without the driver's libraries (k3s-io/k3s issue 8700).
+pub const NVIDIA_RUNTIME_CLASS: &str = "nvidia";
 
 /// Node affinity to the GPU nodes: those with fabric's `gpu.model` label (D.1).
 fn gpu_node_affinity() -> Value {
@@ -632,12 +638,11 @@ fn gpu_node_affinity() -> Value {
 /// Its chart selects nodes by NFD/GFD labels by default, which these nodes need not have: it
 /// runs on fabric's GPU nodes instead, with the `nvidia` runtime.
 pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
-    let values = json!({ "runtimeClassName": "nvidia", "affinity": gpu_node_affinity() });
+    let values = json!({ "runtimeClassName": NVIDIA_RUNTIME_CLASS, "affinity": gpu_node_affinity() });
     helm_chart(
         t,
         "nvidia-device-plugin",
-        "https://nvidia.github.io/k8s-device-plugin",
-        "nvidia-device-plugin",
+        &NVIDIA_DEVICE_PLUGIN_CHART,
         version,
         "nvidia-device-plugin",
         &values,
@@ -655,8 +660,7 @@ pub fn kai_helm_chart(t: &Topology, version: &str) -> Value {
     helm_chart(
         t,
         "kai-scheduler",
-        "oci://ghcr.io/nvidia/kai-scheduler",
-        "kai-scheduler",
+        &KAI_CHART,
         version,
         KAI_NAMESPACE,
         &kai_values(),
@@ -754,8 +758,7 @@ pub fn kueue_helm_chart(t: &Topology, manager: bool) -> Value {
     helm_chart(
         t,
         "kueue",
-        "oci://registry.k8s.io/kueue/charts",
-        "kueue",
+        &KUEUE_CHART,
         &t.versions.kueue,
         "kueue-system",
         &kueue_values(manager),

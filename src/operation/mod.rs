@@ -4,6 +4,7 @@
 //! flow and reports failures as [`OpError`], each with a code and what to do.
 
 pub mod apply;
+pub mod charts;
 pub mod lock;
 pub mod plan;
 pub mod read;

@@ -136,7 +136,7 @@ impl Fetcher {
     }
 }
 
-fn agent(proxy: Option<ureq::Proxy>) -> ureq::Agent {
+pub(super) fn agent(proxy: Option<ureq::Proxy>) -> ureq::Agent {
     use ureq::tls::{RootCerts, TlsConfig, TlsProvider};
     // The system's trust store (as kube's client uses), so a mirror with the site's own CA works;
     // ring, the crypto the rest of fabric is built with.

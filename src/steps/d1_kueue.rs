@@ -49,12 +49,13 @@ impl Step for D1 {
                 }
                 out.kube(site, o::gpu_node(s, &n.name, labels), summary, nodes_file.clone());
             }
-            // What makes `nvidia.com/gpu` exist on those nodes: the `nvidia` runtime (K3s
-            // sets up containerd's when the host has the NVIDIA container toolkit) and the
-            // device plugin.
+            // What makes `nvidia.com/gpu` exist on those nodes: the `nvidia` runtime and the
+            // device plugin. K3s configures containerd's `nvidia` runtime when it starts on a host
+            // with the NVIDIA container toolkit (k3s-io/k3s pkg/agent/containerd/nvidia.go) and
+            // ships the `nvidia` RuntimeClass itself (k3s-io/k3s manifests/runtimes.yaml, a K3s
+            // addon it keeps as it ships it): fabric does not write that object, it relies on it.
             if let (true, Some(v)) = (s.cluster.nodes.iter().any(|n| n.gpu.is_some()), &t.versions.nvidia_device_plugin) {
                 let file = Some(format!("apps/nvidia/device-plugin-{}.yaml", s.name));
-                out.kube(site, o::nvidia_runtime_class(t), "runtime class `nvidia`", file.clone());
                 out.kube(site, o::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
             }
             let fl = flavor(s);

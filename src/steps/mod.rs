@@ -302,7 +302,19 @@ mod tests {
             let plugin = d1.iter().find(|(_, o)| o["spec"]["chart"] == "nvidia-device-plugin").map(|(_, o)| o).unwrap();
             let values = plugin["spec"]["valuesContent"].as_str().unwrap();
             assert!(values.contains("key: gpu.model") && values.contains("runtimeClassName: nvidia"), "{values}");
-            assert!(d1.iter().any(|(_, o)| o["kind"] == "RuntimeClass" && o["handler"] == "nvidia"));
+            // K3s ships the `nvidia` RuntimeClass: fabric does not co-own it.
+            assert!(d1.iter().all(|(_, o)| o["kind"] != "RuntimeClass"));
+            // Every GPU service's pods at this site run with it (C.6's overriders).
+            let c6: Vec<_> = objects_of(&t, "C.6").into_iter().filter(|(_, o)| o["kind"] == "OverridePolicy").collect();
+            let gpu = c6.iter().filter(|(_, o)| o["spec"]["overrideRules"][0]["targetCluster"]["clusterNames"][0] == s.cluster.name.as_str());
+            let mut n = 0;
+            for (_, o) in gpu.filter(|(_, o)| o["spec"]["overrideRules"][0]["overriders"]["plaintext"].is_array()) {
+                let plain = o["spec"]["overrideRules"][0]["overriders"]["plaintext"].as_array().unwrap();
+                let rc = plain.iter().find(|p| p["path"] == "/spec/template/spec/runtimeClassName");
+                assert_eq!(rc.map(|p| p["value"].clone()), Some(serde_json::json!("nvidia")), "{o}");
+                n += 1;
+            }
+            assert!(n > 0, "the example has GPU services at {}", s.name);
             let d5: Vec<_> = objects_of(&t, "D.5").into_iter().filter(here).collect();
             let chart = d5.iter().find(|(_, o)| o["kind"] == "HelmChart").map(|(_, o)| o).unwrap();
             assert!(chart["spec"]["valuesContent"].as_str().unwrap().contains("gpuSharing: true"));

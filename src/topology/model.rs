@@ -115,7 +115,7 @@ pub struct Versions {
     pub k3s: String,
     /// Cilium chart version, e.g. `1.18.4`. External Workloads need `< 1.18`.
     pub cilium: String,
-    /// Karmada chart version, e.g. `1.15.2`. Failover taints need `>= 1.14` (ClusterTaintPolicy).
+    /// Karmada chart version, e.g. `1.15.0`. Failover taints need `>= 1.14` (ClusterTaintPolicy).
     pub karmada: String,
     /// Kueue chart version, e.g. `0.15.2`. fabric writes `kueue.x-k8s.io/v1beta2`, served from 0.15.
     pub kueue: String,

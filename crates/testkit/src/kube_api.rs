@@ -3473,7 +3473,7 @@ impl Shared {
                 true
             }
             _ => false,
-        };
+        } || (!chart.is_empty() && helm_install_cannot_fetch(&job).is_some());
         st.fail_helm.retain(|_, n| *n > 0);
         let now = now_rfc3339();
         let mut status = status_of(&job);
@@ -4009,6 +4009,22 @@ fn kubeconfig_problem(bytes: &[u8]) -> Option<String> {
     if missing.is_empty() { None } else { Some(format!("missing {}", missing.join(", "))) }
 }
 
+/// Why klipper-helm's install (the Job's `entry`) cannot fetch the Job's chart, if it cannot.
+/// k3s-io/klipper-helm `entry`, `helm_repo_init`: when `CHART` is no `http(s)://` URL and `REPO`
+/// is set, it runs `helm repo add ${NAME%%/*} $REPO`; Helm's `repo add` downloads
+/// `<REPO>/index.yaml` (helm/helm cmd/helm/repo_add.go, "looks like %q is not a valid chart
+/// repository or cannot be reached"), which an OCI registry does not serve: the install fails.
+/// An OCI chart works given whole in `CHART` (`oci://…`) with no `REPO`: no repository is added
+/// and `helm install` pulls it.
+pub fn helm_install_cannot_fetch(job: &Value) -> Option<String> {
+    let env = job.pointer("/spec/template/spec/containers/0/env").and_then(Value::as_array)?;
+    let var = |n: &str| env.iter().find(|e| e["name"] == n).and_then(|e| e["value"].as_str()).unwrap_or_default();
+    let (repo, chart) = (var("REPO"), var("CHART"));
+    let chart_is_url = chart.contains("http://") || chart.contains("https://");
+    (!chart_is_url && repo.starts_with("oci://"))
+        .then(|| format!("Error: looks like \"{repo}\" is not a valid chart repository or cannot be reached"))
+}
+
 /// The install Job helm-controller creates for a HelmChart (a trimmed version of the real one).
 fn helm_install_job(chart: &Value, job_name: &str, hash: &str) -> Value {
     let name = text_at(chart, "/metadata/name");
@@ -4032,11 +4048,18 @@ fn helm_install_job(chart: &Value, job_name: &str, hash: &str) -> Value {
         "" => HELM_JOB_IMAGE,
         i => i,
     };
+    // With a repo, helm-controller names the chart `<HelmChart name>/<spec.chart>` (the repo is
+    // added under the HelmChart's name): k3s-io/helm-controller pkg/controllers/chart/chart.go,
+    // `job()`.
+    let chart_ref = match text_at(&spec, "/repo") {
+        "" => text_at(&spec, "/chart").to_string(),
+        _ => format!("{name}/{}", text_at(&spec, "/chart")),
+    };
     let env: Vec<Value> = [
         ("NAME", name),
         ("VERSION", text_at(&spec, "/version")),
         ("REPO", text_at(&spec, "/repo")),
-        ("CHART", text_at(&spec, "/chart")),
+        ("CHART", chart_ref.as_str()),
         ("CHART_NAMESPACE", ns),
         ("TARGET_NAMESPACE", target),
     ]

@@ -9,7 +9,8 @@
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
-//! * [`file_server`]: files over HTTP on loopback (the K3s bundle fetched by URL);
+//! * [`file_server`]: files over HTTP on loopback (the K3s bundle fetched by URL, chart indexes);
+//! * [`oci_registry`]: an OCI registry's tag lists behind the anonymous token exchange;
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
 //! * [`k3s_node`]: a Flannel K3s node as it is before fabric moves it, on a lab host;
 //! * [`run`]: running the `fabric` binary.
@@ -26,6 +27,7 @@ pub mod kube_builtin;
 pub mod kube_schema;
 pub mod kueue;
 pub mod lab;
+pub mod oci_registry;
 pub mod run;
 pub mod tmpfs;
 pub mod vyos_spec;

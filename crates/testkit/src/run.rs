@@ -16,6 +16,9 @@ fn fabric_bin() -> PathBuf {
 fn command(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Command {
     let mut c = Command::new(fabric_bin());
     c.arg("-f").arg(topology).arg("--ssh-config").arg(ssh_config).args(args).env("NO_COLOR", "1").current_dir(dir);
+    // Plan and apply read the charts' indexes on the Internet unless told otherwise: not in tests
+    // (a test that checks pins serves them from loopback with `fabric_in_env`).
+    c.env("FABRIC_CHART_INDEXES", "off");
     // Tests reach loopback and the lab's hosts only: no proxy a machine's environment names may
     // carry a fetch elsewhere.
     for v in ["ALL_PROXY", "all_proxy", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
@@ -27,6 +30,13 @@ fn command(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Com
 /// Runs `fabric` (see [`command`]) to its end.
 pub fn fabric_in(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str]) -> Output {
     command(dir, topology, ssh_config, args).output().expect("run fabric")
+}
+
+/// `fabric_in` with more environment variables (set after the defaults, so they win).
+pub fn fabric_in_env(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = command(dir, topology, ssh_config, args);
+    c.envs(env.iter().copied());
+    c.output().expect("run fabric")
 }
 
 /// `fabric_in`, started and left running (to be signalled), its output piped.

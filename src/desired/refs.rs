@@ -255,7 +255,9 @@ pub fn provides(t: &Topology, r: &Resource) -> Vec<Fact> {
 }
 
 fn chart_provides(at: &Target, spec: &Value, add: &mut impl FnMut(&Target, Thing)) {
+    // A chart of a repository is named; an OCI chart is its whole `oci://…/<name>` reference.
     let chart = spec["chart"].as_str().unwrap_or_default();
+    let chart = chart.rsplit('/').next().unwrap_or(chart);
     let target_ns = s(&spec["targetNamespace"]);
     if let (true, Some(ns)) = (spec["createNamespace"].as_bool().unwrap_or(false), target_ns) {
         add(at, Thing::Namespace(ns.into()));

@@ -233,7 +233,7 @@ fn plans_reader_finds_the_published_versions() {
     assert!(reqs.iter().any(|r| r.contains("tags/list?last=")), "{reqs:#?}");
     // A repository the registry does not have is an error, not an empty list.
     let missing = fabric::desired::charts::ChartSource::oci("oci://ghcr.io/nvidia/none");
-    assert!(published(&missing, &Indexes::Mirror(oci.base.clone())).unwrap_err().contains("404"));
+    assert!(published(&missing, &Indexes::Mirror(oci.base.clone())).unwrap_err().to_string().contains("404"));
 }
 
 /// `fabric plan` (live) refuses a pin its chart's index does not list, at the pin's line, and

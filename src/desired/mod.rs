@@ -19,6 +19,7 @@ pub mod charts;
 pub mod consistency;
 pub mod drbd;
 pub mod k3s_install;
+pub mod kinds;
 pub mod nft;
 pub mod node_migration;
 pub mod objects;

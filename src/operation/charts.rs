@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Workspace;
 use crate::desired::charts::pins;
 use crate::plan::model::{Action, Plan};
-use crate::providers::charts::{Indexes, listed, published, versions_url};
+use crate::providers::charts::{IndexError, Indexes, listed, published, versions_url};
 use crate::topology::problem::{Diag, Problem};
 use crate::topology::tree::Path;
 
@@ -39,7 +39,7 @@ pub fn planned_helm_charts(plan: &Plan) -> BTreeSet<String> {
 /// versions.
 pub fn check_pins(ws: &Workspace, at: &Indexes, helm_charts: &BTreeSet<String>) -> Vec<Diag> {
     let t = ws.topology();
-    let mut read: BTreeMap<String, Result<Vec<String>, String>> = BTreeMap::new();
+    let mut read: BTreeMap<String, Result<Vec<String>, IndexError>> = BTreeMap::new();
     let mut out = Vec::new();
     for pin in pins(t).into_iter().filter(|p| helm_charts.contains(p.helm_chart)) {
         let url = versions_url(&pin.source, at);

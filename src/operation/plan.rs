@@ -10,7 +10,7 @@ use crate::live::snapshot;
 use crate::plan::model::{Action, Mode, Plan};
 use crate::plan::select::Selection;
 use crate::plan::{self, diff};
-use crate::providers::{self, Observed, kube};
+use crate::providers::{self, Observed};
 
 /// Where a plan's live state comes from.
 pub enum Source<'a> {
@@ -112,7 +112,7 @@ fn base_state(ws: &Workspace, base: &Workspace) -> (Live, Vec<snapshot::Orphan>)
         for r in &produced.resources {
             live.observed.insert(r.address.clone(), Observed::Present(providers::desired_text(r, &|_| None)));
             let Some(obj) = r.kube_object() else { continue };
-            let prunable = kube::PRUNABLE.iter().any(|(a, k)| obj["apiVersion"] == *a && obj["kind"] == *k);
+            let prunable = crate::desired::kinds::is_prunable(obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
             if prunable && !here.contains(&r.address) {
                 let mut meta = serde_json::Map::new();
                 meta.insert("name".into(), obj["metadata"]["name"].clone());

@@ -27,6 +27,24 @@ const MAX_BYTES: u64 = 64 << 20;
 /// Tag list pages followed at the most (`Link: <…>; rel="next"`).
 const MAX_PAGES: usize = 50;
 
+/// Why the published versions could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    #[error("{url}: {why}")]
+    Fetch { url: String, why: String },
+    #[error("{url}: HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url}: not a {what}: {why}")]
+    NotAnIndex { url: String, what: &'static str, why: String },
+    #[error("the index has no chart `{chart}`")]
+    NoChart { chart: String },
+    /// A `401` with a Bearer challenge (its `WWW-Authenticate` value).
+    #[error("the registry wants a token ({challenge})")]
+    Challenge { challenge: String },
+    #[error("{url}: more than {MAX_PAGES} pages of tags")]
+    TooManyPages { url: String },
+}
+
 /// Where the published versions are read from: the real registries, or one loopback base that
 /// stands for all of them (tests): `<base>/<host><path>/index.yaml` for a chart repository, and
 /// `<base>/v2/<repository>/tags/list` for an OCI chart.
@@ -50,13 +68,14 @@ fn semver_like(v: &str) -> bool {
 }
 
 /// The versions of `chart` an `index.yaml` lists.
-pub fn index_versions(index: &str, chart: &str) -> Result<Vec<String>, String> {
-    let doc: Value = serde_saphyr::from_str(index).map_err(|e| format!("not a chart index: {e}"))?;
+pub fn index_versions(index: &str, chart: &str) -> Result<Vec<String>, IndexError> {
+    let bad = |why: String| IndexError::NotAnIndex { url: String::new(), what: "chart index", why };
+    let doc: Value = serde_saphyr::from_str(index).map_err(|e| bad(e.to_string()))?;
     let Some(entries) = doc.get("entries").and_then(Value::as_object) else {
-        return Err("not a chart index: no `entries`".into());
+        return Err(bad("no `entries`".into()));
     };
     let Some(list) = entries.get(chart).and_then(Value::as_array) else {
-        return Err(format!("the index has no chart `{chart}`"));
+        return Err(IndexError::NoChart { chart: chart.into() });
     };
     Ok(list.iter().filter_map(|e| e.get("version")).map(|v| v.as_str().map_or_else(|| v.to_string(), String::from)).collect())
 }
@@ -83,64 +102,60 @@ pub fn versions_url(source: &ChartSource, at: &Indexes) -> String {
 }
 
 /// The versions published of `source`'s chart.
-pub fn published(source: &ChartSource, at: &Indexes) -> Result<Vec<String>, String> {
+pub fn published(source: &ChartSource, at: &Indexes) -> Result<Vec<String>, IndexError> {
     let agent = super::bundle::agent(None);
     let url = versions_url(source, at);
     match source.repo_url() {
-        Some(_) => index_versions(&get(&agent, &url, None)?.1, source.name()),
+        Some(_) => index_versions(&get(&agent, &url, None)?.1, source.name()).map_err(|e| match e {
+            IndexError::NotAnIndex { what, why, .. } => IndexError::NotAnIndex { url: url.clone(), what, why },
+            e => e,
+        }),
         None => oci_tags(&agent, &url),
     }
 }
 
 /// The tags of an OCI repository, every page, with an anonymous token when the registry asks.
-fn oci_tags(agent: &ureq::Agent, url: &str) -> Result<Vec<String>, String> {
+fn oci_tags(agent: &ureq::Agent, url: &str) -> Result<Vec<String>, IndexError> {
     let mut tags = Vec::new();
     let mut next = Some(url.to_string());
     let mut token: Option<String> = None;
     for _ in 0..MAX_PAGES {
         let Some(page) = next.take() else { return Ok(tags) };
         let (link, body) = match get(agent, &page, token.as_deref()) {
-            Err(ChallengeOr::Challenge(Challenge(c))) if token.is_none() => {
-                token = Some(anonymous_token(agent, &c)?);
+            Err(IndexError::Challenge { challenge }) if token.is_none() => {
+                token = Some(anonymous_token(agent, &challenge)?);
                 get(agent, &page, token.as_deref())?
             }
             other => other?,
         };
-        let doc: Value = serde_json::from_str(&body).map_err(|e| format!("{page}: not a tag list: {e}"))?;
+        let bad = |why: String| IndexError::NotAnIndex { url: page.clone(), what: "tag list", why };
+        let doc: Value = serde_json::from_str(&body).map_err(|e| bad(e.to_string()))?;
         let Some(list) = doc.get("tags").and_then(Value::as_array) else {
-            return Err(format!("{page}: not a tag list: no `tags`"));
+            return Err(bad("no `tags`".into()));
         };
         tags.extend(list.iter().filter_map(Value::as_str).map(String::from));
         next = link.and_then(|l| next_link(&page, &l));
     }
-    Err(format!("{url}: more than {MAX_PAGES} pages of tags"))
-}
-
-/// A `401` with a Bearer challenge (its `WWW-Authenticate` value).
-struct Challenge(String);
-
-impl From<Challenge> for String {
-    fn from(c: Challenge) -> String {
-        format!("the registry wants a token ({})", c.0)
-    }
+    Err(IndexError::TooManyPages { url: url.into() })
 }
 
 /// GET `url`: the `Link` header and the body of a `200`; a `401` Bearer challenge; else why not.
-fn get(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<(Option<String>, String), ChallengeOr> {
+fn get(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<(Option<String>, String), IndexError> {
     let mut req = agent.get(url).config().timeout_global(Some(TIMEOUT)).build();
     if let Some(t) = token {
         req = req.header("Authorization", &format!("Bearer {t}"));
     }
-    let response = req.call().map_err(|e| ChallengeOr::Other(format!("{url}: {e}")))?;
+    let fetch = |why: String| IndexError::Fetch { url: url.into(), why };
+    let response = req.call().map_err(|e| fetch(e.to_string()))?;
     let status = response.status().as_u16();
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(String::from);
     if status == 401 {
         if let Some(c) = header("www-authenticate").filter(|c| c.to_ascii_lowercase().starts_with("bearer ")) {
-            return Err(ChallengeOr::Challenge(Challenge(c)));
+            return Err(IndexError::Challenge { challenge: c });
         }
     }
     if status != 200 {
-        return Err(ChallengeOr::Other(format!("{url}: HTTP {status}")));
+        return Err(IndexError::Status { url: url.into(), status });
     }
     let link = header("link");
     let body = response
@@ -148,28 +163,15 @@ fn get(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<(Option<St
         .into_with_config()
         .limit(MAX_BYTES)
         .read_to_string()
-        .map_err(|e| ChallengeOr::Other(format!("{url}: {e}")))?;
+        .map_err(|e| fetch(e.to_string()))?;
     Ok((link, body))
 }
 
-enum ChallengeOr {
-    Challenge(Challenge),
-    Other(String),
-}
-
-impl From<ChallengeOr> for String {
-    fn from(e: ChallengeOr) -> String {
-        match e {
-            ChallengeOr::Challenge(c) => c.into(),
-            ChallengeOr::Other(s) => s,
-        }
-    }
-}
-
 /// The token an anonymous client gets for a Bearer challenge: GET `realm?service=…&scope=…`.
-fn anonymous_token(agent: &ureq::Agent, challenge: &str) -> Result<String, String> {
+fn anonymous_token(agent: &ureq::Agent, challenge: &str) -> Result<String, IndexError> {
     let params = challenge_params(challenge);
-    let realm = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v.clone()).ok_or("a challenge without realm")?;
+    let no_realm = || IndexError::Challenge { challenge: format!("{challenge}, without a realm") };
+    let realm = params.iter().find(|(k, _)| k == "realm").map(|(_, v)| v.clone()).ok_or_else(no_realm)?;
     let query: Vec<String> = params
         .iter()
         .filter(|(k, _)| k == "service" || k == "scope")
@@ -178,12 +180,13 @@ fn anonymous_token(agent: &ureq::Agent, challenge: &str) -> Result<String, Strin
     let sep = if realm.contains('?') { '&' } else { '?' };
     let url = if query.is_empty() { realm } else { format!("{realm}{sep}{}", query.join("&")) };
     let (_, body) = get(agent, &url, None)?;
-    let doc: Value = serde_json::from_str(&body).map_err(|e| format!("{url}: not a token: {e}"))?;
+    let bad = |why: String| IndexError::NotAnIndex { url: url.clone(), what: "token", why };
+    let doc: Value = serde_json::from_str(&body).map_err(|e| bad(e.to_string()))?;
     doc.get("token")
         .or_else(|| doc.get("access_token"))
         .and_then(Value::as_str)
         .map(String::from)
-        .ok_or_else(|| format!("{url}: no token in the answer"))
+        .ok_or_else(|| bad("no `token` in the answer".into()))
 }
 
 /// `Bearer realm="…",service="…",scope="…"` as (key, value) pairs.
@@ -273,7 +276,7 @@ mod tests {
     fn an_index_lists_its_charts_versions() {
         let idx = "apiVersion: v1\nentries:\n  karmada:\n  - name: karmada\n    version: v1.15.0\n";
         assert_eq!(index_versions(idx, "karmada").unwrap(), ["v1.15.0"]);
-        assert!(index_versions(idx, "kueue").unwrap_err().contains("no chart `kueue`"));
+        assert!(index_versions(idx, "kueue").unwrap_err().to_string().contains("no chart `kueue`"));
         assert!(index_versions("<html>", "x").is_err());
     }
 }

@@ -270,35 +270,13 @@ pub async fn delete(client: &Client, identity: &Value) -> Result<(), KubeError> 
     }
 }
 
-/// Kinds fabric creates and may delete again when they leave the topology. Namespaces and
-/// Secrets are never pruned: deleting them would take data fabric did not make.
-pub const PRUNABLE: &[(&str, &str)] = &[
-    ("helm.cattle.io/v1", "HelmChart"),
-    ("helm.cattle.io/v1", "HelmChartConfig"),
-    ("kueue.x-k8s.io/v1beta2", "ResourceFlavor"),
-    ("kueue.x-k8s.io/v1beta2", "ClusterQueue"),
-    ("kueue.x-k8s.io/v1beta2", "LocalQueue"),
-    ("kueue.x-k8s.io/v1beta2", "AdmissionCheck"),
-    ("kueue.x-k8s.io/v1beta2", "MultiKueueConfig"),
-    ("kueue.x-k8s.io/v1beta2", "MultiKueueCluster"),
-    ("policy.karmada.io/v1alpha1", "PropagationPolicy"),
-    ("policy.karmada.io/v1alpha1", "OverridePolicy"),
-    ("policy.karmada.io/v1alpha1", "ClusterTaintPolicy"),
-    ("cluster.karmada.io/v1alpha1", "Cluster"),
-    ("apps/v1", "Deployment"),
-    ("v1", "Service"),
-    ("v1", "ConfigMap"),
-    ("batch/v1", "Job"),
-    ("argoproj.io/v1alpha1", "Application"),
-];
-
-/// Every object fabric made for `fabric_name` in one API: the kinds of [`PRUNABLE`] the API
-/// serves, selected by fabric's labels. Returns identities (apiVersion, kind, name, namespace).
+/// Every object fabric made for `fabric_name` in one API: the prunable kinds
+/// (`desired::kinds::prunable`, derived from the catalog of what fabric writes) the API serves, selected by fabric's labels. Returns identities (apiVersion, kind, name, namespace).
 pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Value>, KubeError> {
     let selector =
         format!("{}=fabric,{}={fabric_name}", crate::desired::objects::MANAGED_BY, crate::desired::objects::PART_OF);
     let mut out = Vec::new();
-    for (api_version, kind) in PRUNABLE {
+    for (api_version, kind) in crate::desired::kinds::prunable() {
         let probe = serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "" } });
         let (api, _) = api_for(client, &probe);
         match api.list(&kube::api::ListParams::default().labels(&selector)).await.map_err(KubeError::from) {

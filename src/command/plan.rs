@@ -121,11 +121,12 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         return Err(usage(
             "plan::refused",
             format!(
-                "{} selected step(s) refused: a decision they need is undecided, or decided but not supported by this build",
+                "{} selected step(s) refused: a decision they need is undecided, or decided but not supported by this build, or a host is not ready for them (the step says which)",
                 p.summary.refused_steps
             ),
             "`fabric validate` points at the decision's line; decide it (or choose a supported option) in \
-             the topology's `decisions:`, or leave those steps out with --phase/--step/--site",
+             the topology's `decisions:`; a D.1 refused for a GPU node needs the NVIDIA driver and container \
+             toolkit on that node, then its K3s restarted; or leave those steps out with --phase/--step/--site",
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })

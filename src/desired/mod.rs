@@ -18,6 +18,7 @@ use serde_json::Value;
 pub mod charts;
 pub mod consistency;
 pub mod drbd;
+pub mod gpu_runtime;
 pub mod k3s_install;
 pub mod kinds;
 pub mod nft;

@@ -98,6 +98,60 @@ pub struct Live {
     /// and apply fetches the kubeconfig from that host once K3s runs (see `apply::bootstrap`).
     #[serde(default)]
     pub bootstrap: BTreeMap<Target, Target>,
+    /// GPU nodes (`host.<name>`) whose D.1 is planned, and what their NVIDIA runtime read found
+    /// (see `desired::gpu_runtime`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub gpu_runtime: BTreeMap<Target, GpuRuntime>,
+}
+
+/// A GPU node's NVIDIA driver and container toolkit, as read over SSH.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuRuntime {
+    /// Both where K3s needs them.
+    Ready,
+    /// What is missing.
+    Missing(String),
+    /// Why it could not be read (no SSH access, unreachable): not checked.
+    Unread(String),
+}
+
+/// Reads the NVIDIA runtime of each GPU node (`host.<name>`) over SSH, all at once.
+pub async fn read_gpu_runtimes(nodes: &[Target], targets: &Targets) -> BTreeMap<Target, GpuRuntime> {
+    let mut set = tokio::task::JoinSet::new();
+    let mut out = BTreeMap::new();
+    for node in nodes {
+        let Some(ep) = targets.ssh.get(node).cloned() else {
+            out.insert(node.clone(), GpuRuntime::Unread(format!("no SSH access is configured for {node}")));
+            continue;
+        };
+        let node = node.clone();
+        set.spawn(async move {
+            let read = async {
+                let s = Session::connect(&ep).await.map_err(|e| e.to_string())?;
+                let o = s
+                    .run(&crate::desired::gpu_runtime::probe(), None, std::time::Duration::from_secs(15))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                s.close().await;
+                Ok::<_, String>(o.stdout_str())
+            };
+            let state = match read.await {
+                Ok(text) => match crate::desired::gpu_runtime::missing(&text) {
+                    None => GpuRuntime::Ready,
+                    Some(why) => GpuRuntime::Missing(why),
+                },
+                Err(why) => GpuRuntime::Unread(why),
+            };
+            (node, state)
+        });
+    }
+    while let Some(j) = set.join_next().await {
+        if let Ok((node, state)) = j {
+            out.insert(node, state);
+        }
+    }
+    out
 }
 
 impl Live {

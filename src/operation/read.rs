@@ -16,6 +16,14 @@ use crate::plan::select::Selection;
 use crate::plan::{self, diff};
 
 /// What was read for a selection.
+/// The step that labels the GPU nodes and installs the device plugin (it needs their NVIDIA
+/// runtime).
+const GPU_STEP: &str = "D.1";
+
+fn i_site<'a>(input: &'a crate::plan::StepInput<'_>) -> Option<&'a String> {
+    input.inst.site.as_ref()
+}
+
 pub struct Observation {
     pub selection: Selection,
     pub selected: BTreeSet<NodeIndex>,
@@ -68,15 +76,55 @@ impl Workspace {
             self.resources(n, &sel).iter().any(|r| diff::change(r, &live).is_some_and(|c| c.action != Action::NoOp))
         };
         let selected = self.select(&sel, pending)?;
+        let mut live = live;
+        live.gpu_runtime = observe::read_gpu_runtimes(&self.gpu_nodes_of(&selected), targets).await;
         Ok(Observation { selection: sel, selected, live, orphans, report })
     }
 
     /// The plan of an observation.
     pub fn plan_of(&self, o: &Observation) -> Plan {
         let header = self.header(&o.selection, Mode::Live { fingerprint: o.live.fingerprint() });
-        let mut plan = plan::build(header, self.plan_inputs(&o.selected, &o.selection, &o.orphans), Some(&o.live));
-        plan.warnings = key_warnings(self.topology(), &o.live);
+        let mut inputs = self.plan_inputs(&o.selected, &o.selection, &o.orphans);
+        let mut warnings = key_warnings(self.topology(), &o.live);
+        // D.1 of a site with a GPU node that lacks the NVIDIA driver or container toolkit is
+        // refused, naming the node: K3s reads them only when it starts (docs/design.md).
+        for input in inputs.iter_mut().filter(|i| i.inst.spec.id == GPU_STEP && i.refused.is_none()) {
+            let Some(site) = self.topology().sites.iter().find(|s| Some(&s.name) == i_site(input)) else { continue };
+            let mut missing = Vec::new();
+            for (node, _) in crate::desired::gpu_runtime::gpu_nodes(site) {
+                match o.live.gpu_runtime.get(&crate::addr::Target::host(node)) {
+                    Some(observe::GpuRuntime::Missing(why)) => missing.push(format!("GPU node {node}: {why}")),
+                    Some(observe::GpuRuntime::Unread(why)) => warnings.push(format!(
+                        "{}: the NVIDIA driver and container toolkit of GPU node {node} were not checked: {why}",
+                        input.inst.key()
+                    )),
+                    _ => {}
+                }
+            }
+            if !missing.is_empty() {
+                input.refused = Some(format!(
+                    "{}; install them on the node and restart its K3s (K3s finds the NVIDIA runtime only when it starts), then plan again",
+                    missing.join("; ")
+                ));
+                input.resources.clear();
+            }
+        }
+        let mut plan = plan::build(header, inputs, Some(&o.live));
+        plan.warnings = warnings;
         plan
+    }
+
+    /// The GPU nodes (`host.<name>`) of the sites whose D.1 is among `selected`.
+    fn gpu_nodes_of(&self, selected: &BTreeSet<NodeIndex>) -> Vec<Target> {
+        let t = self.topology();
+        selected
+            .iter()
+            .map(|n| self.instance(*n))
+            .filter(|i| i.spec.id == GPU_STEP)
+            .filter_map(|i| t.sites.iter().find(|s| i.site.as_deref() == Some(s.name.as_str())))
+            .flat_map(crate::desired::gpu_runtime::gpu_nodes)
+            .map(|(node, _)| Target::host(node))
+            .collect()
     }
 }
 

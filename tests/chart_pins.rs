@@ -127,7 +127,8 @@ fn every_helm_chart_has_its_pin_and_the_form_helm_controller_fetches() {
 
 /// The Karmada values' `certs.auto.hosts`.
 fn cert_hosts(t: &fabric::topology::Topology) -> Vec<String> {
-    let karmada = objects(t).into_iter().find(|o| o["kind"] == "HelmChart" && o["metadata"]["name"] == "karmada").unwrap();
+    let karmada =
+        objects(t).into_iter().find(|o| o["kind"] == "HelmChart" && o["metadata"]["name"] == "karmada").unwrap();
     let values: Value = serde_saphyr::from_str(karmada["spec"]["valuesContent"].as_str().unwrap()).unwrap();
     values["certs"]["auto"]["hosts"].as_array().unwrap().iter().map(|h| h.as_str().unwrap().to_string()).collect()
 }
@@ -164,7 +165,9 @@ fn karmadas_certificate_names_every_address_its_clients_use() {
         let mut clients: Vec<String> = objects(t)
             .iter()
             .filter(|o| o["kind"] == "Secret")
-            .filter(|o| o["metadata"]["annotations"]["fabric.io/copy-from"].as_str().is_some_and(|s| s.starts_with("karmada/")))
+            .filter(|o| {
+                o["metadata"]["annotations"]["fabric.io/copy-from"].as_str().is_some_and(|s| s.starts_with("karmada/"))
+            })
             .filter_map(|o| o["metadata"]["annotations"]["fabric.io/server"].as_str().map(host))
             .collect();
         // The kubeconfig fabric uses for Karmada, when it names the server.
@@ -248,7 +251,8 @@ fn plan_refuses_an_unpublished_pin_at_its_line() {
     let good = kube_api::example_topology(&dir);
     let bad = good.replace("karmada: 1.15.0", "karmada: 1.15.2");
     assert_ne!(good, bad);
-    std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n").unwrap();
+    std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")
+        .unwrap();
     let plan = |text: &str| {
         std::fs::write(dir.join("topology.yaml"), text).unwrap();
         let env = [("FABRIC_CHART_INDEXES", files.base.as_str())];

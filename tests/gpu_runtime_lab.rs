@@ -19,8 +19,14 @@ fn d1_is_refused_for_a_gpu_node_without_the_nvidia_runtime() {
     let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
     // The GPU nodes are reached over SSH at the lab's LAN hosts.
     let text = TOPOLOGY
-        .replace("{ name: franca-gpu1, role: gpu, address: 172.30.1.21,", "{ name: franca-gpu1, role: gpu, address: 172.30.1.21, ssh: { host: franca-lan },")
-        .replace("{ name: sp-gpu1, role: gpu, address: 172.30.2.21,", "{ name: sp-gpu1, role: gpu, address: 172.30.2.21, ssh: { host: sp-lan },");
+        .replace(
+            "{ name: franca-gpu1, role: gpu, address: 172.30.1.21,",
+            "{ name: franca-gpu1, role: gpu, address: 172.30.1.21, ssh: { host: franca-lan },",
+        )
+        .replace(
+            "{ name: sp-gpu1, role: gpu, address: 172.30.2.21,",
+            "{ name: sp-gpu1, role: gpu, address: 172.30.2.21, ssh: { host: sp-lan },",
+        );
     assert_eq!(text.matches("ssh: { host: franca-lan }").count(), 2, "the lab topology's GPU node lines moved");
     assert_eq!(text.matches("ssh: { host: sp-lan }").count(), 2, "the lab topology's GPU node lines moved");
     std::fs::write(dir.join("topology.yaml"), kube_api::with_test_kubeconfigs(&text, &dir)).unwrap();
@@ -62,7 +68,10 @@ fn d1_is_refused_for_a_gpu_node_without_the_nvidia_runtime() {
     assert_eq!((franca.objects().len(), sp.objects().len()), before, "apply changed something: {text}");
 
     // With franca's node ready too, D.1 is no longer refused.
-    let o = lab.exec("franca-lan", &setup.replace(&state.display().to_string(), &lab.dir.join("hosts/franca-lan").display().to_string()));
+    let o = lab.exec(
+        "franca-lan",
+        &setup.replace(&state.display().to_string(), &lab.dir.join("hosts/franca-lan").display().to_string()),
+    );
     assert!(o.status.success(), "{}", out(&o));
     let o = fabric(&[&["plan"][..], &args].concat());
     let text = out(&o);

@@ -877,10 +877,14 @@ async fn an_oci_registry_as_repo_fails_the_install_and_a_whole_oci_chart_install
     let mut wrong = helm_chart("kueue", "0.15.2");
     wrong["spec"]["repo"] = json!("oci://registry.k8s.io/kueue/charts");
     put(&s, &wrong).await;
-    let failed = eventually(&s, "the install Job to fail", || with_condition(job("kueue"), "Failed", "True").and(job("kueue"))).await;
+    let failed =
+        eventually(&s, "the install Job to fail", || with_condition(job("kueue"), "Failed", "True").and(job("kueue")))
+            .await;
     assert_eq!(env(&failed, "REPO"), "oci://registry.k8s.io/kueue/charts");
     assert_eq!(env(&failed, "CHART"), "kueue/kueue", "with a repo, CHART is <HelmChart name>/<chart>");
-    assert!(fabric_testkit::kube_api::helm_install_cannot_fetch(&failed).unwrap().contains("not a valid chart repository"));
+    assert!(
+        fabric_testkit::kube_api::helm_install_cannot_fetch(&failed).unwrap().contains("not a valid chart repository")
+    );
     let c = eventually(&s, "the HelmChart to say Failed", || {
         with_condition(s.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue"), "Failed", "True")
     })

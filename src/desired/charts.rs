@@ -81,7 +81,6 @@ pub const KUEUE_CHART: ChartSource = ChartSource::oci("oci://registry.k8s.io/kue
 /// release tag (`v0.10.2`); installed as its README says.
 pub const KAI_CHART: ChartSource = ChartSource::oci("oci://ghcr.io/nvidia/kai-scheduler/kai-scheduler");
 
-
 /// One chart version the topology pins: `versions.<key>` in the topology.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChartPin {
@@ -97,7 +96,8 @@ pub struct ChartPin {
 /// test `every_helm_chart_has_its_pin` holds the two together).
 pub fn pins(t: &Topology) -> Vec<ChartPin> {
     let v = &t.versions;
-    let pin = |source, version: &str, key, helm_chart| ChartPin { source, version: version.to_string(), key, helm_chart };
+    let pin =
+        |source, version: &str, key, helm_chart| ChartPin { source, version: version.to_string(), key, helm_chart };
     let mut out = vec![
         pin(CILIUM_CHART, &v.cilium, "cilium", "cilium"),
         pin(KARMADA_CHART, &v.karmada, "karmada", "karmada"),

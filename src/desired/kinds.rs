@@ -47,11 +47,7 @@ pub const WRITTEN: &[(&str, &str, Prune)] = &[
         "Secret",
         Prune::Never("its data is not fabric's to drop: copied credentials, generated CA keys, tokens others use"),
     ),
-    (
-        "v1",
-        "Node",
-        Prune::Never("the kubelet registers and owns Nodes; fabric only sets labels and taints on them"),
-    ),
+    ("v1", "Node", Prune::Never("the kubelet registers and owns Nodes; fabric only sets labels and taints on them")),
     (
         "node.k8s.io/v1",
         "RuntimeClass",

@@ -205,14 +205,7 @@ pub fn merge(a: &mut Value, b: &Value) {
 }
 
 pub fn cilium_helm_chart(t: &Topology, s: &Site) -> Value {
-    helm_chart(
-        t,
-        "cilium",
-        &CILIUM_CHART,
-        &t.versions.cilium,
-        "kube-system",
-        &cilium_values(t, s),
-    )
+    helm_chart(t, "cilium", &CILIUM_CHART, &t.versions.cilium, "kube-system", &cilium_values(t, s))
 }
 
 pub fn cilium_external_workload(t: &Topology, s: &Site, w: &ExternalWorkload, index: usize) -> Value {
@@ -259,14 +252,7 @@ pub fn karmada_values(t: &Topology) -> Value {
 }
 
 pub fn karmada_helm_chart(t: &Topology) -> Value {
-    helm_chart(
-        t,
-        "karmada",
-        &KARMADA_CHART,
-        &t.versions.karmada,
-        "karmada-system",
-        &karmada_values(t),
-    )
+    helm_chart(t, "karmada", &KARMADA_CHART, &t.versions.karmada, "karmada-system", &karmada_values(t))
 }
 
 /// The scheduler estimator of one member (C.4) and its Service, as the Karmada chart would make
@@ -610,14 +596,7 @@ pub fn argocd_application(t: &Topology, to: ArgoDestination<'_>) -> Value {
 /// chart's defaults (its CRDs included).
 pub fn argocd_helm_chart(t: &Topology) -> Value {
     let version = t.versions.argocd.as_deref().unwrap_or_default();
-    helm_chart(
-        t,
-        "argocd",
-        &ARGOCD_CHART,
-        version,
-        &t.federation.argocd.namespace,
-        &json!({}),
-    )
+    helm_chart(t, "argocd", &ARGOCD_CHART, version, &t.federation.argocd.namespace, &json!({}))
 }
 
 // ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
@@ -639,14 +618,7 @@ fn gpu_node_affinity() -> Value {
 /// runs on fabric's GPU nodes instead, with the `nvidia` runtime.
 pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
     let values = json!({ "runtimeClassName": NVIDIA_RUNTIME_CLASS, "affinity": gpu_node_affinity() });
-    helm_chart(
-        t,
-        "nvidia-device-plugin",
-        &NVIDIA_DEVICE_PLUGIN_CHART,
-        version,
-        "nvidia-device-plugin",
-        &values,
-    )
+    helm_chart(t, "nvidia-device-plugin", &NVIDIA_DEVICE_PLUGIN_CHART, version, "nvidia-device-plugin", &values)
 }
 
 /// KAI Scheduler's namespace and the values it is installed with (D.5): GPU sharing on.
@@ -657,14 +629,7 @@ pub fn kai_values() -> Value {
 }
 
 pub fn kai_helm_chart(t: &Topology, version: &str) -> Value {
-    helm_chart(
-        t,
-        "kai-scheduler",
-        &KAI_CHART,
-        version,
-        KAI_NAMESPACE,
-        &kai_values(),
-    )
+    helm_chart(t, "kai-scheduler", &KAI_CHART, version, KAI_NAMESPACE, &kai_values())
 }
 
 /// A KAI Scheduler queue (`scheduling.run.ai/v2`): `gpus` guaranteed, no limit on CPU or
@@ -755,14 +720,7 @@ pub fn kueue_values(manager: bool) -> Value {
 }
 
 pub fn kueue_helm_chart(t: &Topology, manager: bool) -> Value {
-    helm_chart(
-        t,
-        "kueue",
-        &KUEUE_CHART,
-        &t.versions.kueue,
-        "kueue-system",
-        &kueue_values(manager),
-    )
+    helm_chart(t, "kueue", &KUEUE_CHART, &t.versions.kueue, "kueue-system", &kueue_values(manager))
 }
 
 pub fn admission_check(t: &Topology) -> Value {

@@ -30,9 +30,7 @@ pub fn indexes_from_env() -> Option<Indexes> {
 /// install (one already installed as pinned is not fetched again).
 pub fn planned_helm_charts(plan: &Plan) -> BTreeSet<String> {
     let changes = plan.steps.iter().flat_map(|s| &s.changes).filter(|c| c.action != Action::NoOp);
-    changes
-        .filter_map(|c| c.address.path.rsplit_once("/HelmChart/").map(|(_, name)| name.to_string()))
-        .collect()
+    changes.filter_map(|c| c.address.path.rsplit_once("/HelmChart/").map(|(_, name)| name.to_string())).collect()
 }
 
 /// The pins of the HelmCharts named in `helm_charts` checked against their charts' published

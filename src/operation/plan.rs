@@ -112,7 +112,10 @@ fn base_state(ws: &Workspace, base: &Workspace) -> (Live, Vec<snapshot::Orphan>)
         for r in &produced.resources {
             live.observed.insert(r.address.clone(), Observed::Present(providers::desired_text(r, &|_| None)));
             let Some(obj) = r.kube_object() else { continue };
-            let prunable = crate::desired::kinds::is_prunable(obj["apiVersion"].as_str().unwrap_or_default(), obj["kind"].as_str().unwrap_or_default());
+            let prunable = crate::desired::kinds::is_prunable(
+                obj["apiVersion"].as_str().unwrap_or_default(),
+                obj["kind"].as_str().unwrap_or_default(),
+            );
             if prunable && !here.contains(&r.address) {
                 let mut meta = serde_json::Map::new();
                 meta.insert("name".into(), obj["metadata"]["name"].clone());

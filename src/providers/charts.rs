@@ -77,7 +77,11 @@ pub fn index_versions(index: &str, chart: &str) -> Result<Vec<String>, IndexErro
     let Some(list) = entries.get(chart).and_then(Value::as_array) else {
         return Err(IndexError::NoChart { chart: chart.into() });
     };
-    Ok(list.iter().filter_map(|e| e.get("version")).map(|v| v.as_str().map_or_else(|| v.to_string(), String::from)).collect())
+    Ok(list
+        .iter()
+        .filter_map(|e| e.get("version"))
+        .map(|v| v.as_str().map_or_else(|| v.to_string(), String::from))
+        .collect())
 }
 
 /// Where `source`'s versions are published, as a URL: the repository's `index.yaml`, or the OCI
@@ -158,12 +162,8 @@ fn get(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<(Option<St
         return Err(IndexError::Status { url: url.into(), status });
     }
     let link = header("link");
-    let body = response
-        .into_body()
-        .into_with_config()
-        .limit(MAX_BYTES)
-        .read_to_string()
-        .map_err(|e| fetch(e.to_string()))?;
+    let body =
+        response.into_body().into_with_config().limit(MAX_BYTES).read_to_string().map_err(|e| fetch(e.to_string()))?;
     Ok((link, body))
 }
 
@@ -260,7 +260,8 @@ mod tests {
 
     #[test]
     fn a_challenge_and_a_link_are_read() {
-        let p = challenge_params(r#"Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:a/b:pull""#);
+        let p =
+            challenge_params(r#"Bearer realm="https://ghcr.io/token",service="ghcr.io",scope="repository:a/b:pull""#);
         let get = |k: &str| p.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str());
         assert_eq!(get("realm"), Some("https://ghcr.io/token"));
         assert_eq!(get("service"), Some("ghcr.io"));

@@ -306,7 +306,9 @@ mod tests {
             assert!(d1.iter().all(|(_, o)| o["kind"] != "RuntimeClass"));
             // Every GPU service's pods at this site run with it (C.6's overriders).
             let c6: Vec<_> = objects_of(&t, "C.6").into_iter().filter(|(_, o)| o["kind"] == "OverridePolicy").collect();
-            let gpu = c6.iter().filter(|(_, o)| o["spec"]["overrideRules"][0]["targetCluster"]["clusterNames"][0] == s.cluster.name.as_str());
+            let gpu = c6.iter().filter(|(_, o)| {
+                o["spec"]["overrideRules"][0]["targetCluster"]["clusterNames"][0] == s.cluster.name.as_str()
+            });
             let mut n = 0;
             for (_, o) in gpu.filter(|(_, o)| o["spec"]["overrideRules"][0]["overriders"]["plaintext"].is_array()) {
                 let plain = o["spec"]["overrideRules"][0]["overriders"]["plaintext"].as_array().unwrap();

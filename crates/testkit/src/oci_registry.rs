@@ -74,10 +74,7 @@ fn token_of(repo: &str) -> String {
 }
 
 fn query(q: &str) -> BTreeMap<String, String> {
-    q.split('&')
-        .filter_map(|kv| kv.split_once('='))
-        .map(|(k, v)| (k.to_string(), decode(v)))
-        .collect()
+    q.split('&').filter_map(|kv| kv.split_once('=')).map(|(k, v)| (k.to_string(), decode(v))).collect()
 }
 
 fn decode(v: &str) -> String {

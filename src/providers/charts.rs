@@ -153,10 +153,10 @@ fn get(agent: &ureq::Agent, url: &str, token: Option<&str>) -> Result<(Option<St
     let response = req.call().map_err(|e| fetch(e.to_string()))?;
     let status = response.status().as_u16();
     let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(String::from);
-    if status == 401 {
-        if let Some(c) = header("www-authenticate").filter(|c| c.to_ascii_lowercase().starts_with("bearer ")) {
-            return Err(IndexError::Challenge { challenge: c });
-        }
+    if status == 401
+        && let Some(c) = header("www-authenticate").filter(|c| c.to_ascii_lowercase().starts_with("bearer "))
+    {
+        return Err(IndexError::Challenge { challenge: c });
     }
     if status != 200 {
         return Err(IndexError::Status { url: url.into(), status });

@@ -862,6 +862,31 @@ async fn without_simulate_controllers_nothing_is_reconciled() {
     .await;
 }
 
+/// The RuntimeClass admission plugin: a Deployment whose pods name a RuntimeClass that does not
+/// exist gets no replica (`ReplicaFailure`, `FailedCreate`) until it exists.
+#[tokio::test]
+async fn pods_of_a_missing_runtime_class_are_not_admitted() {
+    let s = server().await;
+    s.simulate_controllers(DELAY);
+    let mut d = deployment("vllm", Some(2), json!({"app": "vllm"}));
+    d["spec"]["template"]["spec"]["runtimeClassName"] = json!("nvidia");
+    put(&s, &d).await;
+    let get = || s.object("apps/v1", "Deployment", Some("default"), "vllm");
+    let failure =
+        eventually(&s, "the ReplicaFailure condition", || with_condition(get(), "ReplicaFailure", "True")).await;
+    assert!(
+        failure["message"].as_str().unwrap().contains("pod rejected: RuntimeClass \"nvidia\" not found"),
+        "{failure:#}"
+    );
+    assert_eq!(condition(&get().unwrap(), "Available").unwrap()["status"], "False");
+    assert!(get().unwrap()["status"].get("readyReplicas").is_none());
+    // K3s's RuntimeClass appears: the pods are admitted.
+    s.put_raw(fabric_testkit::kube_api::k3s_nvidia_runtime_class());
+    eventually(&s, "the Deployment to become available", || with_condition(get(), "Available", "True")).await;
+    assert!(condition(&get().unwrap(), "ReplicaFailure").is_none(), "{:#}", get().unwrap());
+    assert_eq!(get().unwrap()["status"]["readyReplicas"], 2);
+}
+
 /// helm-controller + klipper-helm: an OCI chart goes whole in `spec.chart` with no `repo` and
 /// installs; `repo: oci://…` with a chart name makes the install run `helm repo add` with the
 /// registry, which fails (the Job and the HelmChart say `Failed`).

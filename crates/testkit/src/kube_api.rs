@@ -2925,10 +2925,21 @@ pub fn fabric_apis_without_nodes(dir: &Path) -> (TestApiServer, TestApiServer, T
             member.set_served(group, false);
         }
     }
+    // K3s deploys its RuntimeClasses at start (k3s-io/k3s manifests/runtimes.yaml): the GPU
+    // services' pods run with `nvidia`.
+    for member in [&franca, &sp] {
+        member.put_raw(k3s_nvidia_runtime_class());
+    }
     franca.kubeconfig(&dir.join("franca.yaml"), "franca");
     sp.kubeconfig(&dir.join("sp.yaml"), "sp");
     karmada.kubeconfig(&dir.join("karmada.yaml"), "karmada");
     (franca, sp, karmada)
+}
+
+/// The `nvidia` RuntimeClass as K3s ships it (k3s-io/k3s manifests/runtimes.yaml): no labels of
+/// fabric's.
+pub fn k3s_nvidia_runtime_class() -> Value {
+    json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}, "handler": "nvidia"})
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -3254,8 +3265,9 @@ impl Shared {
                 out
             }
             (KAI_GROUP, "Queue") => pick(&mut of("apps", "Deployment").filter(|(_, d)| crate::kai::is_kai(&d.obj))),
-            // A Node's labels decide where pods can be scheduled.
-            ("", "Node") => pick(&mut of("apps", "Deployment")),
+            // A Node's labels decide where pods can be scheduled; a RuntimeClass whether they
+            // are admitted.
+            ("", "Node") | ("node.k8s.io", "RuntimeClass") => pick(&mut of("apps", "Deployment")),
             ("batch", "Job") => {
                 let chart = match st.objects.get(key) {
                     Some(j) => meta_str(&j.obj, "labels", HELM_CHART_LABEL).to_string(),
@@ -3504,7 +3516,16 @@ impl Shared {
     fn deployment_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let d = st.objects.get(key)?.obj.clone();
         let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-        let running = if crate::kai::is_kai(&d) {
+        // The RuntimeClass admission plugin rejects a pod whose `runtimeClassName` names no
+        // RuntimeClass ("pod rejected: RuntimeClass %q not found": kubernetes/kubernetes
+        // plugin/pkg/admission/runtimeclass/admission.go): no replica is created.
+        let missing_runtime = text_at(&d, "/spec/template/spec/runtimeClassName").to_string();
+        let missing_runtime = (!missing_runtime.is_empty()
+            && !st.objects.contains_key(&mk_key("node.k8s.io", "RuntimeClass", "", &missing_runtime)))
+        .then_some(missing_runtime);
+        let running = if missing_runtime.is_some() {
+            0
+        } else if crate::kai::is_kai(&d) {
             kai_placements(st).iter().filter(|p| p.namespace == key.2 && p.deployment == key.3).count() as i64
         } else if node_selector_matches(st, d.pointer("/spec/template/spec/nodeSelector")) {
             replicas
@@ -3553,7 +3574,20 @@ impl Shared {
         } else {
             c("Progressing", true, "ReplicaSetUpdated", format!("ReplicaSet \"{rs}\" is progressing."))
         };
-        set_conditions(&mut status, vec![available, progressing]);
+        let mut conditions = vec![available, progressing];
+        match missing_runtime {
+            Some(rc) => {
+                let message = format!("pods \"{rs}-\" is forbidden: pod rejected: RuntimeClass \"{rc}\" not found");
+                conditions.push(c("ReplicaFailure", true, "FailedCreate", message));
+            }
+            // The deployment controller drops the condition once pods are created again.
+            None => {
+                if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+                    list.retain(|c| c.get("type").and_then(Value::as_str) != Some("ReplicaFailure"));
+                }
+            }
+        }
+        set_conditions(&mut status, conditions);
         Some(self.write_status(st, key, status, KCM).into_iter().collect())
     }
 

@@ -1,6 +1,7 @@
 //! Issue 22, item 5: plan reads, over SSH, whether each GPU node has the NVIDIA driver loaded and
 //! the container toolkit where K3s looks for it (k3s-io/k3s pkg/agent/containerd/nvidia.go), and
-//! D.1 is refused, naming the node, when one lacks them; apply then changes nothing. Real sshd
+//! D.1 is refused, naming the node, when one lacks them (or its running K3s started without the
+//! runtime); apply then changes nothing. Real sshd
 //! hosts in the lab: sp's GPU node has both (a driver version file and the runtime, made in its
 //! own mount namespace only), franca's has neither. Needs root (network namespaces).
 
@@ -73,6 +74,23 @@ fn d1_is_refused_for_a_gpu_node_without_the_nvidia_runtime() {
         &setup.replace(&state.display().to_string(), &lab.dir.join("hosts/franca-lan").display().to_string()),
     );
     assert!(o.status.success(), "{}", out(&o));
+    // ...unless K3s already runs there and started before the runtime was installed: its
+    // containerd config has no `nvidia` runtime (k3s pkg/agent/templates), so K3s must restart.
+    let config = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml";
+    let write_config = |runtime: &str| {
+        let cmd = format!(
+            "mkdir -p $(dirname {config}) && printf '%s\\n' 'version = 3' \
+             \"[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.'{runtime}']\" > {config}"
+        );
+        let o = lab.exec("franca-lan", &cmd);
+        assert!(o.status.success(), "{}", out(&o));
+    };
+    write_config("runc");
+    let o = fabric(&[&["plan"][..], &args].concat());
+    let text = out(&o);
+    assert!(text.contains("GPU node franca-gpu1: K3s started before the NVIDIA runtime was there"), "{text}");
+    assert!(text.contains("restart K3s on the node"), "{text}");
+    write_config("nvidia");
     let o = fabric(&[&["plan"][..], &args].concat());
     let text = out(&o);
     assert!(!text.contains("GPU node franca-gpu1"), "{text}");

@@ -6,8 +6,14 @@
 //! (the package's), in that order (k3s-io/k3s `pkg/agent/containerd/nvidia.go`,
 //! `findNvidiaContainerRuntimes`); without it the `nvidia` RuntimeClass's handler does not exist
 //! on the node. The toolkit's runtime needs the driver: its kernel module, loaded, publishes
-//! `/proc/driver/nvidia/version`. Plan reads both over SSH (read only) on each GPU node of a
-//! site whose D.1 it plans, and D.1 is refused, naming the node, when one is missing.
+//! `/proc/driver/nvidia/version`. And since K3s looks only when it starts, a K3s that already
+//! runs there must have found it: K3s renders each runtime it found into the containerd config it
+//! writes, `/var/lib/rancher/k3s/agent/etc/containerd/config.toml`, as a
+//! `containerd.runtimes."<name>"` table (`'<name>'` in containerd's version 3 config) (k3s-io/k3s
+//! `pkg/agent/templates/templates_linux.go`, the `ExtraRuntimes` range). Plan reads all three
+//! over SSH (read only, as root: the config is K3s's) on each GPU node of a site whose D.1 it
+//! plans, and D.1 is refused, naming the node, when one is missing. A node where K3s has not
+//! written its config yet (not installed) is judged on the first two.
 
 use crate::transport::shell::Sh;
 
@@ -16,13 +22,20 @@ pub const TOOLKIT_RUNTIMES: &[&str] =
     &["/usr/local/nvidia/toolkit/nvidia-container-runtime", "/usr/bin/nvidia-container-runtime"];
 /// The NVIDIA kernel module's version file: present while the driver is loaded.
 pub const DRIVER_FILE: &str = "/proc/driver/nvidia/version";
+/// The containerd config K3s writes at its start.
+pub const K3S_CONTAINERD_CONFIG: &str = "/var/lib/rancher/k3s/agent/etc/containerd/config.toml";
 
-/// The read-only probe: one line per file, `yes <path>` or `no <path>`.
+/// The read-only probe: one line per file, `yes <path>` or `no <path>`; for K3s's containerd
+/// config, `yes`/`no` (has the `nvidia` runtime or not), `none` (K3s wrote none) or `unread`.
 pub fn probe() -> Sh {
     Sh::lit(
         "for f in /proc/driver/nvidia/version; do if [ -r \"$f\" ]; then echo \"yes $f\"; else echo \"no $f\"; fi; done; \
          for f in /usr/local/nvidia/toolkit/nvidia-container-runtime /usr/bin/nvidia-container-runtime; do \
-         if [ -f \"$f\" ]; then echo \"yes $f\"; else echo \"no $f\"; fi; done",
+         if [ -f \"$f\" ]; then echo \"yes $f\"; else echo \"no $f\"; fi; done; \
+         f=/var/lib/rancher/k3s/agent/etc/containerd/config.toml; \
+         if [ ! -e \"$f\" ]; then echo \"none $f\"; \
+         else grep -Eq \"containerd\\.runtimes\\.[\\\"']nvidia[\\\"']\" \"$f\"; r=$?; \
+         if [ $r -eq 0 ]; then echo \"yes $f\"; elif [ $r -eq 1 ]; then echo \"no $f\"; else echo \"unread $f\"; fi; fi",
     )
 }
 
@@ -37,8 +50,16 @@ pub fn missing(probe_output: &str) -> Option<String> {
     if !has(DRIVER_FILE) {
         out.push(format!("no NVIDIA driver loaded ({DRIVER_FILE} is absent)"));
     }
-    if !TOOLKIT_RUNTIMES.iter().any(|p| has(p)) {
+    let toolkit = TOOLKIT_RUNTIMES.iter().any(|p| has(p));
+    if !toolkit {
         out.push(format!("no NVIDIA container toolkit where K3s looks ({})", TOOLKIT_RUNTIMES.join(" or ")));
+    }
+    // K3s runs there but started without the runtime (only worth saying once the runtime is
+    // there: restarting K3s is then what is left).
+    if toolkit && probe_output.lines().any(|l| l.trim() == format!("no {K3S_CONTAINERD_CONFIG}")) {
+        out.push(format!(
+            "K3s started before the NVIDIA runtime was there ({K3S_CONTAINERD_CONFIG} has no `nvidia` runtime): restart K3s on the node"
+        ));
     }
     (!out.is_empty()).then(|| out.join("; "))
 }
@@ -64,12 +85,18 @@ mod tests {
         let m = missing(no_driver).unwrap();
         assert!(m.contains("no NVIDIA driver") && !m.contains("toolkit"), "{m}");
         assert!(missing("").unwrap().contains("incomplete"));
+        // K3s already runs there: its containerd config must have the runtime.
+        let cfg = K3S_CONTAINERD_CONFIG;
+        assert_eq!(missing(&format!("{ready}yes {cfg}\n")), None);
+        assert_eq!(missing(&format!("{ready}none {cfg}\n")), None);
+        assert_eq!(missing(&format!("{ready}unread {cfg}\n")), None);
+        assert!(missing(&format!("{ready}no {cfg}\n")).unwrap().contains("restart K3s"));
     }
 
     #[test]
     fn the_probe_asks_for_every_file() {
         let p = probe();
-        for f in std::iter::once(DRIVER_FILE).chain(TOOLKIT_RUNTIMES.iter().copied()) {
+        for f in [DRIVER_FILE, K3S_CONTAINERD_CONFIG].into_iter().chain(TOOLKIT_RUNTIMES.iter().copied()) {
             assert!(p.as_str().contains(f), "{f}");
         }
     }

@@ -129,10 +129,9 @@ pub async fn read_gpu_runtimes(nodes: &[Target], targets: &Targets) -> BTreeMap<
         set.spawn(async move {
             let read = async {
                 let s = Session::connect(&ep).await.map_err(|e| e.to_string())?;
-                let o = s
-                    .run(&crate::desired::gpu_runtime::probe(), None, std::time::Duration::from_secs(15))
-                    .await
-                    .map_err(|e| e.to_string())?;
+                // As root: K3s's containerd config is root's to read.
+                let probe = crate::transport::shell::as_root(&s.endpoint.user, &crate::desired::gpu_runtime::probe());
+                let o = s.run(&probe, None, std::time::Duration::from_secs(15)).await.map_err(|e| e.to_string())?;
                 s.close().await;
                 Ok::<_, String>(o.stdout_str())
             };

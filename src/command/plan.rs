@@ -64,7 +64,11 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             plan_op::make(&ws, selection.into(), Source::Base { base: &base, file })?
         }
         (true, _, None) => plan_op::make(&ws, selection.into(), Source::Offline)?,
-        (false, Some(file), _) => plan_op::make(&ws, selection.into(), Source::Snapshot(file))?,
+        (false, Some(file), _) => {
+            let planned = plan_op::make(&ws, selection.into(), Source::Snapshot(file))?;
+            super::check_chart_pins(g, &ws, &planned.plan)?;
+            planned
+        }
         (false, None, _) => {
             let targets = super::targets(g, &ws)?;
             let rt = crate::operation::runtime()?;

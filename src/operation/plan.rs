@@ -73,9 +73,11 @@ fn from_snapshot(ws: &Workspace, sel: Selection, file: &Path) -> Result<Planned,
     };
     let selected = ws.select(&sel, pending)?;
     let mode = Mode::Observed { file: file.display().to_string(), fingerprint: live.fingerprint() };
-    let inputs = ws.plan_inputs(&selected, &sel, &snap.orphans(&ws.graph));
+    let mut inputs = ws.plan_inputs(&selected, &sel, &snap.orphans(&ws.graph));
+    let mut warnings = super::read::key_warnings(ws.topology(), &live);
+    ws.refuse_gpu_steps(&mut inputs, &live, &mut warnings);
     let mut plan = plan::build(ws.header(&sel, mode), inputs, Some(&live));
-    plan.warnings = super::read::key_warnings(ws.topology(), &live);
+    plan.warnings = warnings;
     Ok(Planned { plan, note, observation: None })
 }
 

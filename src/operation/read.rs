@@ -86,13 +86,26 @@ impl Workspace {
         let header = self.header(&o.selection, Mode::Live { fingerprint: o.live.fingerprint() });
         let mut inputs = self.plan_inputs(&o.selected, &o.selection, &o.orphans);
         let mut warnings = key_warnings(self.topology(), &o.live);
-        // D.1 of a site with a GPU node that lacks the NVIDIA driver or container toolkit is
-        // refused, naming the node: K3s reads them only when it starts (docs/design.md).
+        self.refuse_gpu_steps(&mut inputs, &o.live, &mut warnings);
+        let mut plan = plan::build(header, inputs, Some(&o.live));
+        plan.warnings = warnings;
+        plan
+    }
+
+    /// D.1 of a site with a GPU node that lacks the NVIDIA driver or container toolkit (as `live`
+    /// read them) is refused, naming the node: K3s reads them only when it starts
+    /// (docs/design.md); a node that could not be read is a warning.
+    pub(super) fn refuse_gpu_steps(
+        &self,
+        inputs: &mut [crate::plan::StepInput<'_>],
+        live: &Live,
+        warnings: &mut Vec<String>,
+    ) {
         for input in inputs.iter_mut().filter(|i| i.inst.spec.id == GPU_STEP && i.refused.is_none()) {
             let Some(site) = self.topology().sites.iter().find(|s| Some(&s.name) == i_site(input)) else { continue };
             let mut missing = Vec::new();
             for (node, _) in crate::desired::gpu_runtime::gpu_nodes(site) {
-                match o.live.gpu_runtime.get(&crate::addr::Target::host(node)) {
+                match live.gpu_runtime.get(&crate::addr::Target::host(node)) {
                     Some(observe::GpuRuntime::Missing(why)) => missing.push(format!("GPU node {node}: {why}")),
                     Some(observe::GpuRuntime::Unread(why)) => warnings.push(format!(
                         "{}: the NVIDIA driver and container toolkit of GPU node {node} were not checked: {why}",
@@ -109,9 +122,6 @@ impl Workspace {
                 input.resources.clear();
             }
         }
-        let mut plan = plan::build(header, inputs, Some(&o.live));
-        plan.warnings = warnings;
-        plan
     }
 
     /// The GPU nodes (`host.<name>`) of the sites whose D.1 is among `selected`.

@@ -18,6 +18,8 @@ fn d1_is_refused_for_a_gpu_node_without_the_nvidia_runtime() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    // lab-full's SP GPU node has joined too (`fabric_apis` registers the example's nodes).
+    sp.register_nodes(&["sp-gpu1"]);
     // The GPU nodes are reached over SSH at the lab's LAN hosts.
     let text = TOPOLOGY
         .replace(

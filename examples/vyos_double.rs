@@ -434,6 +434,17 @@ impl State {
         }
     }
 
+    /// Which vyatta-cfg this router has: sagitta's (VyOS 1.4, the default), whose
+    /// `commit-confirm` always prompts, or the newer one with `commit-confirm ... no-prompt`
+    /// (`VYOS_DOUBLE_COMMIT_CONFIRM=no-prompt`, or a state file `commit_confirm_form` holding
+    /// `no-prompt`).
+    fn no_prompt_form(&self) -> bool {
+        let form = std::env::var("VYOS_DOUBLE_COMMIT_CONFIRM")
+            .ok()
+            .or_else(|| fs::read_to_string(self.path("commit_confirm_form")).ok());
+        form.as_deref().map(str::trim) == Some("no-prompt")
+    }
+
     fn confirm_in_seconds(&self) -> bool {
         self.seconds_per_minute() != 60
     }
@@ -910,6 +921,126 @@ fn load_partial_spec(st: &State, top: &str, second: Option<&str>) -> Option<Vyos
 }
 
 // ---------------------------------------------------------------------------------------------
+// stdin of a command in a script, and VyOS's yes/no question
+
+/// What a command of a `vbash -s` script reads as its stdin.
+enum Stdin {
+    /// The script itself: the lines after the command (bash leaves them in the pipe).
+    Script,
+    /// `COMMAND <<< WORD`: WORD and a newline, then end of input.
+    HereString(String),
+}
+
+/// Python's `sys.stdin` as `input()` reads it from a pipe: a `TextIOWrapper` that fills its
+/// buffer with up to 8192 bytes per read (CPython `Lib/_pyio.py` `TextIOWrapper._CHUNK_SIZE`),
+/// whatever is available. The whole buffer leaves the pipe; what the process does not use is
+/// lost to the shell when it exits. This is the read-ahead that swallows script lines.
+struct PyStdin<'s> {
+    source: &'s mut Stdin,
+    buf: String,
+}
+
+impl PyStdin<'_> {
+    const CHUNK: usize = 8192;
+
+    /// One `input()`: a line without its newline, None at end of input (EOFError).
+    fn input(&mut self, rest: &mut &str) -> Option<String> {
+        loop {
+            if let Some(i) = self.buf.find('\n') {
+                let line = self.buf[..i].to_string();
+                self.buf.drain(..=i);
+                return Some(line);
+            }
+            let chunk = match self.source {
+                Stdin::HereString(h) => std::mem::take(h),
+                Stdin::Script => {
+                    let mut end = rest.len().min(Self::CHUNK);
+                    while !rest.is_char_boundary(end) {
+                        end -= 1;
+                    }
+                    let (chunk, after) = rest.split_at(end);
+                    *rest = after;
+                    chunk.to_string()
+                }
+            };
+            if chunk.is_empty() {
+                return (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf));
+            }
+            self.buf.push_str(&chunk);
+        }
+    }
+}
+
+/// vyos-1x `python/vyos/utils/io.py` `ask_yes_no` (same in sagitta and current): writes
+/// `question [Y/n] ` (`[y/N]` when the default is no) and reads a line with `input()`: empty →
+/// the default, `y`/`ye`/`yes` → yes, `n`/`no` → no (case-insensitive), anything else →
+/// `Please respond with yes/y or no/n` and again. At end of input `input()` raises EOFError,
+/// which it answers with `\nPlease respond with yes/y or no/n\n` and asks again: forever. The
+/// double does the same (paced at 10 per second instead of a busy loop) until its output is
+/// gone, i.e. until the client gives up; it never returns then.
+fn ask_yes_no(question: &str, default: bool, stdin: &mut Stdin, rest: &mut &str) -> bool {
+    let mut out = std::io::stdout();
+    let mark = if default { "[Y/n]" } else { "[y/N]" };
+    let mut py = PyStdin { source: stdin, buf: String::new() };
+    let mut told = false;
+    loop {
+        let _ = write!(out, "{question} {mark} ");
+        let _ = out.flush();
+        match py.input(rest).map(|l| l.to_lowercase()) {
+            Some(c) if c.is_empty() => return default,
+            Some(c) if ["y", "ye", "yes"].contains(&c.as_str()) => return true,
+            Some(c) if ["n", "no"].contains(&c.as_str()) => return false,
+            Some(_) => {
+                let _ = out.write_all(b"Please respond with yes/y or no/n\n");
+            }
+            None => loop {
+                if out.write_all(b"\nPlease respond with yes/y or no/n\n").and_then(|()| out.flush()).is_err()
+                    || write!(out, "{question} {mark} ").and_then(|()| out.flush()).is_err()
+                {
+                    std::process::exit(1);
+                }
+                if !told {
+                    eprintln!("[vyos_double] the prompt met the end of its input: it asks forever, as VyOS does");
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            },
+        }
+    }
+}
+
+/// The status of a script line VyOS rejected: its message is printed and the script goes on.
+/// sagitta vyatta-cfg `functions/interpreter/vyatta-cfg-run`: `set`/`delete` end in
+/// `vyatta_cfg_print_output` (after `output=$(my_set ...)`) or in `vyatta_cfg_validate_cmd`'s
+/// loop, both 0 whatever my_set said; `commit` ends in `unset` (0); `confirm` and `save` in
+/// config-mgmt / `unmarkSessionUnsaved`. Op-mode commands keep their own status (1 here). A path
+/// error is written to stderr (`vyatta_cfg_validate_cmd` uses `>&2`), the rest to stdout
+/// (`my_commit 2>&1`, `vyatta_cfg_print_output`). What the double cannot model
+/// (`vyos_double:`) stops the script.
+fn line_status(words: &[String], result: Result<u8, Failed>) -> Result<u8, Failed> {
+    match result {
+        Ok(s) => Ok(s),
+        Err(Failed(m)) if m.starts_with("vyos_double:") => Err(Failed(m)),
+        Err(Failed(m)) => {
+            if m.contains("] is not valid") || m.contains("] is ambiguous") {
+                eprintln!("{m}");
+            } else {
+                say(&m);
+            }
+            Ok(if matches!(words[0].as_str(), "set" | "delete" | "commit" | "confirm" | "save") { 0 } else { 1 })
+        }
+    }
+}
+
+/// What `declare -f vyatta_config_commit-confirm` shows on a router: fabric reads it to learn
+/// whether `commit-confirm` takes `no-prompt`. Not VyOS's text, only the lines that decide:
+/// sagitta's vyatta-cfg `functions/interpreter/vyatta-cfg-run` calls
+/// `config-mgmt commit_confirm -t=$minutes`, which prompts; vyatta-cfg's `current` (PR #153,
+/// T9144, 2026) maps a `no-prompt` argument to config-mgmt's `-y`.
+const COMMIT_CONFIRM_SAGITTA: &str = "vyatta_config_commit-confirm () \n{ \n    # vyos_double: the lines of vyatta-cfg (sagitta) functions/interpreter/vyatta-cfg-run that decide\n    cmd=\"${vyos_bin_dir}/config-mgmt commit_confirm -t=$minutes\";\n    eval \"sudo sg vyattacfg \\\"$cmd\\\" \"\n}";
+const COMMIT_CONFIRM_NO_PROMPT: &str = "vyatta_config_commit-confirm () \n{ \n    # vyos_double: the lines of vyatta-cfg (current, T9144) functions/interpreter/vyatta-cfg-run that decide\n    if [ \"$arg\" = \"no-prompt\" ] && [ \"$in_comment\" = \"0\" ]; then\n        yes_flag=\"-y\";\n    fi;\n    cmd=\"${vyos_bin_dir}/config-mgmt commit_confirm -t=$minutes $yes_flag\";\n    eval \"sudo sg vyattacfg \\\"$cmd\\\" \"\n}";
+
+// ---------------------------------------------------------------------------------------------
 // Sessions
 
 /// A failed command: the message is already VyOS-styled.
@@ -995,72 +1126,104 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Runs a script (`vbash -s`): stops at the first failing command (set -e).
-    fn run_script(&mut self, script: &str) -> Result<(), Failed> {
-        let lines: Vec<&str> = script.lines().collect();
-        let mut i = 0;
-        while i < lines.len() {
-            let line = lines[i].trim();
-            i += 1;
+    /// Runs a script as `vbash -s` does, line by line, and returns the exit status of the last
+    /// command (bash's rule for a script). A command VyOS rejects prints VyOS's error and the
+    /// script goes on, as in VyOS (nothing in the script-template sets `-e`); see
+    /// `line_status` for each command's status. Only what the double cannot model stops it
+    /// (exit 1, a `vyos_double:` message).
+    ///
+    /// stdin: bash reads a script from a pipe one byte at a time (bash `input.c`: an unseekable
+    /// fd is read unbuffered, so that the commands it runs get the rest), so a command that
+    /// reads stdin gets the script lines after its own. `commit-confirm`'s prompt is such a
+    /// command (`Stdin`).
+    fn run_script(&mut self, script: &str) -> Result<u8, Failed> {
+        let mut rest = script;
+        let mut status = 0;
+        while !rest.is_empty() {
+            let (line, after) = match rest.find('\n') {
+                Some(i) => (&rest[..i], &rest[i + 1..]),
+                None => (rest, ""),
+            };
+            rest = after;
+            let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let words: Vec<String> = split_words(line)
+            let mut words: Vec<String> = split_words(line)
                 .map_err(|e| Failed(format!("vyos_double: {e}")))?
                 .into_iter()
                 .map(|w| w.text)
                 .collect();
-            if words.first().map(String::as_str) == Some("commit-confirm") {
-                // VyOS asks "Proceed ? [Y/n]" on stdin, which in `vbash -s` is the script itself:
-                // an answer line right after the command is consumed as the answer.
-                let answer = lines.get(i).map(|l| l.trim().to_ascii_lowercase());
-                let proceed = match answer.as_deref() {
-                    Some("" | "y" | "ye" | "yes") => {
-                        i += 1;
-                        true
-                    }
-                    Some("n" | "no") => {
-                        i += 1;
-                        false
-                    }
-                    _ => true,
-                };
-                self.commit_confirm(&words, proceed)?;
-                continue;
+            // `cmd ... <<< WORD`: bash gives the command WORD and a newline as its stdin, and
+            // the script's stdin stays untouched (bash manual, "Here Strings").
+            let mut here: Option<String> = None;
+            if let Some(i) = words.iter().position(|w| w == "<<<") {
+                if i + 2 != words.len() {
+                    return Err(Failed(format!(
+                        "vyos_double: only `COMMAND <<< WORD` is modelled as a redirection, got `{line}`"
+                    )));
+                }
+                here = words.pop().map(|w| format!("{w}\n"));
+                words.pop();
             }
-            self.command(&words, line)?;
+            let Some(first) = words.first().map(String::as_str) else { continue };
+            status = if first == "commit-confirm" {
+                let mut stdin = match &here {
+                    Some(h) => Stdin::HereString(h.clone()),
+                    None => Stdin::Script,
+                };
+                let s = self.commit_confirm(&words, &mut stdin, &mut rest)?;
+                s
+            } else {
+                let result = self.command(&words, line);
+                line_status(&words, result)?
+            };
         }
-        Ok(())
+        Ok(status)
     }
 
-    fn command(&mut self, words: &[String], line: &str) -> Result<(), Failed> {
+    /// One script line other than `commit-confirm`; Ok(exit status).
+    fn command(&mut self, words: &[String], line: &str) -> Result<u8, Failed> {
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
+        let ok = |r: Result<(), Failed>| r.map(|()| 0);
         match w.as_slice() {
-            ["source", path] if path.ends_with("/script-template") => Ok(()),
+            ["source", path] if path.ends_with("/script-template") => Ok(0),
             ["configure"] => {
                 if !self.in_config {
                     let _lock = self.st.lock().map_err(Failed)?;
                     self.rebase()?;
                     self.in_config = true;
                 }
-                Ok(())
+                Ok(0)
+            }
+            // What `commit-confirm` will run: fabric reads it to learn whether this router's
+            // commit-confirm takes `no-prompt` (see `COMMIT_CONFIRM_*`).
+            ["declare", "-f", "vyatta_config_commit-confirm"] => {
+                say(if self.st.no_prompt_form() { COMMIT_CONFIRM_NO_PROMPT } else { COMMIT_CONFIRM_SAGITTA });
+                Ok(0)
             }
             ["set" | "delete", ..] => {
                 self.require_config(w[0])?;
-                self.set_delete(words, line)
+                ok(self.set_delete(words, line))
             }
+            // vyatta-cfg-run `vyatta_config_commit`: `return 1` when the session has no change,
+            // else the status of its last command (`unset`): 0, even when the commit failed.
             ["commit"] | ["commit", "comment", _] => {
                 self.require_config("commit")?;
-                self.commit().map(drop)
+                match self.commit() {
+                    Ok(Some(_)) => Ok(0),
+                    Ok(None) => Ok(1),
+                    Err(e) => Err(e),
+                }
             }
             ["confirm"] => {
                 self.require_config("confirm")?;
-                self.confirm()
+                ok(self.confirm())
             }
             ["compare"] | ["compare", "commands"] => {
                 self.require_config("compare")?;
                 self.compare();
-                Ok(())
+                Ok(0)
             }
             ["discard"] => {
                 self.require_config("discard")?;
@@ -1068,33 +1231,29 @@ impl<'a> Session<'a> {
                 let _lock = self.st.lock().map_err(Failed)?;
                 self.rebase()?;
                 say(if changed { "Changes have been discarded" } else { "No changes have been discarded" });
-                Ok(())
+                Ok(0)
             }
-            ["save"] | ["run", "save"] => self.save(),
-            ["exit" | "end_configure"] if self.in_config => {
-                if self.candidate != self.base {
-                    say("Cannot exit: configuration modified.\nUse 'exit discard' to discard the changes and exit.");
-                    return Ok(());
-                }
-                self.in_config = false;
-                Ok(())
-            }
-            ["exit", "discard"] if self.in_config => {
+            ["save"] | ["run", "save"] => ok(self.save()),
+            // In a script, `exit` is the script-template's alias `eval $(vyatta_exit_configure)`
+            // (vyatta-cfg functions/wrapper/script-template, defined after the interactive
+            // aliases, so it wins): the session is torn down, uncommitted changes are dropped,
+            // nothing is printed and the shell goes on.
+            ["exit" | "end_configure"] | ["exit", "discard"] if self.in_config => {
                 self.candidate = self.base.clone();
                 self.ops.clear();
                 self.in_config = false;
-                Ok(())
+                Ok(0)
             }
-            ["exit"] | ["exit", _] | ["true"] | [":"] => Ok(()),
+            ["exit"] | ["exit", _] | ["true"] | [":"] => Ok(0),
             ["rollback", ..] | ["rollback-soft", ..] | ["load", ..] | ["merge", ..] => {
                 Err(Failed(format!("vyos_double: `{line}` is not supported by the VyOS test double")))
             }
-            ["run", rest @ ..] => self.op(rest),
-            ["generate", "pki", ..] if self.in_config => self.op(&w),
+            ["run", rest @ ..] => ok(self.op(rest)),
+            ["generate", "pki", ..] if self.in_config => ok(self.op(&w)),
             ["show", ..] if self.in_config => Err(Failed(format!(
                 "vyos_double: configuration-mode `{line}` is not supported; use `run show configuration commands`"
             ))),
-            _ => self.op(&w),
+            _ => ok(self.op(&w)),
         }
     }
 
@@ -1102,6 +1261,19 @@ impl<'a> Session<'a> {
         let verb = words[0].clone();
         let (label, failed) = if verb == "set" { ("Set", "Set failed") } else { ("Delete", "Delete failed") };
         let path_text = words[1..].join(" ");
+        // Fault injection (a test extension): while a state file `reject_set` exists, a `set`
+        // whose path starts with its content fails as a value VyOS refuses would (my_set:
+        // `Value validation failed`, `Set failed`), so that tests can make one line of a
+        // script fail on a router while the rest is valid.
+        if verb == "set"
+            && let Ok(prefix) = fs::read_to_string(self.st.path("reject_set"))
+            && !prefix.trim().is_empty()
+            && path_text.starts_with(prefix.trim())
+        {
+            return Err(Failed(format!(
+                "\n  Value validation failed\n  {failed}\n\n[vyos_double] {label} rejected by fault injection (state file reject_set)"
+            )));
+        }
         // The partial definitions decide a valid command quickly; a rejected one is re-checked
         // against all of them (complete error message, no false rejection).
         let partial_ok = words.len() > 1
@@ -1172,31 +1344,90 @@ impl<'a> Session<'a> {
         self.commit_locked()
     }
 
-    fn commit_confirm(&mut self, words: &[String], proceed: bool) -> Result<(), Failed> {
+    /// Whether this session's changes, replayed on the newest running config, change it
+    /// (vyatta-cfg's `sessionChanged`, which `commit` and `commit-confirm` ask first).
+    fn session_changed(&self) -> Result<bool, Failed> {
+        let running = self.st.running().map_err(Failed)?;
+        let mut new = running.clone();
+        for op in &self.ops {
+            match op {
+                Op::Set(t) => new.apply_set(t),
+                Op::Delete(t) => drop(new.apply_delete(t)),
+            }
+        }
+        Ok(new != running)
+    }
+
+    /// `commit-confirm [N] [no-prompt]`, in the order VyOS runs it:
+    /// 1. vyatta-cfg `functions/interpreter/vyatta-cfg-run` `vyatta_config_commit-confirm`:
+    ///    nothing changed → `No configuration changes to commit`, `return 1`, no prompt;
+    /// 2. vyos-1x `python/vyos/config_mgmt.py` `commit_confirm` (run by that function with the
+    ///    script's stdin): a pending timer → `Another confirm is pending` (config-mgmt exits 1);
+    ///    else the question, answered by `python/vyos/utils/io.py` `ask_yes_no` from stdin
+    ///    (`ask_yes_no` below); no → `commit-confirm canceled`; yes → the timer is armed and
+    ///    `Initialized commit-confirm; N minutes to confirm before reboot|reload` printed;
+    /// 3. only then, and only when config-mgmt exited 0, `vyatta_config_commit`, whose failure
+    ///    leaves the timer armed.
+    ///
+    /// The function ends in `if [ $? = 0 ]; then ...; unset IN_COMMIT_CONFIRM; fi`: its status is
+    /// 0 in every case but 1.
+    fn commit_confirm(&mut self, words: &[String], stdin: &mut Stdin, rest: &mut &str) -> Result<u8, Failed> {
         self.require_config("commit-confirm")?;
-        let n: u64 = match words.get(1).map(String::as_str) {
-            None => DEFAULT_CONFIRM_MINUTES,
-            Some(n) => n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+        let mut args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+        let no_prompt = match args.iter().position(|a| *a == "no-prompt") {
+            Some(i) if self.st.no_prompt_form() => {
+                args.remove(i);
+                true
+            }
+            Some(_) => {
+                return Err(Failed(
+                    "vyos_double: VyOS 1.4 (sagitta) has no `commit-confirm ... no-prompt`: its vyatta-cfg-run takes \
+                     the word for a commit argument (not modelled). Read `declare -f vyatta_config_commit-confirm` \
+                     to learn the form a router supports"
+                        .to_string(),
+                ));
+            }
+            None => false,
+        };
+        let n: u64 = match args.as_slice() {
+            [] => DEFAULT_CONFIRM_MINUTES,
+            [n] => n.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
                 Failed(format!("vyos_double: commit-confirm needs a positive number of minutes, got '{n}'"))
             })?,
+            _ => return Err(Failed(format!("vyos_double: `commit-confirm {}` is not modelled", args.join(" ")))),
         };
-        let _lock = self.st.lock().map_err(Failed)?;
-        if read_pending(self.st).is_some() {
-            return Err(Failed("Another confirm is pending".to_string()));
+        {
+            let _lock = self.st.lock().map_err(Failed)?;
+            if !self.session_changed()? {
+                say("No configuration changes to commit");
+                return Ok(1);
+            }
+            if read_pending(self.st).is_some() {
+                say("Another confirm is pending");
+                return Ok(0);
+            }
         }
         let action =
             self.candidate.value(&["system", "config-management", "commit-confirm", "action"]).unwrap_or("reboot");
         let action = if action == "reload" { "reload" } else { "reboot" };
-        let what = if action == "reload" { "reload previous config" } else { "reboot" };
-        let unsaved = self.st.read_config("saved").ok().flatten().as_ref() != Some(&self.base);
+        let unsaved = self.st.read_config("saved").ok().flatten().as_ref() != Some(&self.st.running().map_err(Failed)?);
         let warn = if unsaved { "\nYou should save previous commits before commit-confirm !\n" } else { "" };
-        say(&format!(
-            "{warn}\ncommit-confirm will automatically {what} in {n} minutes unless changes\nare confirmed.\n\nProceed ? [Y/n] "
-        ));
-        if !proceed {
-            return Err(Failed("commit-confirm canceled".to_string()));
+        // The question as config_mgmt.py words it (sagitta: reboot only; current: both).
+        let question = if action == "reload" {
+            format!("\ncommit-confirm will automatically reload previous config in {n} minutes\nunless changes are confirmed.\nProceed ?")
+        } else {
+            format!("{warn}\ncommit-confirm will automatically reboot in {n} minutes unless changes\nare confirmed.\n\nProceed ?")
+        };
+        if !no_prompt && !ask_yes_no(&question, true, stdin, rest) {
+            say("commit-confirm canceled");
+            return Ok(0);
         }
-        let Some(previous) = self.commit_locked()? else { return Ok(()) };
+        let _lock = self.st.lock().map_err(Failed)?;
+        if read_pending(self.st).is_some() {
+            say("Another confirm is pending");
+            return Ok(0);
+        }
+        let previous = self.st.running().map_err(Failed)?;
         let secs = n * self.st.seconds_per_minute();
         let token = format!("{}-{}", now_ms(), std::process::id());
         self.st.write("confirm.previous", &previous.text()).map_err(Failed)?;
@@ -1215,7 +1446,15 @@ impl<'a> Session<'a> {
         if self.st.confirm_in_seconds() {
             eprintln!("[vyos_double] test mode (VYOS_DOUBLE_CONFIRM_UNIT): {n} minutes are {secs} seconds");
         }
-        Ok(())
+        match self.commit_locked() {
+            Ok(_) => Ok(0),
+            Err(Failed(m)) if m.starts_with("vyos_double:") => Err(Failed(m)),
+            Err(Failed(m)) => {
+                self.st.log("commit-confirm: the commit failed; the timer stays armed");
+                say(&m);
+                Ok(0)
+            }
+        }
     }
 
     fn confirm(&mut self) -> Result<(), Failed> {
@@ -1375,7 +1614,10 @@ fn main() -> ExitCode {
                 eprintln!("vyos_double: cannot read the script from stdin: {e}");
                 return ExitCode::FAILURE;
             }
-            session.run_script(&script)
+            match session.run_script(&script) {
+                Ok(status) => return ExitCode::from(status),
+                Err(e) => Err(e),
+            }
         }
         "cat" => {
             let mut buf = vec![];

@@ -33,6 +33,10 @@ pub enum ConfirmError {
     /// The router's own timer fired before the confirmation: it reverted by itself.
     #[error("{target} had already reverted by itself (its confirmation came too late)")]
     Reverted { target: String },
+    /// A VyOS router was confirmed (it no longer reverts by itself) but its configuration could
+    /// not be saved: a reboot would bring back the old one.
+    #[error("{target} was confirmed but its configuration was not saved: {detail}")]
+    NotSaved { target: String, detail: String },
 }
 
 /// The file whose presence keeps an interface's scheduled restoration due: one per run and
@@ -111,7 +115,13 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
                         crate::apply::pause::at("confirming").await;
                     }
                 }
-                Err(e) => failure = Some(e),
+                Err(e) => {
+                    // Confirmed before the save failed: that router no longer reverts by itself.
+                    if matches!(e, ConfirmError::NotSaved { .. }) {
+                        confirmed += 1;
+                    }
+                    failure = Some(e)
+                }
             }
         }
         fresh.close().await;
@@ -122,26 +132,57 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
     }
 }
 
+/// A VyOS router's confirmation: `confirm`, read for what it says (it exits 0 both when it
+/// stopped the timer and when there was none: vyos-1x `python/vyos/config_mgmt.py` `confirm`),
+/// then `save` once confirmed, so that a reboot keeps the change. `No confirm pending` means the
+/// router's timer already fired and the change is gone: reported as such, never as confirmed,
+/// and nothing is saved.
+async fn confirm_vyos(fresh: &Session, target: &Target) -> Result<(), ConfirmError> {
+    let t = target.to_string();
+    let unreachable = |e: crate::transport::ssh::SshError| ConfirmError::Unreachable { target: t.clone(), reason: e.to_string() };
+    let o = fresh
+        .run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60))
+        .await
+        .map_err(unreachable)?;
+    let said = |o: &crate::transport::ssh::Output| {
+        let out = o.stdout_str();
+        let last: Vec<&str> = out.lines().filter(|l| !l.trim().is_empty()).collect();
+        format!("exit {}: {} {}", o.status, last.join(" / "), o.stderr_str()).trim().to_string()
+    };
+    match providers::vyos_confirmed(&o.stdout_str()) {
+        Some(true) if o.status == 0 => {}
+        Some(false) => return Err(ConfirmError::Reverted { target: t }),
+        _ => return Err(ConfirmError::Failed { target: t, stderr: said(&o) }),
+    }
+    let o = fresh
+        .run(&providers::vbash(), Some(providers::VYOS_SAVE.as_bytes()), Duration::from_secs(60))
+        .await
+        .map_err(unreachable)?;
+    if o.status != 0 || providers::vyos_error(&o.stdout_str(), &o.stderr_str()).is_some() {
+        return Err(ConfirmError::NotSaved { target: t, detail: said(&o) });
+    }
+    Ok(())
+}
+
 /// One router's confirmation over its fresh connection.
 async fn confirm_router(fresh: &Session, target: &Target, rs: &[&Resource], run: &str) -> Result<(), ConfirmError> {
+    if rs.iter().any(|r| r.provider == ProviderKind::Vyos) {
+        // One confirm covers the router's whole commit.
+        return confirm_vyos(fresh, target).await;
+    }
     for r in rs {
         let o = match r.provider {
             ProviderKind::Wireguard => {
                 let cmd = shell::as_root(&fresh.endpoint.user, &disarm_linux_revert(providers::wg_interface(r), run));
                 fresh.run(&cmd, None, Duration::from_secs(20)).await
             }
-            _ => {
-                fresh.run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60)).await
-            }
+            _ => continue,
         };
         match o {
             Ok(o) if o.status == 0 => {}
             Ok(o) if o.status == shell::LOST => return Err(ConfirmError::Reverted { target: target.to_string() }),
             Ok(o) => return Err(ConfirmError::Failed { target: target.to_string(), stderr: o.stderr_str() }),
             Err(e) => return Err(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }),
-        }
-        if r.provider == ProviderKind::Vyos {
-            break; // one confirm covers the router's whole commit
         }
     }
     Ok(())

@@ -39,12 +39,14 @@ pub(super) struct Context {
 pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingChange>) -> Outcome {
     let mut ok: Vec<(Resource, Observed)> = Vec::new();
     if items.iter().all(|c| c.resource.provider == ProviderKind::Vyos) {
-        // One commit-confirm for the whole router.
-        // A script that fails commits nothing, and the pending confirmation it
-        // found may be someone else's: only a commit that went through is reverted.
+        // One commit-confirm for the whole router. A script whose commit-confirm armed the
+        // router's timer committed what VyOS took (VyOS goes on after a failing line): put back.
+        // One that armed nothing committed nothing, and the pending confirmation it found may
+        // be someone else's: not touched.
         return match providers::apply_vyos(s, &items, cx.confirm_minutes).await {
             Ok(()) => (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], None),
-            Err(e) => (ok, vec![], Some(e.to_string())),
+            Err(f) if f.armed => (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], Some(f.error.to_string())),
+            Err(f) => (ok, vec![], Some(f.error.to_string())),
         };
     }
     for PendingChange { resource: r, prior, text } in items {

@@ -252,14 +252,97 @@ pub fn vyos_deletes(gone: &[String], keep: &[String], roots: &[String]) -> Vec<S
     out
 }
 
+/// How a router's `commit-confirm` asks before arming its timer, as read from the router
+/// ([`vyos_confirm_form`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfirmForm {
+    /// VyOS 1.4 (sagitta): `commit-confirm N` always asks `Proceed ? [Y/n]` on stdin
+    /// (vyos-1x `python/vyos/config_mgmt.py` `commit_confirm` → `python/vyos/utils/io.py`
+    /// `ask_yes_no`; vyatta-cfg `functions/interpreter/vyatta-cfg-run` on sagitta passes no
+    /// `-y`).
+    Prompts,
+    /// Newer vyatta-cfg (`current`, T9144): `commit-confirm N no-prompt` runs config-mgmt with
+    /// `-y`, which skips the question.
+    NoPrompt,
+}
+
+/// Reads what `commit-confirm` runs on the router: bash prints the function the script-template
+/// aliases it to (vyatta-cfg `functions/interpreter/vyatta-cfg-run`).
+pub const VYOS_CONFIRM_PROBE: &str =
+    "source /opt/vyatta/etc/functions/script-template\ndeclare -f vyatta_config_commit-confirm\n";
+
+/// The form of `commit-confirm` a router supports, from the output of [`VYOS_CONFIRM_PROBE`]:
+/// the function calls `config-mgmt commit_confirm` on every version; only the newer one
+/// compares an argument with `"no-prompt"` (vyatta-cfg PR #153). None: not a function fabric
+/// knows, so fabric does not guess how it asks.
+pub fn confirm_form_of(probe_output: &str) -> Option<ConfirmForm> {
+    if !probe_output.contains("config-mgmt commit_confirm") {
+        return None;
+    }
+    Some(if probe_output.contains("\"no-prompt\"") { ConfirmForm::NoPrompt } else { ConfirmForm::Prompts })
+}
+
+/// The `commit-confirm` line of an apply script. Its stdin is bound to a here-string holding
+/// the answer `y`, whatever the form: on 1.4, `config_mgmt.py` reads the answer with Python's
+/// `input()`, which fills an 8 KiB buffer from a pipe, so reading the script's own stdin would
+/// take the script lines after it too (and a non-answer makes `ask_yes_no` ask again, forever at
+/// end of input). bash gives a here-string to that one command only and reads the script
+/// itself one byte at a time, so no script line can be read by the prompt. Where the router
+/// has `no-prompt`, the question is not asked at all.
+pub fn commit_confirm_line(minutes: u32, form: ConfirmForm) -> String {
+    match form {
+        ConfirmForm::Prompts => format!("commit-confirm {minutes} <<< y"),
+        ConfirmForm::NoPrompt => format!("commit-confirm {minutes} no-prompt <<< y"),
+    }
+}
+
+/// What VyOS prints when a line of a script fails. `vbash -s` goes on after a failing line
+/// and the exit status is the last line's (the script-template sets no `-e`; vyatta-cfg
+/// `functions/interpreter/vyatta-cfg-run`: a failed `set` returns 0, `vyatta_config_commit`
+/// ends in `unset`), so the output is what says a script failed:
+/// - `Set failed`, `Delete failed` (vyatta-cfg `src/cli_new.c` `bye`, vyatta-cfg-run
+///   `vyatta_cfg_validate_cmd`), `Commit failed` (vyatta-cfg `src/commit/commit-algorithm.cpp`),
+///   `[[path]] failed` and `Value validation failed`: a line ending in ` failed`;
+/// - `Configuration path: [...] is not valid` / `is ambiguous`, `Invalid command:`,
+///   `Ambiguous command:` (vyatta-cfg-run);
+/// - `commit-confirm canceled`, `Another confirm is pending` (vyos-1x config_mgmt.py) and
+///   `Please respond with yes/y or no/n` (vyos-1x `python/vyos/utils/io.py`);
+/// - `No configuration changes to commit` (vyatta-cfg-run): fabric only sends a change, so a
+///   router that sees none did not take it;
+/// - bash's `command not found`.
+///
+/// Returns the first such line (it never holds a value fabric sent: VyOS names paths here).
+pub fn vyos_error(stdout: &str, stderr: &str) -> Option<String> {
+    const MARKS: [&str; 9] = [
+        "] is not valid",
+        "] is ambiguous",
+        "Invalid command:",
+        "Ambiguous command:",
+        "commit-confirm canceled",
+        "Another confirm is pending",
+        "Please respond with yes/y or no/n",
+        "No configuration changes to commit",
+        "command not found",
+    ];
+    stdout.lines().chain(stderr.lines()).map(str::trim).find_map(|l| {
+        let bad = l.ends_with(" failed") || MARKS.iter().any(|m| l.contains(m));
+        bad.then(|| l.chars().take(160).collect())
+    })
+}
+
+/// What `commit-confirm` prints once its timer is armed (vyos-1x `config_mgmt.py`
+/// `commit_confirm`: `Initialized commit-confirm; N minutes to confirm before reboot|reload`).
+pub const VYOS_ARMED: &str = "Initialized commit-confirm;";
+
 /// The configuration-mode script that turns `from` into `to` (both sets of `set` lines under
-/// the managed `roots`). With `confirm_minutes` it ends in `commit-confirm`, so the router
-/// reverts by itself unless confirmed; without, in `commit` and `save` (to put a step back).
+/// the managed `roots`). With `confirm` it ends in `commit-confirm` (see
+/// [`commit_confirm_line`]), so the router reverts by itself unless confirmed; without, in
+/// `commit` and `save` (to put a step back).
 pub fn vyos_script(
     from: &[String],
     to: &[String],
     roots: &[String],
-    confirm_minutes: Option<u32>,
+    confirm: Option<(u32, ConfirmForm)>,
     generate_key: Option<&str>,
 ) -> String {
     let mut s = String::from("source /opt/vyatta/etc/functions/script-template\nconfigure\n");
@@ -278,14 +361,70 @@ pub fn vyos_script(
         s.push_str(line);
         s.push('\n');
     }
-    match confirm_minutes {
-        Some(m) => s.push_str(&format!("commit-confirm {m}\nexit\n")),
+    match confirm {
+        Some((m, form)) => {
+            s.push_str(&commit_confirm_line(m, form));
+            s.push_str("\nexit\n");
+        }
         None => s.push_str("commit\nsave\nexit\n"),
     }
     s
 }
 
-pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template\nconfigure\nconfirm\nsave\nexit\n";
+/// Stops a pending commit-confirm (what `confirm` answers: [`vyos_confirmed`]).
+pub const VYOS_CONFIRM: &str = "source /opt/vyatta/etc/functions/script-template\nconfigure\nconfirm\nexit\n";
+
+/// Saves the running configuration, so that a reboot keeps it.
+pub const VYOS_SAVE: &str = "source /opt/vyatta/etc/functions/script-template\nconfigure\nsave\nexit\n";
+
+/// What `confirm` answered (vyos-1x `python/vyos/config_mgmt.py` `confirm`, exit 0 in both
+/// cases): `Reboot timer stopped` / `Reload timer stopped` when it stopped a pending timer;
+/// `No confirm pending` when there was none, i.e. for fabric's own commit-confirm, that the
+/// timer had already fired and the router put itself back. None: neither.
+pub fn vyos_confirmed(stdout: &str) -> Option<bool> {
+    let lines: Vec<&str> = stdout.lines().map(str::trim).collect();
+    if lines.iter().any(|l| *l == "Reboot timer stopped" || *l == "Reload timer stopped") {
+        Some(true)
+    } else if lines.contains(&"No confirm pending") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Reads how the router's `commit-confirm` asks ([`confirm_form_of`]).
+pub async fn vyos_confirm_form(s: &Session, at: &Address) -> Result<ConfirmForm, ProviderError> {
+    let o = s.run(&vbash(), Some(VYOS_CONFIRM_PROBE.as_bytes()), READ_TIMEOUT).await?;
+    confirm_form_of(&o.stdout_str()).ok_or_else(|| ProviderError::Unsupported {
+        address: at.clone(),
+        message: format!(
+            "cannot tell how this router's commit-confirm asks (`declare -f vyatta_config_commit-confirm` \
+             exited {} without a function calling config-mgmt commit_confirm); fabric does not guess: \
+             is this VyOS 1.4 or newer?",
+            o.status
+        ),
+    })
+}
+
+/// Checks the output of a script that ran `vbash -s`: a non-zero exit, or any of VyOS's error
+/// lines ([`vyos_error`]) whatever the exit status, fails it; with `armed`, so does an output
+/// without [`VYOS_ARMED`] (no timer, so nothing would put the router back).
+fn vyos_outcome(at: &Address, what: &str, o: &crate::transport::ssh::Output, armed: bool) -> Result<(), ProviderError> {
+    if o.status != 0 {
+        return Err(failed_at(at, what, o));
+    }
+    let (out, err) = (o.stdout_str(), o.stderr_str());
+    if let Some(line) = vyos_error(&out, &err) {
+        return Err(ProviderError::Unsupported { address: at.clone(), message: format!("`{what}`: VyOS said: {line}") });
+    }
+    if armed && !out.contains(VYOS_ARMED) {
+        return Err(ProviderError::Unsupported {
+            address: at.clone(),
+            message: format!("`{what}`: the router did not say its commit-confirm timer was armed"),
+        });
+    }
+    Ok(())
+}
 
 // ---- Reading and applying -----------------------------------------------------------------
 
@@ -592,15 +731,15 @@ pub async fn apply(
                     .await?
                     .is_none();
             let iface = vyos_subtree(r).rsplit(' ').next().unwrap_or("wg0").to_string();
-            let script = vyos_script(
-                &from,
-                &to,
-                &[vyos_subtree(r).to_string()],
-                confirm_minutes,
-                needs_key.then_some(iface.as_str()),
-            );
+            let confirm = match confirm_minutes {
+                Some(m) => Some((m.max(1), vyos_confirm_form(s, &r.address).await?)),
+                None => None,
+            };
+            let script =
+                vyos_script(&from, &to, &[vyos_subtree(r).to_string()], confirm, needs_key.then_some(iface.as_str()));
             let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
-            if o.status != 0 { Err(failed(r, "commit-confirm", &o)) } else { Ok(()) }
+            let what = if confirm.is_some() { "commit-confirm" } else { "commit" };
+            vyos_outcome(&r.address, what, &o, confirm.is_some())
         }
         (ProviderKind::Kube, _) | (ProviderKind::Command, _) => Err(ProviderError::Unsupported {
             address: r.address.clone(),
@@ -631,9 +770,20 @@ pub struct PendingChange {
     pub text: String,
 }
 
+/// A VyOS apply that failed, and whether its commit-confirm armed the router's timer. Armed,
+/// the commit ran too (VyOS commits what was valid even when a line of the script failed), so
+/// the router holds part of the change: it must be put back. Not armed, nothing of this script
+/// was committed, and a pending confirmation the router has is someone else's.
+#[derive(Debug)]
+pub struct VyosApplyFailure {
+    pub error: ProviderError,
+    pub armed: bool,
+}
+
 /// Applies every VyOS resource of one router in one commit-confirm: VyOS allows one pending
 /// confirmation at a time, and one commit is one rollback point on the router.
-pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u32) -> Result<(), ProviderError> {
+pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u32) -> Result<(), VyosApplyFailure> {
+    let not_armed = |error| VyosApplyFailure { error, armed: false };
     let mut from = Vec::new();
     let mut to = Vec::new();
     for c in items {
@@ -643,13 +793,15 @@ pub async fn apply_vyos(s: &Session, items: &[PendingChange], confirm_minutes: u
     let rs: Vec<&Resource> = items.iter().map(|c| &c.resource).collect();
     let Some(at) = rs.first().map(|r| r.address.clone()) else { return Ok(()) };
     let needs_key = match vyos_iface(&rs) {
-        Some(i) => public_key(s, ProviderKind::Vyos, &i).await?.is_none().then_some(i),
+        Some(i) => public_key(s, ProviderKind::Vyos, &i).await.map_err(not_armed)?.is_none().then_some(i),
         None => None,
     };
+    let form = vyos_confirm_form(s, &at).await.map_err(not_armed)?;
     let roots: Vec<String> = rs.iter().map(|r| vyos_subtree(r).to_string()).collect();
-    let script = vyos_script(&from, &to, &roots, Some(confirm_minutes.max(1)), needs_key.as_deref());
-    let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
-    if o.status != 0 { Err(failed_at(&at, "commit-confirm", &o)) } else { Ok(()) }
+    let script = vyos_script(&from, &to, &roots, Some((confirm_minutes.max(1), form)), needs_key.as_deref());
+    let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await.map_err(|e| not_armed(e.into()))?;
+    vyos_outcome(&at, "commit-confirm", &o, true)
+        .map_err(|error| VyosApplyFailure { error, armed: o.stdout_str().contains(VYOS_ARMED) })
 }
 
 /// Puts the VyOS resources of one router back to their prior lines: cancels a pending
@@ -665,6 +817,8 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
             ),
         });
     }
+    // Stops the router's own timer if it is still pending (`No confirm pending`: it fired, the
+    // router put itself back already; what is live is read next either way).
     let _ = s.run(&vbash(), Some(VYOS_CONFIRM.as_bytes()), APPLY_TIMEOUT).await;
     let mut now = Vec::new();
     let mut to = Vec::new();
@@ -679,7 +833,7 @@ pub async fn revert_vyos(s: &Session, items: &[(Resource, Observed)]) -> Result<
     }
     let roots: Vec<String> = items.iter().map(|(r, _)| vyos_subtree(r).to_string()).collect();
     let o = s.run(&vbash(), Some(vyos_script(&now, &to, &roots, None, None).as_bytes()), APPLY_TIMEOUT).await?;
-    if o.status != 0 { Err(failed_at(&at, "revert", &o)) } else { Ok(()) }
+    vyos_outcome(&at, "revert", &o, false)
 }
 
 /// How to undo a command fabric ran, by its name: fixed here, never read from a journal (a
@@ -732,7 +886,7 @@ pub async fn revert(s: &Session, r: &Resource, prior: &Observed) -> Result<(), P
             }
             let script = vyos_script(&now, &to, &[vyos_subtree(r).to_string()], None, None);
             let o = s.run(&vbash(), Some(script.as_bytes()), APPLY_TIMEOUT).await?;
-            if o.status != 0 { Err(failed(r, "revert", &o)) } else { Ok(()) }
+            vyos_outcome(&r.address, "revert", &o, false)
         }
         // A command whose probe failed before the step is undone when fabric knows how (see
         // `undo_of`); the others are idempotent actions with nothing to undo.
@@ -893,6 +1047,54 @@ mod tests {
     }
 
     #[test]
+    fn the_commit_confirm_form_is_read_not_assumed() {
+        // What bash prints for sagitta's function (vyatta-cfg functions/interpreter/vyatta-cfg-run).
+        let sagitta = "vyatta_config_commit-confirm () \n{ \n    local minutes=10;\n    cmd=\"${vyos_bin_dir}/config-mgmt commit_confirm -t=$minutes\";\n    eval \"sudo sg vyattacfg \\\"$cmd\\\" \"\n}\n";
+        assert_eq!(confirm_form_of(sagitta), Some(ConfirmForm::Prompts));
+        let newer = "vyatta_config_commit-confirm () \n{ \n    if [ \"$arg\" = \"no-prompt\" ] && [ \"$in_comment\" = \"0\" ]; then\n        yes_flag=\"-y\";\n    fi;\n    cmd=\"${vyos_bin_dir}/config-mgmt commit_confirm -t=$minutes $yes_flag\"\n}\n";
+        assert_eq!(confirm_form_of(newer), Some(ConfirmForm::NoPrompt));
+        // No such function (not VyOS, or a VyOS fabric does not know): no guess.
+        assert_eq!(confirm_form_of(""), None);
+        assert_eq!(confirm_form_of("bash: declare: vyatta_config_commit-confirm: not found"), None);
+        // The answer reaches that one command only, in both forms.
+        assert_eq!(commit_confirm_line(5, ConfirmForm::Prompts), "commit-confirm 5 <<< y");
+        assert_eq!(commit_confirm_line(5, ConfirmForm::NoPrompt), "commit-confirm 5 no-prompt <<< y");
+    }
+
+    #[test]
+    fn vyos_errors_are_read_from_the_output() {
+        // A failing `set` in `vbash -s` (exit status 0): vyatta-cfg-run's messages.
+        let set = "\n  Configuration path: [interfaces wireguard wg0 pubkey] is not valid\n  Set failed\n\n";
+        assert_eq!(vyos_error("", set).as_deref(), Some("Configuration path: [interfaces wireguard wg0 pubkey] is not valid"));
+        assert_eq!(vyos_error("\n  Value validation failed\n  Set failed\n", "").as_deref(), Some("Value validation failed"));
+        let commit = "\n[ interfaces wireguard wg0 ]\nWireGuard peer \"sp\": missing mandatory allowed-ips!\n\n[[interfaces wireguard wg0]] failed\nCommit failed\n";
+        assert_eq!(vyos_error(commit, "").as_deref(), Some("[[interfaces wireguard wg0]] failed"));
+        for l in [
+            "Another confirm is pending",
+            "commit-confirm canceled",
+            "Proceed ? [Y/n] Please respond with yes/y or no/n",
+            "No configuration changes to commit",
+            "vbash: line 4: sett: command not found",
+            "  Invalid command: [sett]",
+        ] {
+            assert!(vyos_error(l, "").is_some(), "{l}");
+        }
+        let fine = "\ncommit-confirm will automatically reboot in 5 minutes unless changes\nare confirmed.\n\nProceed ? [Y/n] Initialized commit-confirm; 5 minutes to confirm before reboot\n";
+        assert_eq!(vyos_error(fine, ""), None);
+        assert_eq!(vyos_error("Saving configuration to '/config/config.boot'...\nDone\n", ""), None);
+    }
+
+    #[test]
+    fn confirm_answers_are_told_apart() {
+        assert_eq!(vyos_confirmed("Reboot timer stopped\n"), Some(true));
+        assert_eq!(vyos_confirmed("Reload timer stopped\n"), Some(true));
+        // Exit 0 too, but nothing was pending: the router had put itself back already.
+        assert_eq!(vyos_confirmed("No confirm pending\n"), Some(false));
+        assert_eq!(vyos_confirmed(""), None);
+        assert_eq!(vyos_confirmed("something else"), None);
+    }
+
+    #[test]
     fn vyos_script_is_a_diff_with_commit_confirm() {
         let from = vec![
             "set interfaces wireguard wg0 port '51820'".to_string(),
@@ -903,12 +1105,18 @@ mod tests {
             "set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'".to_string(),
         ];
         assert_eq!(
-            vyos_script(&from, &to, &["interfaces wireguard wg0".to_string()], Some(2), Some("wg0")),
+            vyos_script(
+                &from,
+                &to,
+                &["interfaces wireguard wg0".to_string()],
+                Some((2, ConfirmForm::Prompts)),
+                Some("wg0")
+            ),
             "source /opt/vyatta/etc/functions/script-template\nconfigure\n\
              delete interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'\n\
              run generate pki wireguard key-pair install interface wg0\n\
              set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'\n\
-             commit-confirm 2\nexit\n"
+             commit-confirm 2 <<< y\nexit\n"
         );
     }
 }

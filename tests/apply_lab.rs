@@ -504,6 +504,62 @@ fn vyos_killed_before_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &
     assert!(o.status.success(), "nothing is left pending: {}", out(&o));
 }
 
+/// The running configuration of a lab VyOS router, through the double.
+fn vyos_config(lab: &lab::Lab, router: &str) -> String {
+    let o = lab.ssh(router, "show configuration commands", "");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// On VyOS a failing line does not stop a `vbash -s` script: the valid rest is committed with
+/// the router's timer armed, and the script exits 0. Fabric reads VyOS's error in the output,
+/// fails the step and puts the router back at once; nothing is left pending.
+fn vyos_a_line_refused(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    hand_edit(
+        lab,
+        Kind::Vyos,
+        "sp-router",
+        "",
+        "set interfaces wireguard wg0 port '51991'\nset interfaces wireguard wg0 description 'hand edit'",
+    );
+    // The double's fault injection: `set ... port '51820'` (B.1's value) fails as a refused value.
+    let state = lab.dir.join("hosts/sp-router/vyos");
+    std::fs::write(state.join("reject_set"), "interfaces wireguard wg0 port 51820").unwrap();
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    std::fs::remove_file(state.join("reject_set")).unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("VyOS said: Value validation failed"), "{}", out(&o));
+    let shown = vyos_config(lab, "sp-router");
+    assert!(shown.contains("set interfaces wireguard wg0 description 'hand edit'"), "not put back:\n{shown}");
+    assert!(shown.contains("set interfaces wireguard wg0 port '51991'"), "not put back:\n{shown}");
+    assert!(!state.join("confirm.pending").exists(), "the router's timer was left running");
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
+/// A confirmation that comes after the router's timer fired: VyOS's `confirm` answers `No
+/// confirm pending` with exit 0. Fabric reports the router as reverted (never confirmed) and
+/// puts the step back everywhere, the router it had already confirmed included.
+fn vyos_confirmed_too_late(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    for router in ["franca-router", "sp-router"] {
+        hand_edit(lab, Kind::Vyos, router, "", "set interfaces wireguard wg0 description 'hand edit'");
+    }
+    // The run stops 35 s after confirming its first router (franca): sp's 15 s have passed.
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
+    let p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "confirming", 35);
+    assert!(p.wait_for_pause(Duration::from_secs(90)), "the run confirmed its first router");
+    let o = p.finish();
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(out(&o).contains("router.sp had already reverted by itself"), "{}", out(&o));
+    for router in ["franca-router", "sp-router"] {
+        let shown = vyos_config(lab, router);
+        assert!(shown.contains("description 'hand edit'"), "{router} not put back:\n{shown}");
+        assert!(!lab.dir.join("hosts").join(router).join("vyos/confirm.pending").exists(), "{router}: timer left");
+    }
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    assert!(o.status.success(), "{}", out(&o));
+}
+
 fn vyos_double() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let st = std::process::Command::new(env!("CARGO"))
@@ -716,7 +772,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         }
         Kind::Vyos => {
             // Someone else's commit-confirm is pending on sp-router.
-            let script = "source /opt/vyatta/etc/functions/script-template\nconfigure\nset interfaces wireguard wg0 port '51998'\ncommit-confirm 1\nexit\n";
+            let script = "source /opt/vyatta/etc/functions/script-template\nconfigure\nset interfaces wireguard wg0 port '51998'\ncommit-confirm 1 <<< y\nexit\n";
             assert!(lab.ssh("sp-router", "vbash -s", script).status.success());
             let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
             assert_eq!(o.status.code(), Some(1));
@@ -740,6 +796,8 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         a_peer_lost_mid_apply(lab, &run, &topo, confirm);
     } else {
         vyos_killed_before_confirm(lab, &run, &topo, confirm);
+        vyos_a_line_refused(lab, &run, &topo, confirm);
+        vyos_confirmed_too_late(lab, &run, &topo, confirm);
     }
     wan_cut_mid_apply(lab, kind, &run, &topo, confirm);
 

@@ -1414,9 +1414,13 @@ impl<'a> Session<'a> {
         let warn = if unsaved { "\nYou should save previous commits before commit-confirm !\n" } else { "" };
         // The question as config_mgmt.py words it (sagitta: reboot only; current: both).
         let question = if action == "reload" {
-            format!("\ncommit-confirm will automatically reload previous config in {n} minutes\nunless changes are confirmed.\nProceed ?")
+            format!(
+                "\ncommit-confirm will automatically reload previous config in {n} minutes\nunless changes are confirmed.\nProceed ?"
+            )
         } else {
-            format!("{warn}\ncommit-confirm will automatically reboot in {n} minutes unless changes\nare confirmed.\n\nProceed ?")
+            format!(
+                "{warn}\ncommit-confirm will automatically reboot in {n} minutes unless changes\nare confirmed.\n\nProceed ?"
+            )
         };
         if !no_prompt && !ask_yes_no(&question, true, stdin, rest) {
             say("commit-confirm canceled");
@@ -1555,7 +1559,7 @@ impl<'a> Session<'a> {
         }
         if !self.in_config {
             return Err(Failed(format!(
-                "You are not in configure mode, commands to install manually from configure mode:\n\
+                "vyos_double: You are not in configure mode, commands to install manually from configure mode:\n\
                  set interfaces wireguard {ifn} private-key '<redacted by vyos_double>'\n\n\
                  [vyos_double] real VyOS prints the new PRIVATE key here; the double refuses (exit 1): run the \
                  command inside `configure`"
@@ -1563,8 +1567,10 @@ impl<'a> Session<'a> {
         }
         let path = ["interfaces", "wireguard", ifn, "private-key"];
         if self.candidate.value(&path).is_some() {
+            // Not modelled: sagitta's `python/vyos/utils/misc.py` `install_into_config` asks
+            // `ask_yes_no(... [y/N])` on stdin here (the script's lines, read ahead). Stops the script.
             return Err(Failed(format!(
-                "Config node \"interfaces wireguard {ifn} private-key '<redacted>'\" already exists. Do you want to \
+                "vyos_double: Config node \"interfaces wireguard {ifn} private-key '<redacted>'\" already exists. Do you want to \
                  overwrite it? [y/N]\n\n[vyos_double] real VyOS asks on stdin (in a `vbash -s` script that eats the \
                  next script lines); the double refuses: delete the private-key first"
             )));

@@ -500,9 +500,16 @@ fn vyos_killed_before_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &
     let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
     assert_eq!(plan.status.code(), Some(2), "each router put itself back: {}\n{}", out(&o), out(&plan));
     assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "{}", out(&plan));
-    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    // After the revert the peers may need a handshake or two before the check passes: a
+    // timeout with room for that (120 s = 2 "minutes" = 30 s on the lab's double). With the
+    // shortest one, the router can revert first, which fabric now reads (`No confirm pending`)
+    // and reports as a revert; before issue #23 it took that answer for a confirmation.
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", ROOMY]);
     assert!(o.status.success(), "nothing is left pending: {}", out(&o));
 }
+
+/// A confirm timeout with room for the handshakes after a revert (see `vyos_killed_before_confirm`).
+const ROOMY: &str = "120";
 
 /// The running configuration of a lab VyOS router, through the double.
 fn vyos_config(lab: &lab::Lab, router: &str) -> String {
@@ -533,30 +540,32 @@ fn vyos_a_line_refused(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
     assert!(shown.contains("set interfaces wireguard wg0 description 'hand edit'"), "not put back:\n{shown}");
     assert!(shown.contains("set interfaces wireguard wg0 port '51991'"), "not put back:\n{shown}");
     assert!(!state.join("confirm.pending").exists(), "the router's timer was left running");
-    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", ROOMY]);
     assert!(o.status.success(), "{}", out(&o));
 }
 
-/// A confirmation that comes after the router's timer fired: VyOS's `confirm` answers `No
-/// confirm pending` with exit 0. Fabric reports the router as reverted (never confirmed) and
-/// puts the step back everywhere, the router it had already confirmed included.
+/// A confirmation that comes after the routers' timers fired: VyOS's `confirm` answers `No
+/// confirm pending` with exit 0. Fabric reports the router as reverted (never as confirmed)
+/// and puts the step back everywhere.
 fn vyos_confirmed_too_late(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
     for router in ["franca-router", "sp-router"] {
         hand_edit(lab, Kind::Vyos, router, "", "set interfaces wireguard wg0 description 'hand edit'");
     }
-    // The run stops 35 s after confirming its first router (franca): sp's 15 s have passed.
+    // The run stops 35 s once both routers are changed: their 15 s pass before it confirms.
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
-    let p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "confirming", 35);
-    assert!(p.wait_for_pause(Duration::from_secs(90)), "the run confirmed its first router");
+    let p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "applied", 35);
+    assert!(p.wait_for_pause(Duration::from_secs(90)), "the run applied its changes");
     let o = p.finish();
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
-    assert!(out(&o).contains("router.sp had already reverted by itself"), "{}", out(&o));
+    // Routers are confirmed in name order: franca is the first to answer `No confirm pending`.
+    assert!(out(&o).contains("router.franca had already reverted by itself"), "{}", out(&o));
+    assert!(out(&o).contains("failed and was reverted"), "{}", out(&o));
     for router in ["franca-router", "sp-router"] {
         let shown = vyos_config(lab, router);
         assert!(shown.contains("description 'hand edit'"), "{router} not put back:\n{shown}");
         assert!(!lab.dir.join("hosts").join(router).join("vyos/confirm.pending").exists(), "{router}: timer left");
     }
-    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", ROOMY]);
     assert!(o.status.success(), "{}", out(&o));
 }
 

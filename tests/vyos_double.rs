@@ -493,7 +493,10 @@ fn a_failing_line_does_not_stop_the_script() {
     );
     let (code, out) = local(&double, &st, &script, quick);
     assert_eq!(code, Some(0), "{out}");
-    assert!(out.contains("Configuration path: [system bogus-node x] is not valid") && out.contains("Set failed"), "{out}");
+    assert!(
+        out.contains("Configuration path: [system bogus-node x] is not valid") && out.contains("Set failed"),
+        "{out}"
+    );
     let running = local_config(&st);
     assert!(running.contains("host-name 'valid-rest'") && running.contains("domain-name 'ok.example'"), "{running}");
     // The exit status says nothing; fabric reads the output.
@@ -505,7 +508,9 @@ fn a_failing_line_does_not_stop_the_script() {
     let (code, out) = local(
         &double,
         &st,
-        &format!("{TEMPLATE}configure\nset system host-name 'again'\nset system domain-name 'no.example'\ncommit\nexit\n"),
+        &format!(
+            "{TEMPLATE}configure\nset system host-name 'again'\nset system domain-name 'no.example'\ncommit\nexit\n"
+        ),
         quick,
     );
     assert_eq!(code, Some(0), "{out}");
@@ -532,7 +537,8 @@ fn fabric_answers_commit_confirm_in_both_forms() {
         assert_eq!(form, want, "{probe}");
         // What fabric sends, with more script after the commit-confirm line: nothing is eaten,
         // the timer is armed, the session ends at once.
-        let domain = format!("set system domain-name '{}.example'", if form == ConfirmForm::NoPrompt { "np" } else { "p" });
+        let domain =
+            format!("set system domain-name '{}.example'", if form == ConfirmForm::NoPrompt { "np" } else { "p" });
         let before: Vec<String> =
             local_config(&st).lines().filter(|l| l.starts_with("set system domain-name")).map(String::from).collect();
         let script = vyos_script(&before, std::slice::from_ref(&domain), &roots, Some((30, form)), None);

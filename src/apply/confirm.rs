@@ -139,7 +139,8 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
 /// and nothing is saved.
 async fn confirm_vyos(fresh: &Session, target: &Target) -> Result<(), ConfirmError> {
     let t = target.to_string();
-    let unreachable = |e: crate::transport::ssh::SshError| ConfirmError::Unreachable { target: t.clone(), reason: e.to_string() };
+    let unreachable =
+        |e: crate::transport::ssh::SshError| ConfirmError::Unreachable { target: t.clone(), reason: e.to_string() };
     let o = fresh
         .run(&providers::vbash(), Some(providers::VYOS_CONFIRM.as_bytes()), Duration::from_secs(60))
         .await

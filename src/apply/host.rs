@@ -45,7 +45,9 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
         // be someone else's: not touched.
         return match providers::apply_vyos(s, &items, cx.confirm_minutes).await {
             Ok(()) => (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], None),
-            Err(f) if f.armed => (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], Some(f.error.to_string())),
+            Err(f) if f.armed => {
+                (items.into_iter().map(|c| (c.resource, c.prior)).collect(), vec![], Some(f.error.to_string()))
+            }
             Err(f) => (ok, vec![], Some(f.error.to_string())),
         };
     }

@@ -143,7 +143,7 @@ fn uid() -> String {
 
 /// Whether `target` is locked with a file: SSH hosts yes (a target without SSH access has no
 /// file to lock: reaching it fails on its own); VyOS routers no (their configuration
-/// refuses a second commit while a commit-confirm is pending); Kubernetes APIs no (server-side
+/// refuses a second commit-confirm while one is pending); Kubernetes APIs no (server-side
 /// apply's field ownership guards them).
 fn file_locked(targets: &Targets, target: &Target) -> bool {
     let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
@@ -229,10 +229,17 @@ async fn ensure_keys(step: &StepWork, pool: &Pool, targets: &Targets, live: &mut
         let key = match kind {
             ProviderKind::Vyos => {
                 let script = format!(
-                    "source /opt/vyatta/etc/functions/script-template\nconfigure\nrun generate pki wireguard key-pair install interface {}\ncommit\nsave\nexit\n",
-                    crate::desired::vyos::word(&iface)
+                    "source /opt/vyatta/etc/functions/script-template\nconfigure\n{}\ncommit\nsave\nexit\n",
+                    providers::vyos_generate_key_line(&iface)
                 );
                 let o = s.run(&providers::vbash(), Some(script.as_bytes()), Duration::from_secs(60)).await?;
+                // vbash goes on after a failing line and exits 0: the output says whether it failed.
+                if let Some(said) = providers::vyos_error(&o.stdout_str(), &o.stderr_str()) {
+                    return Err(ApplyError::Blocked {
+                        step: step.key.clone(),
+                        reason: format!("{target}: key generation failed: VyOS said: {said}"),
+                    });
+                }
                 if o.status != 0 {
                     return Err(ApplyError::Blocked {
                         step: step.key.clone(),

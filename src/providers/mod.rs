@@ -330,6 +330,15 @@ pub fn vyos_error(stdout: &str, stderr: &str) -> Option<String> {
     })
 }
 
+/// The line that makes a router's WireGuard key in configure mode. Over an existing key VyOS
+/// asks `Config node "..." already exists. Do you want to overwrite it? [y/N]` on stdin
+/// (vyos-1x `python/vyos/utils/misc.py` `install_into_config` → `ask_yes_no`), which would read
+/// the script's next lines like commit-confirm's question: a here-string answers `n`, so a key
+/// is never overwritten and no script line is read.
+pub fn vyos_generate_key_line(iface: &str) -> String {
+    format!("run generate pki wireguard key-pair install interface {} <<< n", crate::desired::vyos::word(iface))
+}
+
 /// What `commit-confirm` prints once its timer is armed (vyos-1x `config_mgmt.py`
 /// `commit_confirm`: `Initialized commit-confirm; N minutes to confirm before reboot|reload`).
 pub const VYOS_ARMED: &str = "Initialized commit-confirm;";
@@ -352,10 +361,8 @@ pub fn vyos_script(
         s.push('\n');
     }
     if let Some(iface) = generate_key {
-        s.push_str(&format!(
-            "run generate pki wireguard key-pair install interface {}\n",
-            crate::desired::vyos::word(iface)
-        ));
+        s.push_str(&vyos_generate_key_line(iface));
+        s.push('\n');
     }
     for line in to.iter().filter(|l| !from.contains(l)) {
         s.push_str(line);
@@ -415,7 +422,10 @@ fn vyos_outcome(at: &Address, what: &str, o: &crate::transport::ssh::Output, arm
     }
     let (out, err) = (o.stdout_str(), o.stderr_str());
     if let Some(line) = vyos_error(&out, &err) {
-        return Err(ProviderError::Unsupported { address: at.clone(), message: format!("`{what}`: VyOS said: {line}") });
+        return Err(ProviderError::Unsupported {
+            address: at.clone(),
+            message: format!("`{what}`: VyOS said: {line}"),
+        });
     }
     if armed && !out.contains(VYOS_ARMED) {
         return Err(ProviderError::Unsupported {
@@ -1065,8 +1075,14 @@ mod tests {
     fn vyos_errors_are_read_from_the_output() {
         // A failing `set` in `vbash -s` (exit status 0): vyatta-cfg-run's messages.
         let set = "\n  Configuration path: [interfaces wireguard wg0 pubkey] is not valid\n  Set failed\n\n";
-        assert_eq!(vyos_error("", set).as_deref(), Some("Configuration path: [interfaces wireguard wg0 pubkey] is not valid"));
-        assert_eq!(vyos_error("\n  Value validation failed\n  Set failed\n", "").as_deref(), Some("Value validation failed"));
+        assert_eq!(
+            vyos_error("", set).as_deref(),
+            Some("Configuration path: [interfaces wireguard wg0 pubkey] is not valid")
+        );
+        assert_eq!(
+            vyos_error("\n  Value validation failed\n  Set failed\n", "").as_deref(),
+            Some("Value validation failed")
+        );
         let commit = "\n[ interfaces wireguard wg0 ]\nWireGuard peer \"sp\": missing mandatory allowed-ips!\n\n[[interfaces wireguard wg0]] failed\nCommit failed\n";
         assert_eq!(vyos_error(commit, "").as_deref(), Some("[[interfaces wireguard wg0]] failed"));
         for l in [
@@ -1114,7 +1130,7 @@ mod tests {
             ),
             "source /opt/vyatta/etc/functions/script-template\nconfigure\n\
              delete interfaces wireguard wg0 peer sp allowed-ips '10.0.0.9/32'\n\
-             run generate pki wireguard key-pair install interface wg0\n\
+             run generate pki wireguard key-pair install interface wg0 <<< n\n\
              set interfaces wireguard wg0 peer sp allowed-ips '10.0.0.2/32'\n\
              commit-confirm 2 <<< y\nexit\n"
         );

@@ -490,7 +490,10 @@ fn wan_cut_mid_apply(lab: &lab::Lab, kind: Kind, run: &Run, topo: &Path, confirm
 /// commit-confirm puts it back after its "minute"; nothing stays pending and plan shows the
 /// change still to do.
 fn vyos_killed_before_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
-    hand_edit(lab, Kind::Vyos, "sp-router", "", "set interfaces wireguard wg0 port '51991'");
+    // Not the port: after a port change of sp, franca keeps sending to the port it last heard
+    // sp from (WireGuard roaming) until sp's next packet (keepalive 25 s, longer than the
+    // check's 20 s), which is not what this case is about.
+    hand_edit(lab, Kind::Vyos, "sp-router", "", "set interfaces wireguard wg0 description 'hand edit'");
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
     let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "applied", 60);
     assert!(p.wait_for_pause(Duration::from_secs(60)), "the run applied its changes");
@@ -527,18 +530,18 @@ fn vyos_a_line_refused(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
         Kind::Vyos,
         "sp-router",
         "",
-        "set interfaces wireguard wg0 port '51991'\nset interfaces wireguard wg0 description 'hand edit'",
+        "set interfaces wireguard wg0 mtu '1400'\nset interfaces wireguard wg0 description 'hand edit'",
     );
-    // The double's fault injection: `set ... port '51820'` (B.1's value) fails as a refused value.
+    // The double's fault injection: `set ... mtu '1420'` (B.1's value) fails as a refused value.
     let state = lab.dir.join("hosts/sp-router/vyos");
-    std::fs::write(state.join("reject_set"), "interfaces wireguard wg0 port 51820").unwrap();
+    std::fs::write(state.join("reject_set"), "interfaces wireguard wg0 mtu 1420").unwrap();
     let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     std::fs::remove_file(state.join("reject_set")).unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(out(&o).contains("VyOS said: Value validation failed"), "{}", out(&o));
     let shown = vyos_config(lab, "sp-router");
     assert!(shown.contains("set interfaces wireguard wg0 description 'hand edit'"), "not put back:\n{shown}");
-    assert!(shown.contains("set interfaces wireguard wg0 port '51991'"), "not put back:\n{shown}");
+    assert!(shown.contains("set interfaces wireguard wg0 mtu '1400'"), "not put back:\n{shown}");
     assert!(!state.join("confirm.pending").exists(), "the router's timer was left running");
     let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", ROOMY]);
     assert!(o.status.success(), "{}", out(&o));

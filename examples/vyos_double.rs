@@ -1172,8 +1172,7 @@ impl<'a> Session<'a> {
                     Some(h) => Stdin::HereString(h.clone()),
                     None => Stdin::Script,
                 };
-                let s = self.commit_confirm(&words, &mut stdin, &mut rest)?;
-                s
+                self.commit_confirm(&words, &mut stdin, &mut rest)?
             } else {
                 let result = self.command(&words, line);
                 line_status(&words, result)?

@@ -30,6 +30,13 @@ fn is_root() -> bool {
 /// target/debug/examples/vyos_double, next to this test's target/debug/deps/; (re)built with
 /// cargo so the lab never runs a stale double.
 fn double_binary() -> PathBuf {
+    // Built once per test binary: the tests run in parallel and would otherwise queue on
+    // cargo's lock, one build each.
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_double).clone()
+}
+
+fn build_double() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let debug = exe.parent().and_then(Path::parent).expect("target/debug");
     let bin = debug.join("examples/vyos_double");

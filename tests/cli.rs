@@ -578,6 +578,10 @@ fn example_without_sp_gpus() -> String {
     let mk = s.find("\nmultikueue:\n").unwrap();
     let end = s[mk + 1..].find("\n\n").unwrap() + mk + 1;
     s.replace_range(mk..end, "");
+    // Without MultiKueue Franca's gpu-batch is a local queue: its own batch queue beside it goes.
+    let local = s.find("      - name: gpu-batch-local").unwrap();
+    let end = s[local..].find("      - name: gpu-batch ").unwrap() + local;
+    s.replace_range(local..end, "");
     let class = "    sites: [franca, sp]\n    weights: { franca: 1, sp: 1 }";
     assert!(s.contains(class));
     // One replica each: together they fit Franca's shared GPU.

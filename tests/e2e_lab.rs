@@ -241,11 +241,17 @@ fn phases_a_to_d_end_to_end() {
     ] {
         assert!(ev.iter().any(|x| x == e), "missing `{e}` in {ev:#?}");
     }
-    assert!(sp.object("apps/v1", "Deployment", Some("data"), "qdrant").is_none(), "data services stay in franca: {ev:#?}");
+    assert!(
+        sp.object("apps/v1", "Deployment", Some("data"), "qdrant").is_none(),
+        "data services stay in franca: {ev:#?}"
+    );
     // Divided 1:1 by the class's weights, with C.6's GPU model node selector at each member.
     for (server, model) in [(&franca, "a5500"), (&sp, "a5000")] {
         let d = server.object("apps/v1", "Deployment", Some("ai"), "vllm").unwrap();
-        assert_eq!((d["spec"]["replicas"].as_i64(), d["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"].as_str()), (Some(1), Some(model)));
+        assert_eq!(
+            (d["spec"]["replicas"].as_i64(), d["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"].as_str()),
+            (Some(1), Some(model))
+        );
     }
     // qdrant's Service, global: C.5's OverridePolicy annotates it in both members, and Cluster
     // Mesh (EndpointSlice synchronisation on, from B.2) shows Franca's backends in sp.
@@ -261,7 +267,10 @@ fn phases_a_to_d_end_to_end() {
     let ev = kueue::reconcile(&members);
     assert_eq!(
         ev,
-        ["franca: batch/fabric-multikueue-test dispatched to sp", "sp: batch/fabric-multikueue-test admitted on gpu-a5000"],
+        [
+            "franca: batch/fabric-multikueue-test dispatched to sp",
+            "sp: batch/fabric-multikueue-test admitted on gpu-a5000"
+        ],
         "D.4's Job asks cpu and memory and is admitted"
     );
     // Karmada's chart output in the host cluster.

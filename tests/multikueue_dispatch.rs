@@ -214,7 +214,10 @@ async fn the_manager_site_runs_its_local_batch_queue_and_dispatches_the_other() 
         ],
         "{ev:#?}"
     );
-    assert_eq!(job(&f.franca, "batch", "here").unwrap()["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"], "a5500");
+    assert_eq!(
+        job(&f.franca, "batch", "here").unwrap()["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"],
+        "a5500"
+    );
     // Franca's GPUs are 3: its own queues (1 + 2) may not take a 4th by borrowing the
     // dispatching queue's budget.
     f.franca.put_raw(holder("local-3", "batch", "batch-local", 3));

@@ -374,7 +374,8 @@ pub fn dispatch_queue(t: &Topology) -> Option<ClusterQueue> {
 /// manager site's own numbers where it sets them, else the workers' total.
 pub fn dispatch_quota(t: &Topology) -> Option<crate::topology::queues::Quota> {
     let mk = t.multikueue.as_ref()?;
-    let manager = t.sites.iter().find(|s| s.name == mk.manager).and_then(|s| s.queues.iter().find(|q| q.name == mk.queue));
+    let manager =
+        t.sites.iter().find(|s| s.name == mk.manager).and_then(|s| s.queues.iter().find(|q| q.name == mk.queue));
     Some(crate::topology::queues::dispatch_quota(t, mk, manager))
 }
 

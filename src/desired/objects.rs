@@ -8,8 +8,8 @@ use serde_json::{Map, Value, json};
 
 pub use super::charts::*;
 use crate::topology::Topology;
-use crate::topology::queues::Quota;
 use crate::topology::model::*;
+use crate::topology::queues::Quota;
 
 /// Label on every object fabric creates; the value is the fabric's name.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -702,12 +702,12 @@ pub fn cluster_queue(
 
 /// Millicores as a Kubernetes quantity: whole cores when whole (`30`), else `7500m`.
 pub fn cpu_quantity(milli: u64) -> String {
-    if milli % 1000 == 0 { (milli / 1000).to_string() } else { format!("{milli}m") }
+    if milli.is_multiple_of(1000) { (milli / 1000).to_string() } else { format!("{milli}m") }
 }
 
 /// MiB as a Kubernetes quantity: `96Gi` when whole GiB, else `1536Mi`.
 pub fn memory_quantity(mib: u64) -> String {
-    if mib % 1024 == 0 { format!("{}Gi", mib / 1024) } else { format!("{mib}Mi") }
+    if mib.is_multiple_of(1024) { format!("{}Gi", mib / 1024) } else { format!("{mib}Mi") }
 }
 
 pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {

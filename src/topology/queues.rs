@@ -98,7 +98,8 @@ pub fn dispatch_quota(t: &Topology, mk: &MultiKueue, manager_queue: Option<&Clus
 /// site) may not guarantee more cpu or memory than those nodes offer.
 pub fn check(t: &Topology, out: &mut Vec<Problem>) {
     for (i, s) in t.sites.iter().enumerate() {
-        let dispatch = |q: &ClusterQueue| t.multikueue.as_ref().is_some_and(|m| m.manager == s.name && m.queue == q.name);
+        let dispatch =
+            |q: &ClusterQueue| t.multikueue.as_ref().is_some_and(|m| m.manager == s.name && m.queue == q.name);
         let local: Vec<(usize, &ClusterQueue)> = s.queues.iter().enumerate().filter(|(_, q)| !dispatch(q)).collect();
         let derived = local.iter().find(|(_, q)| q.cpu_quota.is_none() || q.memory_gib_quota.is_none());
         let nodes = flavor_nodes(s);
@@ -138,7 +139,8 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
                     continue;
                 }
                 reported[r] = true;
-                let at = if set { path!["sites", i, "queues", *j, field] } else { path!["sites", i, "queues", *j, "name"] };
+                let at =
+                    if set { path!["sites", i, "queues", *j, field] } else { path!["sites", i, "queues", *j, "name"] };
                 out.push(
                     Problem::error(
                         "topology::queue-resources",

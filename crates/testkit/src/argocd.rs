@@ -42,7 +42,9 @@ pub type Destination<'a> = (&'a str, &'a TestApiServer);
 /// Healthy (4 resources)`).
 pub fn sync(argocd: &TestApiServer, repo_url: &str, repo: &Path, clusters: &[Destination<'_>]) -> Vec<String> {
     let mut events = Vec::new();
-    for mut app in argocd.objects().into_iter().filter(|o| o["apiVersion"] == "argoproj.io/v1alpha1" && o["kind"] == "Application") {
+    for mut app in
+        argocd.objects().into_iter().filter(|o| o["apiVersion"] == "argoproj.io/v1alpha1" && o["kind"] == "Application")
+    {
         let id = format!("{}/{}", meta(&app, "namespace"), meta(&app, "name"));
         let status = match reconcile(argocd, &app, repo_url, repo, clusters) {
             Ok((sync, health, resources)) => {
@@ -122,7 +124,8 @@ fn reconcile(
         {
             health = h;
         }
-        let mut r = json!({"kind": kind, "name": meta(m, "name"), "status": if in_sync { "Synced" } else { "OutOfSync" }});
+        let mut r =
+            json!({"kind": kind, "name": meta(m, "name"), "status": if in_sync { "Synced" } else { "OutOfSync" }});
         if let Some(ns) = ns {
             r["namespace"] = json!(ns);
         }
@@ -134,14 +137,21 @@ fn reconcile(
     Ok((if synced { "Synced" } else { "OutOfSync" }.into(), health.into(), resources))
 }
 
-fn destination<'a>(argocd: &'a TestApiServer, app: &Value, clusters: &[Destination<'a>]) -> Result<&'a TestApiServer, String> {
+fn destination<'a>(
+    argocd: &'a TestApiServer,
+    app: &Value,
+    clusters: &[Destination<'a>],
+) -> Result<&'a TestApiServer, String> {
     let d = &app["spec"]["destination"];
     if d["server"] == "https://kubernetes.default.svc" {
         return Ok(argocd);
     }
     let name = d["name"].as_str().ok_or("destination without name or in-cluster server")?;
     let b64 = |v: &Value| {
-        base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap_or_default()).ok().and_then(|b| String::from_utf8(b).ok())
+        base64::engine::general_purpose::STANDARD
+            .decode(v.as_str().unwrap_or_default())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
     };
     let secret = argocd
         .objects()
@@ -210,7 +220,11 @@ fn deployment_health(d: &Value) -> &'static str {
     if n(&d["metadata"]["generation"]) > n(&st["observedGeneration"]) {
         return "Progressing";
     }
-    let deadline = st["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded");
+    let deadline = st["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded");
     if deadline {
         "Degraded"
     } else if d["spec"]["replicas"].as_i64().is_some_and(|r| n(&st["updatedReplicas"]) < r)

@@ -52,19 +52,19 @@ const MATCH_NAME: u8 = 3;
 /// a member from getting it.
 pub fn propagate(karmada: &TestApiServer, members: &[(&str, &TestApiServer)]) -> Vec<String> {
     let all = karmada.objects();
-    let policies = |kind: &str| -> Vec<&Value> { all.iter().filter(|o| o["apiVersion"] == POLICY && o["kind"] == kind).collect() };
-    let (pps, cpps, ops) = (policies("PropagationPolicy"), policies("ClusterPropagationPolicy"), policies("OverridePolicy"));
+    let policies =
+        |kind: &str| -> Vec<&Value> { all.iter().filter(|o| o["apiVersion"] == POLICY && o["kind"] == kind).collect() };
+    let (pps, cpps, ops) =
+        (policies("PropagationPolicy"), policies("ClusterPropagationPolicy"), policies("OverridePolicy"));
     let mut events = Vec::new();
     for template in all.iter().filter(|o| is_template(o)) {
         let ns = template["metadata"]["namespace"].as_str();
-        let local: Vec<&Value> = pps.iter().copied().filter(|p| ns.is_some() && p["metadata"]["namespace"].as_str() == ns).collect();
+        let local: Vec<&Value> =
+            pps.iter().copied().filter(|p| ns.is_some() && p["metadata"]["namespace"].as_str() == ns).collect();
         let Some(policy) = best_policy(template, &local).or_else(|| best_policy(template, &cpps)) else { continue };
         let names = policy["spec"]["placement"]["clusterAffinity"]["clusterNames"].as_array();
-        let targets: Vec<(&str, &TestApiServer)> = members
-            .iter()
-            .copied()
-            .filter(|(m, _)| names.is_none_or(|n| n.iter().any(|x| x == *m)))
-            .collect();
+        let targets: Vec<(&str, &TestApiServer)> =
+            members.iter().copied().filter(|(m, _)| names.is_none_or(|n| n.iter().any(|x| x == *m))).collect();
         let replicas = divide(template, &policy["spec"]["placement"]["replicaScheduling"], &targets);
         for (i, (member, api)) in targets.iter().enumerate() {
             let mut copy = for_member(template);
@@ -86,7 +86,11 @@ pub fn propagate(karmada: &TestApiServer, members: &[(&str, &TestApiServer)]) ->
             }
             if policy["spec"]["propagateDeps"] == true {
                 for dep in dependencies(template).iter().filter_map(|(k, n)| karmada.object("v1", k, ns, n)) {
-                    events.push(format!("{member}: {} {} as a dependency", dep["kind"].as_str().unwrap_or_default(), dep["metadata"]["name"].as_str().unwrap_or_default()));
+                    events.push(format!(
+                        "{member}: {} {} as a dependency",
+                        dep["kind"].as_str().unwrap_or_default(),
+                        dep["metadata"]["name"].as_str().unwrap_or_default()
+                    ));
                     api.put_raw_as(for_member(&dep), "karmada-execution-controller");
                 }
             }
@@ -100,7 +104,8 @@ pub fn propagate(karmada: &TestApiServer, members: &[(&str, &TestApiServer)]) ->
 /// controller's), not what the API server makes by itself.
 fn is_template(o: &Value) -> bool {
     let api = o["apiVersion"].as_str().unwrap_or_default();
-    let own = ["policy.karmada.io", "work.karmada.io", "cluster.karmada.io", "config.karmada.io", "apiregistration.k8s.io"];
+    let own =
+        ["policy.karmada.io", "work.karmada.io", "cluster.karmada.io", "config.karmada.io", "apiregistration.k8s.io"];
     !own.iter().any(|g| api.starts_with(&format!("{g}/")))
         && !matches!(o["kind"].as_str(), Some("Namespace" | "Event" | "Lease" | "EndpointSlice" | "Endpoints"))
 }
@@ -118,7 +123,9 @@ fn best_policy<'a>(template: &Value, policies: &[&'a Value]) -> Option<&'a Value
             None => true,
             Some((b, be, bi)) => {
                 explicit > be
-                    || (explicit == be && (implicit > bi || (implicit == bi && name < b["metadata"]["name"].as_str().unwrap_or_default())))
+                    || (explicit == be
+                        && (implicit > bi
+                            || (implicit == bi && name < b["metadata"]["name"].as_str().unwrap_or_default())))
             }
         };
         if better {
@@ -135,7 +142,10 @@ fn selectors_priority(o: &Value, selectors: &Value) -> u8 {
 
 fn selector_priority(o: &Value, rs: &Value) -> u8 {
     let ns = rs["namespace"].as_str().unwrap_or_default();
-    if o["apiVersion"] != rs["apiVersion"] || o["kind"] != rs["kind"] || (!ns.is_empty() && o["metadata"]["namespace"] != ns) {
+    if o["apiVersion"] != rs["apiVersion"]
+        || o["kind"] != rs["kind"]
+        || (!ns.is_empty() && o["metadata"]["namespace"] != ns)
+    {
         return MISMATCH;
     }
     match rs["name"].as_str().filter(|n| !n.is_empty()) {
@@ -220,7 +230,8 @@ fn overridden(copy: &Value, ops: &[&Value], member: &str) -> Result<Value, Strin
         .filter(|p| p["metadata"]["namespace"] == copy["metadata"]["namespace"])
         .filter_map(|p| {
             let sel = &p["spec"]["resourceSelectors"];
-            let prio = if sel.as_array().is_none_or(|a| a.is_empty()) { MATCH_ALL } else { selectors_priority(copy, sel) };
+            let prio =
+                if sel.as_array().is_none_or(|a| a.is_empty()) { MATCH_ALL } else { selectors_priority(copy, sel) };
             (prio != MISMATCH).then(|| (prio, p["metadata"]["name"].as_str().unwrap_or_default(), *p))
         })
         .collect();
@@ -296,7 +307,8 @@ fn aggregate_status(karmada: &TestApiServer, template: &Value, targets: &[(&str,
         template["metadata"]["namespace"].as_str(),
         template["metadata"]["name"].as_str().unwrap_or_default(),
     );
-    let fields = ["replicas", "readyReplicas", "updatedReplicas", "availableReplicas", "unavailableReplicas", "currentReplicas"];
+    let fields =
+        ["replicas", "readyReplicas", "updatedReplicas", "availableReplicas", "unavailableReplicas", "currentReplicas"];
     let mut sum = serde_json::Map::new();
     let mut observed = true;
     for (_, api) in targets {
@@ -304,7 +316,8 @@ fn aggregate_status(karmada: &TestApiServer, template: &Value, targets: &[(&str,
             observed = false;
             continue;
         };
-        observed &= m["status"]["observedGeneration"].as_i64().unwrap_or(0) >= m["metadata"]["generation"].as_i64().unwrap_or(1);
+        observed &= m["status"]["observedGeneration"].as_i64().unwrap_or(0)
+            >= m["metadata"]["generation"].as_i64().unwrap_or(1);
         for f in fields {
             if let Some(v) = m["status"][f].as_i64() {
                 let e = sum.entry(f).or_insert(json!(0));

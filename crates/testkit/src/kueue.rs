@@ -204,7 +204,9 @@ pub fn job_requests(api: &TestApiServer, job: &Value) -> Result<Requests, String
     if overhead.as_object().is_none_or(|o| o.is_empty())
         && let Some(rc) = spec["runtimeClassName"].as_str()
     {
-        overhead = api.object("node.k8s.io/v1", "RuntimeClass", None, rc).map_or(Value::Null, |r| r["overhead"]["podFixed"].clone());
+        overhead = api
+            .object("node.k8s.io/v1", "RuntimeClass", None, rc)
+            .map_or(Value::Null, |r| r["overhead"]["podFixed"].clone());
     }
     add(&mut pod, &list(&overhead)?);
     let parallelism = job["spec"]["parallelism"].as_i64().unwrap_or(1);
@@ -392,7 +394,10 @@ pub fn assign(api: &TestApiServer, cq: &Value, job: &Value) -> Result<Vec<String
                 .collect();
             covered.iter().filter(|r| asks.contains_key(*r)).all(|r| {
                 let left = nominal.get(r).copied().unwrap_or(0) - own.get(r).copied().unwrap_or(0)
-                    + rest.iter().map(|(n, u)| n.get(r).copied().unwrap_or(0) - u.get(r).copied().unwrap_or(0)).sum::<i128>();
+                    + rest
+                        .iter()
+                        .map(|(n, u)| n.get(r).copied().unwrap_or(0) - u.get(r).copied().unwrap_or(0))
+                        .sum::<i128>();
                 asks[r] <= left
             })
         };
@@ -428,10 +433,9 @@ pub fn why_pending(api: &TestApiServer, ns: &str, name: &str) -> Option<String> 
 
 /// Unsuspends the Job on `flavors`: their `nodeLabels` go into the pod template's `nodeSelector`.
 fn admit(api: &TestApiServer, mut job: Value, flavors: &[String], managed_by: Option<&str>) {
-    for labels in flavors
-        .iter()
-        .filter_map(|f| api.object(KUEUE, "ResourceFlavor", None, f).and_then(|rf| rf["spec"]["nodeLabels"].as_object().cloned()))
-    {
+    for labels in flavors.iter().filter_map(|f| {
+        api.object(KUEUE, "ResourceFlavor", None, f).and_then(|rf| rf["spec"]["nodeLabels"].as_object().cloned())
+    }) {
         let spec = &mut job["spec"]["template"]["spec"];
         if !spec["nodeSelector"].is_object() {
             spec["nodeSelector"] = json!({});
@@ -496,8 +500,7 @@ fn admit_pending(c: &Cluster<'_>, clusters: &[Cluster<'_>], events: &mut Vec<Str
 /// Whether the worker's own Kueue would admit the Job's copy: its LocalQueue of the same name
 /// and namespace leads to an Active ClusterQueue, without MultiKueue, with room.
 fn worker_admits(wapi: &TestApiServer, job: &Value) -> bool {
-    cluster_queue(wapi, job)
-        .is_some_and(|cq| multikueue_workers(wapi, &cq).is_none() && assign(wapi, &cq, job).is_ok())
+    cluster_queue(wapi, job).is_some_and(|cq| multikueue_workers(wapi, &cq).is_none() && assign(wapi, &cq, job).is_ok())
 }
 
 /// MultiKueue follows its dispatched Jobs: the worker's status is copied to the manager's Job,

@@ -807,6 +807,8 @@ pub struct LocalQueue {
 /// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs. Every
 /// job of that queue goes to a worker, and waits at the manager while no worker has room: Kueue
 /// does not try the manager's own GPUs first (docs/design.md, "Local first, then the other site?").
+/// A manager site's own batch Jobs need a queue of their own beside it (the example's
+/// `gpu-batch-local`; `validate` warns without one).
 /// With Karmada's dedicated VM as the manager and every GPU site a worker, a job runs at
 /// whichever site admits it first.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

@@ -86,11 +86,8 @@ fn one_quota_is_one_change() {
     // Franca's own batch queue lowered from 2 GPUs to 1 (its cpu and memory follow).
     let one = "batch/batch-local run here\n        gpu_quota: 2\n";
     let i = EXAMPLE.find(one).unwrap();
-    let head = format!(
-        "{}batch/batch-local run here\n        gpu_quota: 1\n{}",
-        &EXAMPLE[..i],
-        &EXAMPLE[i + one.len()..]
-    );
+    let head =
+        format!("{}batch/batch-local run here\n        gpu_quota: 1\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
     let pr = Pr::new("one-quota", &head);
     let o = pr.plan(&["--format", "markdown"]);
     let md = text(&o);

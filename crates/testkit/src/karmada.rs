@@ -20,7 +20,8 @@
 //! best last (`pkg/util/overridemanager/overridemanager.go`). Dependencies travel only when the
 //! policy says `propagateDeps: true` (`pkg/dependenciesdistributor`, feature PropagateDeps): the
 //! ConfigMaps, Secrets, non-default ServiceAccount and PersistentVolumeClaims the pod template
-//! names (`pkg/util/helper/pod.go` `GetDependenciesFromPodTemplate`), to the same clusters.
+//! names ([`dependencies`], `pkg/util/helper/pod.go` `GetDependenciesFromPodTemplate`), to the
+//! same clusters.
 //! Each member's status of a Deployment or StatefulSet is summed back into the template's
 //! (`pkg/resourceinterpreter/default/native/aggregatestatus.go`), `observedGeneration` the
 //! template's once every member observed its own. Not modelled: dynamic weights, spread
@@ -248,52 +249,6 @@ fn overridden(copy: &Value, ops: &[&Value], member: &str) -> Result<Value, Strin
         }
     }
     Ok(out)
-}
-
-/// What a workload's pod template names, as (kind, name): ConfigMaps and Secrets (volumes,
-/// projected sources, `env[].valueFrom`, `envFrom`, image pull secrets), a ServiceAccount other
-/// than `default`, PersistentVolumeClaims.
-fn dependencies(template: &Value) -> Vec<(&'static str, String)> {
-    let pod = match template["kind"].as_str() {
-        Some("Pod") => &template["spec"],
-        Some("CronJob") => &template["spec"]["jobTemplate"]["spec"]["template"]["spec"],
-        _ => &template["spec"]["template"]["spec"],
-    };
-    let mut out: Vec<(&'static str, String)> = Vec::new();
-    let mut add = |k: &'static str, n: &Value| {
-        if let Some(n) = n.as_str().filter(|n| !n.is_empty())
-            && !out.iter().any(|(ok, on)| *ok == k && on == n)
-        {
-            out.push((k, n.to_string()));
-        }
-    };
-    for v in pod["volumes"].as_array().into_iter().flatten() {
-        add("ConfigMap", &v["configMap"]["name"]);
-        add("Secret", &v["secret"]["secretName"]);
-        add("PersistentVolumeClaim", &v["persistentVolumeClaim"]["claimName"]);
-        for src in v["projected"]["sources"].as_array().into_iter().flatten() {
-            add("ConfigMap", &src["configMap"]["name"]);
-            add("Secret", &src["secret"]["name"]);
-        }
-    }
-    let containers = ["initContainers", "containers"].into_iter().flat_map(|k| pod[k].as_array().into_iter().flatten());
-    for c in containers {
-        for e in c["env"].as_array().into_iter().flatten() {
-            add("ConfigMap", &e["valueFrom"]["configMapKeyRef"]["name"]);
-            add("Secret", &e["valueFrom"]["secretKeyRef"]["name"]);
-        }
-        for e in c["envFrom"].as_array().into_iter().flatten() {
-            add("ConfigMap", &e["configMapRef"]["name"]);
-            add("Secret", &e["secretRef"]["name"]);
-        }
-    }
-    for s in pod["imagePullSecrets"].as_array().into_iter().flatten() {
-        add("Secret", &s["name"]);
-    }
-    if pod["serviceAccountName"] != "default" {
-        add("ServiceAccount", &pod["serviceAccountName"]);
-    }
-    out
 }
 
 /// The members' status of a Deployment or StatefulSet, summed into the template's.

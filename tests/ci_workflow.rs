@@ -36,9 +36,10 @@ fn the_workflow_commands_work() {
             assert_eq!(code, Some(2), "`{cmd}` plans changes: {}", String::from_utf8_lossy(&o.stderr));
             let md = String::from_utf8_lossy(&o.stdout);
             assert!(md.starts_with("### fabric plan: `sp-franca`"), "{md}");
-            // Just the pull request's change: the two sites' dispatch queues, in Kueue and in
-            // KAI Scheduler.
-            assert!(md.contains("**Plan: 0 to create, 4 to update, 0 to delete.**"), "{md}");
+            // Just the pull request's change: the two sites' batch queues in Kueue (Franca's
+            // dispatching one, its cpu and memory the worker's) and SP's in KAI Scheduler (the
+            // dispatching queue holds no GPUs at Franca: no KAI queue there).
+            assert!(md.contains("**Plan: 0 to create, 3 to update, 0 to delete.**"), "{md}");
         } else {
             assert_eq!(code, Some(0), "`{cmd}`: {}", String::from_utf8_lossy(&o.stderr));
         }

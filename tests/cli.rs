@@ -562,7 +562,7 @@ fn example_without_sp_gpus() -> String {
     let mut s = EXAMPLE.to_string();
     for i in [31, 33, 34] {
         let gpu = format!(
-            "- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, runs: [proxmox, linstor-satellite] }}",
+            "- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, allocatable: {{ cpus: 16, memory_gib: 62 }}, runs: [proxmox, linstor-satellite] }}",
             i + 10,
             i + 10
         );
@@ -578,6 +578,10 @@ fn example_without_sp_gpus() -> String {
     let mk = s.find("\nmultikueue:\n").unwrap();
     let end = s[mk + 1..].find("\n\n").unwrap() + mk + 1;
     s.replace_range(mk..end, "");
+    // Without MultiKueue Franca's gpu-batch is a local queue: its own batch queue beside it goes.
+    let local = s.find("      - name: gpu-batch-local").unwrap();
+    let end = s[local..].find("      - name: gpu-batch ").unwrap() + local;
+    s.replace_range(local..end, "");
     let class = "    sites: [franca, sp]\n    weights: { franca: 1, sp: 1 }";
     assert!(s.contains(class));
     // One replica each: together they fit Franca's shared GPU.

@@ -5,7 +5,7 @@
 //! ends fails and reverts; one cluster down leaves the other site plannable and appliable;
 //! verify reports the seed's checks. Needs root (network namespaces).
 
-use fabric_testkit::{cilium_mesh, kube_api, kueue, lab, run};
+use fabric_testkit::{argocd, cilium_mesh, kube_api, kueue, lab, run};
 
 use std::process::Output;
 use std::time::Duration;
@@ -201,45 +201,79 @@ fn phases_a_to_d_end_to_end() {
     assert!(o.status.success(), "{}", out(&o));
     assert_eq!(b64(&secret(&karmada, "karmada-cluster", "sp")["token"]), "rotated-token-789");
 
-    // 3. verify: the seed's checks against what the controllers report, and for what no
-    // simulated controller makes, what the real thing would have made: Cilium's chart output,
-    // and the services Karmada propagates from the manifests ArgoCD syncs into it.
+    // 3. verify: the seed's checks against what the controllers report. The simulated
+    // controllers make what the real ones would from the objects fabric applied: ArgoCD syncs
+    // the repository's services into Karmada (`fabric_testkit::argocd`), Karmada propagates them
+    // by fabric's PropagationPolicies and OverridePolicies (`fabric_testkit::karmada`), Cluster
+    // Mesh imports the global Service's backends (`cilium_mesh`), MultiKueue dispatches D.4's
+    // Job (`kueue`). What no double makes is the charts' own workloads (the double renders no
+    // chart): Cilium's and Karmada's Deployments are written below as their charts would.
     cilium_chart_output(&franca, "sp");
     cilium_chart_output(&sp, "franca");
     let o = fabric(&["verify", "--step", "C.5"]);
     assert_eq!(o.status.code(), Some(1), "nothing propagated yet: {}", out(&o));
     assert!(out(&o).contains("cluster.sp: Deployment ai/vllm not propagated"), "{}", out(&o));
-    // Propagated as Karmada would, with the override policies' GPU model node selector.
-    for (server, name, ns, gpu) in
-        [(&franca, "vllm", "ai", Some("a5500")), (&sp, "vllm", "ai", Some("a5000")), (&franca, "qdrant", "data", None)]
-    {
-        let selector = gpu.map(|m| json!({"gpu.model": m})).unwrap_or(json!({}));
-        server.put_raw_as(
-            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": ns},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}}, "template": {"metadata": {"labels": {"app": name}},
-                    "spec": {"nodeSelector": selector, "containers": [{"name": name, "image": name}]}}}}),
-            "karmada-execution-controller",
+    // The services' repository ArgoCD syncs (`federation.argocd.path`: services/), as its
+    // owners would write it: fabric adds nothing to it.
+    let repo = dir.join("repo");
+    let services = repo.join("services");
+    std::fs::create_dir_all(&services).unwrap();
+    let deployment = |name: &str, ns: &str, replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{ name: {name}, namespace: {ns} }}\nspec:\n  replicas: {replicas}\n  selector: {{ matchLabels: {{ app: {name} }} }}\n  template:\n    metadata: {{ labels: {{ app: {name} }} }}\n    spec: {{ containers: [{{ name: {name}, image: {name} }}] }}\n---\napiVersion: v1\nkind: Service\nmetadata: {{ name: {name}, namespace: {ns} }}\nspec: {{ selector: {{ app: {name} }}, ports: [{{ port: 8000 }}] }}\n"
+        )
+    };
+    std::fs::write(services.join("vllm.yaml"), deployment("vllm", "ai", 2)).unwrap();
+    std::fs::write(services.join("qdrant.yaml"), deployment("qdrant", "data", 1)).unwrap();
+    // The Karmada API has no Deployment controller: a template's status is what Karmada
+    // gathers from the members.
+    karmada.hold("Deployment", true);
+    let repo_url = "https://example.invalid/devops";
+    let members = [("franca", &franca), ("sp", &sp)];
+    let ev = argocd::sync(&franca, repo_url, &repo, &[("karmada", &karmada)]);
+    assert_eq!(ev, ["argocd/fabric-apps: Synced, Progressing (4 resources)"], "templates without status yet");
+    let ev = fabric_testkit::karmada::propagate(&karmada, &members);
+    for e in [
+        "franca: Deployment ai/vllm by gpu-services",
+        "sp: Deployment ai/vllm by gpu-services",
+        "franca: Deployment data/qdrant by data-services",
+        "sp: Service data/qdrant by data-services-services",
+    ] {
+        assert!(ev.iter().any(|x| x == e), "missing `{e}` in {ev:#?}");
+    }
+    assert!(
+        sp.object("apps/v1", "Deployment", Some("data"), "qdrant").is_none(),
+        "data services stay in franca: {ev:#?}"
+    );
+    // Divided 1:1 by the class's weights, with C.6's GPU model node selector at each member.
+    for (server, model) in [(&franca, "a5500"), (&sp, "a5000")] {
+        let d = server.object("apps/v1", "Deployment", Some("ai"), "vllm").unwrap();
+        assert_eq!(
+            (d["spec"]["replicas"].as_i64(), d["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"].as_str()),
+            (Some(1), Some(model))
         );
     }
-    // qdrant's Service, global: Karmada puts it in both members with C.5's annotations, and
-    // Cluster Mesh (EndpointSlice synchronisation on, from B.2) shows Franca's backends in sp.
-    let repo_service = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "qdrant", "namespace": "data"},
-        "spec": {"selector": {"app": "qdrant"}, "ports": [{"port": 6333}]}});
-    let mut annotated = repo_service.clone();
-    annotated["metadata"]["annotations"] = fabric::desired::objects::global_service_annotations();
-    for server in [&franca, &sp] {
-        server.put_raw_as(annotated.clone(), "karmada-execution-controller");
-    }
+    // qdrant's Service, global: C.5's OverridePolicy annotates it in both members, and Cluster
+    // Mesh (EndpointSlice synchronisation on, from B.2) shows Franca's backends in sp.
+    let global = sp.object("v1", "Service", Some("data"), "qdrant").unwrap();
+    assert_eq!(global["metadata"]["annotations"]["service.cilium.io/global"], "true", "{global:#}");
     std::thread::sleep(Duration::from_millis(500));
     assert!(cilium_mesh::sync(&franca, "franca", &sp) > 0, "sp imports franca's global services");
     // MultiKueue dispatches the test Job to sp: its copy appears there.
     let o = fabric(&["verify", "--step", "D.4"]);
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(out(&o).contains("batch/fabric-multikueue-test is in no worker (sp): not dispatched yet"), "{}", out(&o));
-    let mut job = franca.object("batch/v1", "Job", Some("batch"), "fabric-multikueue-test").unwrap();
-    unstore(&mut job);
-    sp.put_raw_as(job, "kueue-multikueue");
-    // Karmada's chart output in the host cluster, and ArgoCD's report on its Application.
+    sp.hold("Job", true);
+    let ev = kueue::reconcile(&members);
+    assert_eq!(
+        ev,
+        [
+            "franca: batch/fabric-multikueue-test dispatched to sp",
+            "sp: batch/fabric-multikueue-test admitted on gpu-a5000"
+        ],
+        "D.4's Job asks cpu and memory and is admitted"
+    );
+    // Karmada's chart output in the host cluster.
     for name in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
         franca.put_raw_as(
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "karmada-system"},
@@ -247,10 +281,18 @@ fn phases_a_to_d_end_to_end() {
             "helm",
         );
     }
-    let mut app = franca.object("argoproj.io/v1alpha1", "Application", Some("argocd"), "fabric-apps").unwrap();
-    unstore(&mut app);
-    app["status"] = json!({"sync": {"status": "Synced"}, "health": {"status": "Healthy"}});
-    franca.put_raw_as(app, "argocd-application-controller");
+    // The members' Deployments roll out; Karmada gathers their status into the templates, and
+    // ArgoCD then sees its Application healthy.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        fabric_testkit::karmada::propagate(&karmada, &members);
+        let ev = argocd::sync(&franca, repo_url, &repo, &[("karmada", &karmada)]);
+        if ev == ["argocd/fabric-apps: Synced, Healthy (4 resources)"] {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{ev:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
     // The simulated controllers report the new Deployments' status a moment later.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     let text = loop {

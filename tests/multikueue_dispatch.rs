@@ -53,13 +53,15 @@ fn d4_job(t: &Topology) -> Value {
     step.resources.iter().find_map(|r| r.kube_object().cloned()).expect("D.4 renders its Job")
 }
 
-/// A Job that holds `gpus` GPUs of `queue` (in namespace `ns`) until the test finishes it.
+/// A Job that holds `gpus` GPUs of `queue` (in namespace `ns`) until the test finishes it; like
+/// every real Job it asks cpu and memory too.
 fn holder(name: &str, ns: &str, queue: &str, gpus: u32) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": name, "namespace": ns, "labels": {kueue::QUEUE_LABEL: queue}},
         "spec": {"suspend": true, "backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
             "containers": [{"name": "work", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
-                "args": ["pause"], "resources": {"limits": {"nvidia.com/gpu": gpus}}}]}}}})
+                "args": ["pause"], "resources": {"requests": {"cpu": "1", "memory": "1Gi"},
+                    "limits": {"memory": "1Gi", "nvidia.com/gpu": gpus}}}]}}}})
 }
 
 /// A short Job like D.4's in another LocalQueue.
@@ -106,9 +108,13 @@ async fn a_site_queue_runs_at_the_site_and_the_dispatching_queue_in_a_worker_wit
     assert_eq!(local["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"], "a5500");
     assert!(job(&f.sp, "ai", "local").is_none());
 
-    // The dispatching queue: D.4's Job runs in SP while SP has room; MultiKueue copies its status
-    // back and removes SP's copy once it finished.
-    f.franca.put_raw(d4_job(&t));
+    // The dispatching queue: D.4's Job, which asks cpu and memory besides its GPU as a real Job
+    // does, runs in SP while SP has room; MultiKueue copies its status back and removes SP's
+    // copy once it finished.
+    let d4 = d4_job(&t);
+    let asks = kueue::job_requests(&f.franca, &d4).unwrap();
+    assert_eq!(asks.keys().collect::<Vec<_>>(), ["cpu", "memory", "nvidia.com/gpu"], "{d4:#}");
+    f.franca.put_raw(d4);
     let ev = settle(&f);
     assert_eq!(
         ev,
@@ -129,6 +135,110 @@ async fn a_site_queue_runs_at_the_site_and_the_dispatching_queue_in_a_worker_wit
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("batch/fabric-multikueue-test completed in a worker"), "{out}");
     assert!(out.contains("dispatching ClusterQueue Active") && out.contains("MultiKueue worker Active"), "{out}");
+}
+
+/// Issue 22, item 3: a ClusterQueue that covers only `nvidia.com/gpu` (what fabric rendered
+/// before) admits no real Job: SP's Kueue keeps D.4's copy out ("resource cpu unavailable in
+/// ClusterQueue", as Kueue's flavor assigner says), so MultiKueue dispatches it nowhere. With
+/// fabric's queues (cpu and memory covered) the same Job runs; and cpu is counted: a Job asking
+/// more cores than the site's GPU nodes offer waits though GPUs are free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queue_must_cover_the_cpu_and_memory_a_job_asks() {
+    let f = ExampleFabric::start("multikueue-cover");
+    let t = apply_d_steps(&f).await;
+    let cq = f.sp.object("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch").unwrap();
+    let rg = &cq["spec"]["resourceGroups"][0];
+    assert_eq!(rg["coveredResources"], json!(["cpu", "memory", "nvidia.com/gpu"]), "{cq:#}");
+    // SP's two GPU nodes' share: 2 of its 3 GPUs' worth of 3 × 16 cores and 3 × 62 GiB.
+    assert_eq!(
+        rg["flavors"][0]["resources"],
+        json!([{"name": "cpu", "nominalQuota": "32"}, {"name": "memory", "nominalQuota": "124Gi"},
+            {"name": "nvidia.com/gpu", "nominalQuota": 2}])
+    );
+    let mut gpu_only = cq.clone();
+    gpu_only["spec"]["resourceGroups"] = json!([{"coveredResources": ["nvidia.com/gpu"],
+        "flavors": [{"name": "gpu-a5000", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]);
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        gpu_only["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    f.sp.put_raw_as(gpu_only, "kubectl");
+    f.franca.put_raw(d4_job(&t));
+    assert_eq!(settle(&f), Vec::<String>::new(), "sp's GPU-only queue admits nothing that asks cpu");
+    f.sp.put_raw(holder("direct", "batch", "batch", 1));
+    assert_eq!(settle(&f), Vec::<String>::new());
+    let why = kueue::why_pending(&f.sp, "batch", "direct").unwrap();
+    assert_eq!(why, "couldn't assign flavors: resource cpu unavailable in ClusterQueue gpu-batch");
+    // fabric's queue again (D.1@sp applied anew): both run.
+    f.sp.delete_raw("batch/v1", "Job", Some("batch"), "direct");
+    f.sp.delete_raw("kueue.x-k8s.io/v1beta2", "ClusterQueue", None, "gpu-batch");
+    f.sp.put_raw(cq_for_apply(cq));
+    let ev = settle(&f);
+    assert_eq!(ev[0], "franca: batch/fabric-multikueue-test dispatched to sp", "{ev:#?}");
+    // cpu counts: 49 cores are more than sp's queues and its cohort offer (3 × 16), 1 GPU or not.
+    let mut hungry = holder("hungry", "batch", "batch", 1);
+    hungry["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("49");
+    f.sp.put_raw(hungry);
+    assert_eq!(settle(&f), Vec::<String>::new());
+    let why = kueue::why_pending(&f.sp, "batch", "hungry").unwrap();
+    assert!(why.contains("insufficient unused quota for cpu"), "{why}");
+}
+
+fn cq_for_apply(mut cq: Value) -> Value {
+    for k in ["managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"] {
+        cq["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    cq
+}
+
+/// Issue 22, item 8: with Franca the manager, Franca's batch Jobs have a queue of their own beside
+/// the dispatching one, and the plan says which goes where: a Job in `batch/batch-local` runs in
+/// Franca on Franca's GPUs, one in `batch/batch` is dispatched to SP. The dispatching queue is
+/// outside Franca's cohort: Franca's own queues cannot borrow its dispatch budget beyond Franca's
+/// 3 GPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_manager_site_runs_its_local_batch_queue_and_dispatches_the_other() {
+    let f = ExampleFabric::start("multikueue-local");
+    let t = apply_d_steps(&f).await;
+    f.franca.put_raw(short("here", "batch", "batch-local"));
+    f.franca.put_raw(short("there", "batch", "batch"));
+    let ev = settle(&f);
+    assert_eq!(
+        ev,
+        [
+            "franca: batch/here admitted on gpu-a5500",
+            "franca: batch/there dispatched to sp",
+            "sp: batch/there admitted on gpu-a5000",
+            "franca: batch/here completed",
+            "sp: batch/there completed",
+            "franca: batch/there finished in sp; its copy there removed",
+        ],
+        "{ev:#?}"
+    );
+    assert_eq!(
+        job(&f.franca, "batch", "here").unwrap()["spec"]["template"]["spec"]["nodeSelector"]["gpu.model"],
+        "a5500"
+    );
+    // Franca's GPUs are 3: its own queues (1 + 2) may not take a 4th by borrowing the
+    // dispatching queue's budget.
+    f.franca.put_raw(holder("local-3", "batch", "batch-local", 3));
+    assert_eq!(settle(&f), ["franca: batch/local-3 admitted on gpu-a5500"], "2 GPUs + interactive's lent one");
+    f.franca.put_raw(holder("local-1", "batch", "batch-local", 1));
+    assert_eq!(settle(&f), Vec::<String>::new(), "no 4th GPU at franca");
+    // The plan says where each LocalQueue's Jobs go.
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
+    let summaries: Vec<String> = ["D.1@franca", "D.3"]
+        .iter()
+        .flat_map(|k| StepWork::alone(&g, &t, k).unwrap().resources)
+        .filter(|r| r.address.to_string().contains("LocalQueue/batch"))
+        .map(|r| format!("{}  {}", r.address, r.summary))
+        .collect();
+    assert_eq!(
+        summaries,
+        [
+            "cluster.franca/batch/LocalQueue/batch-local  → gpu-batch-local: its Jobs run at franca",
+            "cluster.franca/batch/LocalQueue/batch  → gpu-batch: its Jobs are dispatched to sp, never run at franca",
+        ]
+    );
 }
 
 /// SP full (its batch queue's 2 GPUs and, through the cohort, interactive's one): D.4's Job

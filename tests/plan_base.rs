@@ -56,8 +56,10 @@ fn a_quota_change_shows_just_that_change_with_its_diff() {
     let o = pr.plan(&["--format", "markdown"]);
     let md = text(&o);
     assert_eq!(o.status.code(), Some(2), "{md}");
-    // Each quota is a Kueue ClusterQueue's and a KAI Scheduler Queue's.
-    assert!(md.contains("**Plan: 0 to create, 4 to update, 0 to delete.**"), "{md}");
+    // Each quota is a Kueue ClusterQueue's (GPUs, and the cpu and memory that follow them) and,
+    // at SP, a KAI Scheduler Queue's (Franca's dispatching queue holds no GPUs there: no KAI
+    // queue).
+    assert!(md.contains("**Plan: 0 to create, 3 to update, 0 to delete.**"), "{md}");
     assert!(
         md.contains("~ cluster.sp/ClusterQueue/gpu-batch") && md.contains("~ cluster.franca/ClusterQueue/gpu-batch"),
         "{md}"
@@ -81,18 +83,20 @@ fn a_quota_change_shows_just_that_change_with_its_diff() {
 
 #[test]
 fn one_quota_is_one_change() {
-    let one = "      - name: gpu-interactive\n        gpu_quota: 1\n";
+    // Franca's own batch queue lowered from 2 GPUs to 1 (its cpu and memory follow).
+    let one = "batch/batch-local run here\n        gpu_quota: 2\n";
     let i = EXAMPLE.find(one).unwrap();
     let head =
-        format!("{}      - name: gpu-interactive\n        gpu_quota: 2\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
+        format!("{}batch/batch-local run here\n        gpu_quota: 1\n{}", &EXAMPLE[..i], &EXAMPLE[i + one.len()..]);
     let pr = Pr::new("one-quota", &head);
     let o = pr.plan(&["--format", "markdown"]);
     let md = text(&o);
     assert_eq!(o.status.code(), Some(2), "{md}");
     assert!(md.contains("**Plan: 0 to create, 2 to update, 0 to delete.**"), "{md}");
-    assert!(md.contains("~ cluster.franca/ClusterQueue/gpu-interactive"), "{md}");
-    assert!(md.contains("~ cluster.franca/Queue/gpu-interactive"), "KAI's queue follows Kueue's: {md}");
-    assert!(md.contains("-        nominalQuota: 1\n+        nominalQuota: 2"), "{md}");
+    assert!(md.contains("~ cluster.franca/ClusterQueue/gpu-batch-local"), "{md}");
+    assert!(md.contains("~ cluster.franca/Queue/gpu-batch-local"), "KAI's queue follows Kueue's: {md}");
+    assert!(md.contains("-        nominalQuota: 2\n+        nominalQuota: 1"), "{md}");
+    assert!(md.contains("-        nominalQuota: \"32\"\n+        nominalQuota: \"16\""), "the cpu follows: {md}");
 }
 
 #[test]

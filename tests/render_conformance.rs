@@ -140,7 +140,14 @@ fn every_kubernetes_object_of_a_multikueue_manager_on_karmadas_vm_matches_its_sc
     let (_, config) = at("cluster.karmada-vm/", "MultiKueueConfig", "multikueue").expect("the config at the VM");
     assert_eq!(config["spec"]["clusters"], serde_json::json!(["franca", "sp"]), "the topology's order");
     let (_, cq) = at("cluster.karmada-vm/", "ClusterQueue", "gpu-batch").expect("the dispatching queue at the VM");
-    assert_eq!(cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"], 4, "2 + 2: {cq:#}");
+    // The workers' total: 2 + 2 GPUs, and the cpu and memory of those GPUs' shares (2 × 32
+    // cores, 2 × 124 GiB).
+    let quota = |i: usize| cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][i]["nominalQuota"].clone();
+    assert_eq!(
+        [quota(0), quota(1), quota(2)],
+        [serde_json::json!("64"), serde_json::json!("248Gi"), serde_json::json!(4)],
+        "{cq:#}"
+    );
     assert_eq!(cq["spec"]["admissionChecksStrategy"]["admissionChecks"][0]["name"], "multikueue");
     assert!(cq["spec"].get("cohortName").is_none(), "{cq:#}");
     for w in ["franca", "sp"] {

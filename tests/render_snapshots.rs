@@ -83,8 +83,9 @@ fn a_new_queue_or_node_changes_only_its_files() {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.example.yaml")).unwrap();
     let text = text.replace(
         "      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh:",
-        "      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n      - name: cpu-eval\n        gpu_quota: 0\n        cpu_quota: 16\n\nmesh:",
+        "      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n      - name: cpu-eval\n        gpu_quota: 0\n\nmesh:",
     );
+    // (No quota of its own: the GPU queues hold SP's nodes' cpu and memory; it borrows theirs.)
     let l = fabric::topology::load_str("t.yaml", text).unwrap_or_else(|e| panic!("{e}"));
     let g = StepGraph::build(&Catalog::embedded().unwrap(), &l.topology).unwrap_or_else(|e| panic!("{e}"));
     let after = render::render(&g, &l.topology);

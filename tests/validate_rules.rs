@@ -688,8 +688,9 @@ fn sharing_where_kai_is_not_installed() {
 #[test]
 fn gpu_services_that_do_not_fit_their_sites() {
     // The example as it was: four services with one whole GPU per replica, one replica per site,
-    // on the GPUs no queue holds: at sp 3 GPUs less 3 of quota, none fits; at franca (whose
-    // gpu-batch queue dispatches to sp and holds none of its GPUs) two of them do.
+    // on the GPUs no queue holds: at sp 3 GPUs less 3 of quota, none fits; at franca neither (its
+    // gpu-batch queue dispatches to sp and holds none of its GPUs, but gpu-batch-local, its own
+    // batch queue, holds 2).
     let mut text = EXAMPLE.to_string();
     for form in ["gpu_fraction: 0.5", "gpu_memory_mib: 4096", "gpu_memory_mib: 4096", "gpu_memory_mib: 2048"] {
         text = text.replacen(&format!("{form}, queue: gpu-interactive"), "gpus: 1", 1);
@@ -704,7 +705,7 @@ fn gpu_services_that_do_not_fit_their_sites() {
     );
     let at = pos(&text, "name: docling", "gpus: ");
     expect_one(&d, "topology::gpu-capacity", "`docling` does not fit at site `franca`", (at.0, at.1 + 6));
-    assert_eq!(d.iter().filter(|d| d.problem.code == "topology::gpu-capacity").count(), 6, "{:?}", messages(&d));
+    assert_eq!(d.iter().filter(|d| d.problem.code == "topology::gpu-capacity").count(), 8, "{:?}", messages(&d));
     // In the interactive queue (1 GPU per site): one whole-GPU service fits, the next does not.
     let text = vllm_with("gpus: 1, queue: gpu-interactive");
     let d = errors(&text);
@@ -718,16 +719,16 @@ fn gpu_services_that_do_not_fit_their_sites() {
         .replace("gpu_memory_mib: 2048", "gpu_fraction: 0.25");
     let at = pos(&text, "name: bge-m3", "gpu_fraction: ");
     expect_one(&errors(&text), "topology::gpu-capacity", "`bge-m3` does not fit at site `sp`", (at.0, at.1 + 14));
-    // Raising the queue's quota (and lowering batch's, within the site's 3 GPUs) makes it fit.
+    // Raising the queue's quota (and lowering the batch queues', within the site's 3 GPUs) makes
+    // it fit.
     let text = text.replace("gpu_quota: 1\n", "gpu_quota: 2\n").replacen(
         "gpu_quota: 2\n        local_queues: [{ name: batch",
         "gpu_quota: 1\n        local_queues: [{ name: batch",
-        2,
+        3,
     );
-    let l = valid(&text.replace(
-        "# the MultiKueue dispatching queue (see multikueue below)\n        gpu_quota: 1",
-        "# x\n        gpu_quota: 1",
-    ));
+    let dispatching = "# the MultiKueue dispatching queue: Jobs in batch/batch run in SP (see multikueue below)\n        gpu_quota: 1";
+    assert!(text.contains(dispatching));
+    let l = valid(&text.replace(dispatching, "# x\n        gpu_quota: 1"));
     assert_eq!(l.topology.sites[0].queues[0].gpu_quota, 2);
 }
 
@@ -917,4 +918,62 @@ fn a_statefulset_runs_at_one_site_and_its_parts_are_object_names() {
     let text = mutate("", "port: 5432, workload: statefulset }", "port: 5432, workload: replicaset }");
     let d = errors(&text);
     assert!(d.iter().any(|d| d.problem.message.contains("replicaset")), "{:?}", messages(&d));
+}
+
+/// Issue 22, item 3: Kueue admits a Job only when its queue covers every resource it asks, so
+/// each queue covers cpu and memory, derived from the GPU nodes' `allocatable` unless the queue
+/// sets them: a GPU node that does not say is an error at its name, with the queue as the
+/// related place.
+#[test]
+fn a_queue_needs_cpu_and_memory_from_its_nodes_or_its_own() {
+    let text = mutate("  - name: sp\n", ", allocatable: { cpus: 16, memory_gib: 62 }", "");
+    let d = errors(&text);
+    let at = pos(&text, "- { name: pve-ippri-31", "pve-ippri-31");
+    let e = expect_one(&d, "topology::queue-resources", "GPU node `pve-ippri-31` does not say its allocatable", at);
+    assert!(e.problem.message.contains("queue `gpu-interactive`'s quotas"), "{}", e.problem.message);
+    assert!(e.problem.help.as_deref().unwrap_or_default().contains("allocatable: { cpus: N, memory_gib: M }"));
+    // The queues' own quotas instead: valid.
+    let own = text.replace(
+        "      - name: gpu-batch\n        gpu_quota: 2\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh",
+        "      - name: gpu-batch\n        gpu_quota: 2\n        cpu_quota: 24\n        memory_gib_quota: 96\n        local_queues: [{ name: batch, namespace: batch }]\n\nmesh",
+    );
+    let own = own.replacen(
+        "        gpu_quota: 1\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        cpu",
+        "        gpu_quota: 1\n        cpu_quota: 8\n        memory_gib_quota: 32\n        local_queues: [{ name: interactive, namespace: ai }]\n      - name: gpu-batch\n        gpu_quota: 2\n        cpu",
+        1,
+    );
+    assert_ne!(own, text);
+    valid(&own);
+}
+
+/// The site's queues may not guarantee more cpu or memory than its GPU nodes offer (3 × 16
+/// cores at SP): reported once, at the `cpu_quota` that goes over.
+#[test]
+fn queue_cpu_beyond_the_nodes() {
+    let text = mutate(
+        "  - name: sp\n",
+        "      - name: gpu-batch\n        gpu_quota: 2\n",
+        "      - name: gpu-batch\n        gpu_quota: 2\n        cpu_quota: 40\n",
+    );
+    let d = errors(&text);
+    let at = pos(&text, "cpu_quota: 40", "40");
+    let e = expect_one(&d, "topology::queue-resources", "queues of site `sp` guarantee 56 cores of cpu", at);
+    assert!(e.problem.message.contains("its GPU nodes offer 48 cores"), "{}", e.problem.message);
+}
+
+/// Issue 22, item 8: a GPU site as MultiKueue's manager whose dispatching queue's namespace has
+/// no local queue there sends every batch Job away: a warning at `multikueue.manager`.
+#[test]
+fn a_gpu_manager_without_a_local_batch_queue_is_warned() {
+    let text = mutate(
+        "",
+        "      - name: gpu-batch-local   # Franca's own batch GPUs: Jobs in LocalQueue batch/batch-local run here\n        gpu_quota: 2\n        local_queues: [{ name: batch-local, namespace: batch }]\n",
+        "",
+    );
+    let l = valid(&text);
+    let w: Vec<_> = l.warnings.iter().filter(|d| d.problem.code == "topology::multikueue-local").collect();
+    assert_eq!(w.len(), 1, "{:?}", messages(&l.warnings));
+    assert!(w[0].problem.message.contains("every Job of namespace `batch` at `franca` goes to the workers (sp)"));
+    assert_eq!((w[0].line, w[0].column), pos(&text, "multikueue:\n  manager: ", "franca"));
+    assert!(w[0].problem.help.as_deref().unwrap_or_default().contains("`batch-local`"));
 }

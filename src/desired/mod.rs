@@ -340,11 +340,11 @@ pub fn multikueue_manager(t: &Topology) -> Option<(Target, &str)> {
 pub const DISPATCH_FLAVOR: &str = "default";
 
 /// The dispatching ClusterQueue at the manager: a manager site's own queue of that name, or, at
-/// Karmada's VM, one made from the workers' queues of that name. Its GPU quota (and CPU and
-/// memory when every worker's queue has one) is their total: the quota at the manager only
-/// bounds how many Jobs are out for dispatch, and Kueue's MultiKueue concept asks for "the total
-/// quotas in the worker clusters". Its LocalQueues are the workers', each once, in the workers'
-/// order: MultiKueue creates a Job in a worker under its namespace and LocalQueue name.
+/// Karmada's VM, one made from the workers' queues of that name (its GPU quota their total: the
+/// quota at the manager only bounds how many Jobs are out for dispatch, and Kueue's MultiKueue
+/// concept asks for "the total quotas in the worker clusters"). Its LocalQueues are the workers',
+/// each once, in the workers' order: MultiKueue creates a Job in a worker under its namespace
+/// and LocalQueue name. Its rendered quotas are [`dispatch_quota`]'s.
 pub fn dispatch_queue(t: &Topology) -> Option<ClusterQueue> {
     let mk = t.multikueue.as_ref()?;
     let of = |site: &str| t.sites.iter().find(|s| s.name == site)?.queues.iter().find(|q| q.name == mk.queue);
@@ -355,7 +355,6 @@ pub fn dispatch_queue(t: &Topology) -> Option<ClusterQueue> {
     if queues.is_empty() {
         return None;
     }
-    let total = |f: fn(&ClusterQueue) -> Option<u32>| queues.iter().map(|q| f(q)).sum::<Option<u32>>();
     let mut local_queues: Vec<LocalQueue> = Vec::new();
     for l in queues.iter().flat_map(|q| &q.local_queues) {
         if !local_queues.iter().any(|x| x.name == l.name && x.namespace == l.namespace) {
@@ -365,10 +364,24 @@ pub fn dispatch_queue(t: &Topology) -> Option<ClusterQueue> {
     Some(ClusterQueue {
         name: mk.queue.clone(),
         gpu_quota: queues.iter().map(|q| q.gpu_quota).sum(),
-        cpu_quota: total(|q| q.cpu_quota),
-        memory_gib_quota: total(|q| q.memory_gib_quota),
+        cpu_quota: None,
+        memory_gib_quota: None,
         local_queues,
     })
+}
+
+/// The dispatching queue's quotas at the manager (`topology::queues::dispatch_quota`): a
+/// manager site's own numbers where it sets them, else the workers' total.
+pub fn dispatch_quota(t: &Topology) -> Option<crate::topology::queues::Quota> {
+    let mk = t.multikueue.as_ref()?;
+    let manager =
+        t.sites.iter().find(|s| s.name == mk.manager).and_then(|s| s.queues.iter().find(|q| q.name == mk.queue));
+    Some(crate::topology::queues::dispatch_quota(t, mk, manager))
+}
+
+/// A ClusterQueue's quotas as the plan shows them.
+pub fn quota_summary(q: &crate::topology::queues::Quota) -> String {
+    format!("{} GPUs, {} cpu, {} memory", q.gpus, o::cpu_quantity(q.cpu_milli), o::memory_quantity(q.memory_mib))
 }
 
 /// The cohort of a site's ClusterQueues: they lend one another the GPUs they leave unused.

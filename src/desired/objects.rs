@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 pub use super::charts::*;
 use crate::topology::Topology;
 use crate::topology::model::*;
+use crate::topology::queues::Quota;
 
 /// Label on every object fabric creates; the value is the fabric's name.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -669,25 +670,24 @@ pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
     with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
 }
 
-/// A ClusterQueue on one flavor; in `cohort` (`<site>-gpu` for a site's queues, which lend one
-/// another what they leave unused), and with the admission check (MultiKueue's) if any.
+/// A ClusterQueue on one flavor covering cpu, memory and `nvidia.com/gpu` with `quota`
+/// (`topology::queues`: Kueue admits a Job only when its queue covers every resource it
+/// requests); in `cohort` (`<site>-gpu` for a site's queues, which lend one another what they
+/// leave unused), and with the admission check (MultiKueue's) if any.
 pub fn cluster_queue(
     t: &Topology,
     cohort: Option<&str>,
-    q: &ClusterQueue,
+    name: &str,
+    quota: &Quota,
     flavor: &str,
     admission_check: Option<&str>,
 ) -> Value {
-    let mut covered = vec![json!("nvidia.com/gpu")];
-    let mut resources = vec![json!({ "name": "nvidia.com/gpu", "nominalQuota": q.gpu_quota })];
-    if let Some(cpu) = q.cpu_quota {
-        covered.insert(0, json!("cpu"));
-        resources.insert(0, json!({ "name": "cpu", "nominalQuota": cpu }));
-    }
-    if let Some(mem) = q.memory_gib_quota {
-        covered.insert(covered.len() - 1, json!("memory"));
-        resources.insert(resources.len() - 1, json!({ "name": "memory", "nominalQuota": format!("{mem}Gi") }));
-    }
+    let covered = json!(["cpu", "memory", "nvidia.com/gpu"]);
+    let resources = json!([
+        { "name": "cpu", "nominalQuota": cpu_quantity(quota.cpu_milli) },
+        { "name": "memory", "nominalQuota": memory_quantity(quota.memory_mib) },
+        { "name": "nvidia.com/gpu", "nominalQuota": quota.gpus },
+    ]);
     let mut spec = json!({ "namespaceSelector": {} });
     if let Some(c) = cohort {
         spec["cohortName"] = json!(c);
@@ -697,7 +697,17 @@ pub fn cluster_queue(
     if let Some(ac) = admission_check {
         spec["admissionChecksStrategy"] = json!({ "admissionChecks": [{ "name": ac }] });
     }
-    with(object(t, KUEUE, "ClusterQueue", &q.name, None), "spec", spec)
+    with(object(t, KUEUE, "ClusterQueue", name, None), "spec", spec)
+}
+
+/// Millicores as a Kubernetes quantity: whole cores when whole (`30`), else `7500m`.
+pub fn cpu_quantity(milli: u64) -> String {
+    if milli.is_multiple_of(1000) { (milli / 1000).to_string() } else { format!("{milli}m") }
+}
+
+/// MiB as a Kubernetes quantity: `96Gi` when whole GiB, else `1536Mi`.
+pub fn memory_quantity(mib: u64) -> String {
+    if mib.is_multiple_of(1024) { format!("{}Gi", mib / 1024) } else { format!("{mib}Mi") }
 }
 
 pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
@@ -750,6 +760,10 @@ pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
 /// The D.4 test Job's name (in the test LocalQueue's namespace).
 pub const TEST_JOB_NAME: &str = "fabric-multikueue-test";
 
+/// What the D.4 test Job's pod requests besides its GPU.
+pub const TEST_JOB_CPU: &str = "100m";
+pub const TEST_JOB_MEMORY: &str = "64Mi";
+
 /// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).
 pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
 
@@ -773,7 +787,12 @@ pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
                 "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
                     // agnhost's `entrypoint-tester` prints its arguments and exits.
                     "args": ["entrypoint-tester", "fabric D.4"],
-                    "resources": { "limits": { "nvidia.com/gpu": 1 } } }],
+                    // What a real Job asks: cpu and memory as well as its GPU, all of which
+                    // the queue must cover for Kueue to admit it (`topology::queues`).
+                    "resources": {
+                        "requests": { "cpu": TEST_JOB_CPU, "memory": TEST_JOB_MEMORY },
+                        "limits": { "memory": TEST_JOB_MEMORY, "nvidia.com/gpu": 1 },
+                    } }],
             } },
         }),
     )

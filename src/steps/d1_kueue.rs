@@ -12,7 +12,10 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::topology::model::LocalQueue;
-use crate::desired::{Out, cohort, dispatch_queue, flavor, is_dispatch_queue, multikueue_manager, yaml};
+use crate::desired::{
+    DISPATCH_FLAVOR, Out, cohort, dispatch_queue, flavor, is_dispatch_queue, multikueue_manager, quota_summary, yaml,
+};
+use crate::topology::queues::site_queue_quota;
 
 pub struct D1;
 
@@ -62,11 +65,24 @@ impl Step for D1 {
             out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
             let cohort = cohort(s);
             for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
-                let cq = o::cluster_queue(t, Some(&cohort), q, &fl, None);
-                out.kube(site, cq, format!("{} GPUs", q.gpu_quota), queues_file.clone());
+                // cpu and memory too: Kueue admits a Job only when its queue covers every
+                // resource the Job requests (`topology::queues`).
+                let quota = site_queue_quota(s, q);
+                let cq = o::cluster_queue(t, Some(&cohort), &q.name, &quota, &fl, None);
+                out.kube(site, cq, quota_summary(&quota), queues_file.clone());
                 for l in &q.local_queues {
-                    out.kube(site, o::local_queue(t, l, &q.name), format!("→ {}", q.name), queues_file.clone());
+                    let summary = format!("→ {}: its Jobs run at {}", q.name, s.name);
+                    out.kube(site, o::local_queue(t, l, &q.name), summary, queues_file.clone());
                 }
+            }
+            // A manager site's dispatching queue (D.3) is on a flavor of its own, without node
+            // labels, outside the site's cohort: it holds none of the site's GPUs, and in the
+            // cohort its dispatch budget would be lent to the site's own queues beyond the GPUs
+            // the site has.
+            let manager_site = t.multikueue.as_ref().is_some_and(|m| m.manager == s.name);
+            if manager_site && fl != DISPATCH_FLAVOR {
+                let summary = "flavor of the dispatching queue (its Jobs run in the workers)";
+                out.kube(site, o::dispatch_flavor(t), summary, queues_file.clone());
             }
             if t.multikueue_vm().is_some() && s.name == t.federation.karmada.host_site {
                 manager_vm(out);

@@ -1,5 +1,6 @@
 //! D.3 — the dispatching queue (seed: "MultiKueue cross-site"): the manager's ClusterQueue with
-//! the MultiKueue admission check, and its LocalQueues (at Karmada's VM, the workers').
+//! the MultiKueue admission check, and its LocalQueues (at Karmada's VM, the workers'). Its plan
+//! says where its Jobs go (the workers) beside D.1's, whose queues run theirs at the site.
 
 use futures::future::BoxFuture;
 
@@ -8,7 +9,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{DISPATCH_FLAVOR, Out, cohort, dispatch_queue, flavor, multikueue_manager};
+use crate::desired::{DISPATCH_FLAVOR, Out, dispatch_queue, dispatch_quota, multikueue_manager, quota_summary};
 
 pub struct D3;
 
@@ -23,20 +24,22 @@ impl Step for D3 {
 
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
-        let (Some(mk), Some((m, msite)), Some(q)) = (&t.multikueue, multikueue_manager(t), dispatch_queue(t)) else {
+        let (Some(mk), Some((m, msite)), Some(q), Some(quota)) =
+            (&t.multikueue, multikueue_manager(t), dispatch_queue(t), dispatch_quota(t))
+        else {
             return;
         };
         let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
-        // A manager site's queue keeps its site's flavor and cohort; at Karmada's VM the queue
-        // is alone, on a flavor without GPUs, its quota the workers' total.
-        let cq = match t.sites.iter().find(|s| s.name == mk.manager) {
-            Some(s) => o::cluster_queue(t, Some(&cohort(s)), &q, &flavor(s), Some("multikueue")),
-            None => o::cluster_queue(t, None, &q, DISPATCH_FLAVOR, Some("multikueue")),
-        };
-        let summary = format!("{} GPUs, dispatched by MultiKueue to {}", q.gpu_quota, mk.workers.join(", "));
+        // At a manager site as at Karmada's VM the queue is alone (no cohort), on a flavor
+        // without node labels (D.1): no Job of it runs at the manager, and in the site's cohort
+        // its budget would be lent to the site's own queues beyond the site's GPUs.
+        let cq = o::cluster_queue(t, None, &q.name, &quota, DISPATCH_FLAVOR, Some("multikueue"));
+        let workers = mk.workers.join(", ");
+        let summary = format!("{}, dispatched by MultiKueue to {workers}", quota_summary(&quota));
         out.kube_at(m.clone(), Some(msite), cq, summary, file.clone());
         for l in &q.local_queues {
-            out.kube_at(m.clone(), Some(msite), o::local_queue(t, l, &q.name), format!("→ {}", q.name), file.clone());
+            let summary = format!("→ {}: its Jobs are dispatched to {workers}, never run at {}", q.name, mk.manager);
+            out.kube_at(m.clone(), Some(msite), o::local_queue(t, l, &q.name), summary, file.clone());
         }
     }
 

@@ -1,5 +1,5 @@
-//! D.4 — a test Job through MultiKueue (seed: "MultiKueue cross-site"): one GPU asked for in the
-//! dispatching queue's first LocalQueue; verify finds its copy in a worker, or the Job finished
+//! D.4 — a test Job through MultiKueue (seed: "MultiKueue cross-site"): one GPU, and cpu and
+//! memory as every real Job asks, in the dispatching queue's first LocalQueue; verify finds its copy in a worker, or the Job finished
 //! there (its status, which MultiKueue copies back), after the dispatching queue's and the
 //! workers' configuration. Verify only reads: it never sends a Job.
 
@@ -30,7 +30,7 @@ impl Step for D4 {
         let t = out.t;
         let (Some((m, msite)), Some(l)) = (multikueue_manager(t), test_queue(t)) else { return };
         let file = Some("apps/tests/multikueue-job.yaml".to_string());
-        let summary = format!("1 GPU through LocalQueue {}", l.name);
+        let summary = format!("1 GPU, {} cpu, {} memory through LocalQueue {}", o::TEST_JOB_CPU, o::TEST_JOB_MEMORY, l.name);
         out.kube_at(m, Some(msite), o::multikueue_test_job(t, &l), summary, file);
     }
 

@@ -14,7 +14,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, yaml};
+use crate::desired::{Out, is_dispatch_queue, yaml};
 use crate::topology::gpus::site_gpus;
 
 pub struct D5;
@@ -39,7 +39,10 @@ impl Step for D5 {
             out.extra(format!("apps/kai-scheduler/values-{}.yaml", s.name), yaml::to_string(&o::kai_values()));
             let gpus = site_gpus(s);
             out.kube(site, o::kai_queue(t, &s.name, None, gpus), format!("{gpus} GPUs of site {}", s.name), file.clone());
-            for q in &s.queues {
+            // The MultiKueue manager's dispatching queue holds none of the site's GPUs (its Jobs
+            // run in the workers): as a KAI queue it would guarantee GPUs the site's own queues
+            // already have.
+            for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
                 let summary = format!("{} GPUs, under {}", q.gpu_quota, s.name);
                 out.kube(site, o::kai_queue(t, &q.name, Some(&s.name), q.gpu_quota), summary, file.clone());
             }
@@ -63,7 +66,8 @@ async fn kai_running(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
         };
         out.push(CheckResult { step: cx.key.into(), check: "KAI Scheduler running".into(), verdict, evidence });
         let mut missing = Vec::new();
-        let names: Vec<&str> = std::iter::once(s.name.as_str()).chain(s.queues.iter().map(|q| q.name.as_str())).collect();
+        let own = s.queues.iter().filter(|q| !is_dispatch_queue(cx.t, s, q)).map(|q| q.name.as_str());
+        let names: Vec<&str> = std::iter::once(s.name.as_str()).chain(own).collect();
         for q in &names {
             match get(cx.targets, &target, id("scheduling.run.ai/v2", "Queue", q, None)).await {
                 Ok(Some(_)) => {}

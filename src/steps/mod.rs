@@ -326,6 +326,10 @@ mod tests {
             let parent = queue(&s.name).unwrap();
             assert_eq!(parent["spec"]["resources"]["gpu"]["quota"], crate::topology::gpus::site_gpus(s));
             for q in &s.queues {
+                if crate::desired::is_dispatch_queue(&t, s, q) {
+                    assert!(queue(&q.name).is_none(), "the dispatching queue holds no GPUs of {}", s.name);
+                    continue;
+                }
                 let child = queue(&q.name).unwrap();
                 assert_eq!(child["spec"]["parentQueue"], s.name.as_str());
                 assert_eq!(child["spec"]["resources"]["gpu"]["quota"], q.gpu_quota, "{}", q.name);

@@ -5,6 +5,7 @@ pub mod gpus;
 pub mod model;
 pub mod net;
 pub mod problem;
+pub mod queues;
 pub mod rules;
 pub mod schema_check;
 pub mod tree;

@@ -447,6 +447,24 @@ pub struct Node {
     /// its host interfaces (see docs/design.md, "Hypervisors as kubelets").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<String>,
+    /// What the node offers pods besides GPUs, as Kubernetes reports it (`kubectl get node
+    /// <name> -o jsonpath='{.status.allocatable}'`). Needed on the GPU nodes of a site with
+    /// queues whose `cpu_quota` or `memory_gib_quota` is unset: Kueue admits a Job only when its
+    /// ClusterQueue covers every resource the Job requests (every pod asks cpu and memory), and
+    /// fabric derives those quotas from these numbers (docs/design.md, "Kueue covers cpu and
+    /// memory").
+    #[serde(default)]
+    pub allocatable: Option<Allocatable>,
+}
+
+/// A node's allocatable CPU and memory (its capacity less what K3s reserves).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Allocatable {
+    /// Whole CPU cores (`status.allocatable.cpu`, rounded down).
+    pub cpus: u32,
+    /// Memory in GiB (`status.allocatable.memory`, rounded down).
+    pub memory_gib: u32,
 }
 
 /// GPUs of one model on a host.
@@ -762,10 +780,13 @@ pub struct ClusterQueue {
     pub name: String,
     /// Nominal quota of `nvidia.com/gpu`; the site's queues together may not exceed its GPUs.
     pub gpu_quota: u32,
-    /// Nominal CPU quota in cores.
+    /// Nominal CPU quota in cores. Unset: the queue's share of the allocatable CPU of the site's
+    /// GPU nodes its flavor selects, `gpu_quota` GPUs' worth (their cores × `gpu_quota` / their
+    /// GPUs); at the MultiKueue manager the dispatching queue's is its workers' total.
     #[serde(default)]
     pub cpu_quota: Option<u32>,
-    /// Nominal memory quota in GiB.
+    /// Nominal memory quota in GiB. Unset: derived like `cpu_quota`, from the nodes'
+    /// `allocatable.memory_gib`.
     #[serde(default)]
     pub memory_gib_quota: Option<u32>,
     /// LocalQueues that submit to this queue.
@@ -786,6 +807,8 @@ pub struct LocalQueue {
 /// MultiKueue: the manager dispatches one queue's jobs to worker clusters with free GPUs. Every
 /// job of that queue goes to a worker, and waits at the manager while no worker has room: Kueue
 /// does not try the manager's own GPUs first (docs/design.md, "Local first, then the other site?").
+/// A manager site's own batch Jobs need a queue of their own beside it (the example's
+/// `gpu-batch-local`; `validate` warns without one).
 /// With Karmada's dedicated VM as the manager and every GPU site a worker, a job runs at
 /// whichever site admits it first.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

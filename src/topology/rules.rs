@@ -35,6 +35,8 @@ const RULES: &[Rule] = &[
     addresses_inside_lans,
     nodes,
     gpu_quotas,
+    super::queues::check,
+    super::queues::manager_local_queue,
     super::gpus::gpu_sharing,
     super::gpus::gpu_capacity,
     weights,

@@ -7,6 +7,8 @@
 //! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
 //!   list types), from the v1.33 definitions;
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
+//! * [`karmada`]: Karmada's propagation of templates to its members, overriders, status back;
+//! * [`argocd`]: ArgoCD's application controller over a stand-in repository folder;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
 //!   double itself is the example `vyos_double`, described in `vyos_double.md` beside it);
 //! * [`file_server`]: files over HTTP on loopback (the K3s bundle fetched by URL, chart indexes);
@@ -17,6 +19,7 @@
 
 use std::path::Path;
 
+pub mod argocd;
 pub mod cilium_mesh;
 pub mod file_server;
 pub mod k3s_node;

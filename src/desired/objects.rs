@@ -850,6 +850,9 @@ pub fn config_map(t: &Topology, name: &str, ns: &str, key: &str, text: &str) -> 
     Value::Object(m)
 }
 
+/// The gateway's namespace (at its site; where the operator creates its Secrets).
+pub const GATEWAY_NAMESPACE: &str = "tensorzero";
+
 /// The gateway's port (TensorZero's default `gateway.bind_address` port).
 pub const GATEWAY_PORT: u16 = 3000;
 
@@ -870,9 +873,55 @@ pub fn gateway_service(t: &Topology) -> Value {
     with(svc, "spec", json!({ "selector": gateway_labels(), "ports": [{ "name": "http", "port": GATEWAY_PORT }] }))
 }
 
+/// The gateway's environment: each cloud model's API key and the rate-limit backend's URL, from
+/// the operator's Secrets (`valueFrom.secretKeyRef`: never in the rendered objects).
+pub fn gateway_env(g: &Gateway) -> Vec<Value> {
+    let from = |name: String, r: &SecretKeyRef| {
+        json!({ "name": name, "valueFrom": { "secretKeyRef": { "name": r.secret, "key": r.key } } })
+    };
+    let mut env: Vec<Value> = g
+        .models
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m.cloud.as_ref().map(|c| from(super::text::cloud_key_env(i), &c.api_key)))
+        .collect();
+    if let Some(rl) = &g.rate_limit {
+        env.push(from(super::text::rate_limit_url_env(rl.backend).into(), &rl.url));
+    }
+    env
+}
+
 pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
     let tag = t.versions.tensorzero.as_deref().unwrap_or("latest");
+    let image = format!("tensorzero/gateway:{tag}");
     let labels = gateway_labels();
+    let env = gateway_env(g);
+    let mut container = json!({
+        "name": "gateway",
+        "image": image,
+        "args": ["--config-file", "/app/config/tensorzero.toml"],
+        "ports": [{ "containerPort": GATEWAY_PORT }],
+        "volumeMounts": [{ "name": "config", "mountPath": "/app/config", "readOnly": true }],
+    });
+    if !env.is_empty() {
+        container["env"] = json!(env);
+    }
+    let mut spec = json!({
+        "containers": [container],
+        "volumes": [{ "name": "config", "configMap": { "name": "tensorzero-config" } }],
+    });
+    // With Postgres the gateway refuses to start until its migrations are applied
+    // (tensorzero-core/src/db/postgres/mod.rs `check_migrations`); the gateway's own
+    // `--run-postgres-migrations` applies them and exits (crates/gateway/src/cli.rs, main.rs).
+    if let Some(rl) = g.rate_limit.as_ref().filter(|rl| rl.backend == RateLimitBackend::Postgres) {
+        let url = super::text::rate_limit_url_env(rl.backend);
+        spec["initContainers"] = json!([{
+            "name": "postgres-migrations",
+            "image": image,
+            "args": ["--run-postgres-migrations"],
+            "env": [{ "name": url, "valueFrom": { "secretKeyRef": { "name": rl.url.secret, "key": rl.url.key } } }],
+        }]);
+    }
     with(
         object(t, "apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero")),
         "spec",
@@ -881,16 +930,7 @@ pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
             "selector": { "matchLabels": labels },
             "template": {
                 "metadata": { "labels": labels, "annotations": { "fabric.io/site": g.site } },
-                "spec": {
-                    "containers": [{
-                        "name": "gateway",
-                        "image": format!("tensorzero/gateway:{tag}"),
-                        "args": ["--config-file", "/app/config/tensorzero.toml"],
-                        "ports": [{ "containerPort": GATEWAY_PORT }],
-                        "volumeMounts": [{ "name": "config", "mountPath": "/app/config", "readOnly": true }],
-                    }],
-                    "volumes": [{ "name": "config", "configMap": { "name": "tensorzero-config" } }],
-                },
+                "spec": spec,
             },
         }),
     )

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use petgraph::graph::NodeIndex;
 use serde_json::Value;
 
-use super::objects::KAI_QUEUE_LABEL;
+use super::objects::{GATEWAY_NAMESPACE, KAI_QUEUE_LABEL};
 use super::{Produced, Resource, Target, k3s_node_labels, workload_labels};
 use crate::catalog::Want;
 use crate::topology::Topology;
@@ -169,6 +169,12 @@ pub fn ambient(t: &Topology) -> BTreeSet<Fact> {
             out.insert(Fact { at: at.clone(), thing: Thing::NodeLabel { key, value } });
         }
     }
+    // The Secrets the topology says the operator creates (the gateway's cloud keys and
+    // rate-limit URL): fabric never makes them; plan checks each has its key
+    // (`live::observe`, `providers::kube::missing_secret_keys`).
+    for (at, ns, r) in operator_secrets(t) {
+        out.insert(Fact { at, thing: object("Secret", Some(ns), &r.secret) });
+    }
     // Karmada's dedicated VM runs a K3s of its own (C.1): the same as any K3s from the start.
     let (host, _) = super::karmada_host(t);
     if !t.sites.iter().any(|s| Target::cluster(&s.name) == host) {
@@ -178,6 +184,15 @@ pub fn ambient(t: &Topology) -> BTreeSet<Fact> {
         out.insert(Fact { at: host.clone(), thing: Thing::Group("helm.cattle.io".into()) });
     }
     out
+}
+
+/// The Secrets (target, namespace, key reference) the topology names for the operator to
+/// create: the gateway's cloud API keys and its rate-limit backend's URL.
+pub fn operator_secrets(t: &Topology) -> Vec<(Target, &'static str, &crate::topology::model::SecretKeyRef)> {
+    let Some(g) = &t.gateway else { return vec![] };
+    let at = Target::cluster(&g.site);
+    let clouds = g.models.iter().filter_map(|m| m.cloud.as_ref().map(|c| &c.api_key));
+    clouds.chain(g.rate_limit.as_ref().map(|r| &r.url)).map(|r| (at.clone(), GATEWAY_NAMESPACE, r)).collect()
 }
 
 /// What every API server has from the start: the core groups, the builtin namespaces and

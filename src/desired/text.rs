@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::objects::EXTERNAL_TAINT;
 use super::vyos::{endpoint, keepalive, public_key_placeholder};
 use crate::topology::Topology;
+use crate::topology::gateway::CLOUD_VARIANT;
 use crate::topology::model::*;
 
 /// `/etc/rancher/k3s/config.yaml` of a site's servers (A.1/A.2).
@@ -117,8 +118,29 @@ pub fn site_service(service: &str, site: &str) -> String {
     format!("{service}-{site}")
 }
 
+/// The environment variable the gateway reads model `index`'s cloud API key from
+/// (`api_key_location = "env::…"`; TensorZero reads it when it loads the config and refuses to
+/// start without it).
+pub fn cloud_key_env(index: usize) -> String {
+    format!("FABRIC_CLOUD_API_KEY_{index}")
+}
+
+/// The environment variable TensorZero reads a rate-limit backend's URL from
+/// (configuration reference, `[postgres]` and `[rate_limiting]`; docs/deployment/valkey-redis.mdx).
+pub fn rate_limit_url_env(b: RateLimitBackend) -> &'static str {
+    match b {
+        RateLimitBackend::Postgres => "TENSORZERO_POSTGRES_URL",
+        RateLimitBackend::Valkey => "TENSORZERO_VALKEY_URL",
+    }
+}
+
 /// `tensorzero.toml`: a model per (gateway model, site), and a function per gateway model whose
-/// variants are the sites, sampled by the A/B weights, with the fallback order.
+/// variants are the sites, sampled by the A/B weights (`candidate_variants`). TensorZero moves
+/// on to the remaining candidates when one fails, then to `fallback_variants` in order: the
+/// fallback-only sites, then the cloud model. A variant in both lists is refused
+/// (tensorzero-core/src/experimentation/mod.rs `check_duplicates_across`), so routes are never
+/// written as fallbacks (validate refuses them at the topology's line too). The rate limit is
+/// one rule per value of the tag (`tensorzero::each`).
 pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
     let mut out = format!(
         "# TensorZero gateway configuration of fabric `{}`.\n\
@@ -126,15 +148,17 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
          [gateway]\nbind_address = \"0.0.0.0:3000\"\n",
         t.name
     );
-    for m in &g.models {
+    for (index, m) in g.models.iter().enumerate() {
         let Some(svc) = t.services.iter().find(|s| s.name == m.service) else { continue };
-        // Every site the function may use: the routes, then fallback-only sites.
-        let mut sites: Vec<&str> = m.routes.iter().map(|r| r.site.as_str()).collect();
+        let routes: Vec<&str> = m.routes.iter().map(|r| r.site.as_str()).collect();
+        // Fallback-only sites, in order, once each.
+        let mut fallback: Vec<&str> = vec![];
         for f in &m.fallback {
-            if !sites.contains(&f.as_str()) {
-                sites.push(f);
+            if !routes.contains(&f.as_str()) && !fallback.contains(&f.as_str()) {
+                fallback.push(f);
             }
         }
+        let sites: Vec<&str> = routes.iter().chain(&fallback).copied().collect();
         for site in &sites {
             let model = toml_str(&format!("{}-{}", m.name, site));
             let _ = write!(
@@ -151,14 +175,28 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
                 name = toml_str(&m.name),
             );
         }
-        let f = toml_str(&m.name);
-        let _ = write!(out, "\n[functions.{f}]\ntype = \"chat\"\n");
-        for site in &sites {
+        let cloud = CLOUD_VARIANT;
+        if let Some(c) = &m.cloud {
+            let model = toml_str(&format!("{}-{cloud}", m.name));
             let _ = write!(
                 out,
-                "\n[functions.{f}.variants.{v}]\ntype = \"chat_completion\"\nmodel = {model}\n",
-                v = toml_str(site),
-                model = toml_str(&format!("{}-{}", m.name, site)),
+                "\n[models.{model}]\nrouting = [{v}]\n\n[models.{model}.providers.{v}]\ntype = {ty}\n\
+                 model_name = {name}\napi_key_location = {key}\n",
+                v = toml_str(cloud),
+                ty = toml_str(c.provider.tensorzero_type()),
+                name = toml_str(&c.model),
+                key = toml_str(&format!("env::{}", cloud_key_env(index))),
+            );
+        }
+        let f = toml_str(&m.name);
+        let _ = write!(out, "\n[functions.{f}]\ntype = \"chat\"\n");
+        let variants = sites.iter().copied().chain(m.cloud.as_ref().map(|_| cloud));
+        for v in variants {
+            let _ = write!(
+                out,
+                "\n[functions.{f}.variants.{name}]\ntype = \"chat_completion\"\nmodel = {model}\n",
+                name = toml_str(v),
+                model = toml_str(&format!("{}-{}", m.name, v)),
             );
         }
         let weights: Vec<String> = m.routes.iter().map(|r| format!("{} = {:?}", toml_str(&r.site), r.weight)).collect();
@@ -167,10 +205,27 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
             "\n[functions.{f}.experimentation]\ntype = \"static\"\ncandidate_variants = {{ {} }}\n",
             weights.join(", ")
         );
-        if !m.fallback.is_empty() {
-            let fb: Vec<String> = m.fallback.iter().map(|s| toml_str(s)).collect();
+        let fb: Vec<String> =
+            fallback.iter().copied().chain(m.cloud.as_ref().map(|_| cloud)).map(toml_str).collect();
+        if !fb.is_empty() {
             let _ = writeln!(out, "fallback_variants = [{}]", fb.join(", "));
         }
+    }
+    if let Some(rl) = &g.rate_limit {
+        // tensorzero-core/src/config/rate_limiting.rs: `<resource>_per_<interval>` keys, a
+        // `priority` (or `always`), and scopes `{ tag_key, tag_value = "tensorzero::each" }`.
+        let _ = write!(
+            out,
+            "\n# One bucket per value of the `{tag}` tag; kept in {backend:?} (URL from the environment).\n\
+             [rate_limiting]\nenabled = true\n\n[[rate_limiting.rules]]\npriority = 0\n",
+            tag = rl.tag,
+            backend = rl.backend,
+        );
+        // Only names of the grammar validate accepts (anything else was refused there).
+        for (name, n) in rl.limits.iter().filter(|(k, _)| crate::topology::gateway::is_rate_limit(k)) {
+            let _ = writeln!(out, "{name} = {n}");
+        }
+        let _ = writeln!(out, "scope = [{{ tag_key = {}, tag_value = \"tensorzero::each\" }}]", toml_str(&rl.tag));
     }
     out
 }

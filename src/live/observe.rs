@@ -439,15 +439,32 @@ async fn read_kube(
         Ok(c) => c,
         Err(e) => return (target, Err(e.into())),
     };
+    // The Secrets fabric makes at this target: a workload reading keys of any other Secret
+    // needs the operator to have made it (checked with the dry run, as a refusal).
+    let made: std::sync::Arc<BTreeSet<(String, String)>> = std::sync::Arc::new(
+        rs.iter()
+            .filter_map(|r| r.kube_object())
+            .filter(|o| o["kind"] == "Secret" && o["apiVersion"] == "v1")
+            .map(|o| {
+                let m = &o["metadata"];
+                (m["namespace"].as_str().unwrap_or("default").to_string(), m["name"].as_str().unwrap_or_default().to_string())
+            })
+            .collect(),
+    );
     let mut reads = tokio::task::JoinSet::new();
     for r in rs {
         let c = client.clone();
+        let made = made.clone();
         reads.spawn(async move {
             match &r.desired {
-                crate::desired::Desired::Kube(obj) => crate::providers::kube::read(&c, obj, r.sensitive)
-                    .await
-                    .map(|(o, refusal)| (r.address.clone(), o, refusal))
-                    .map_err(ReadKubeError::from),
+                crate::desired::Desired::Kube(obj) => {
+                    let (o, refusal) = crate::providers::kube::read(&c, obj, r.sensitive).await?;
+                    let refusal = match refusal {
+                        Some(why) => Some(why),
+                        None => crate::providers::kube::missing_secret_keys(&c, obj, &made).await.unwrap_or_else(Some),
+                    };
+                    Ok((r.address.clone(), o, refusal))
+                }
                 crate::desired::Desired::Prune(id) => crate::providers::kube::read_pruned(&c, id)
                     .await
                     .map(|o| (r.address.clone(), o, None))

@@ -585,6 +585,26 @@ pub async fn secret_data(
     Ok(Some(v["data"].as_object().cloned().unwrap_or_default()))
 }
 
+/// Why the Secrets `obj`'s pods read keys from ([`secrets::secret_key_refs`]) cannot give them,
+/// for those not in `made` (the Secrets fabric makes itself at this target): the first absent
+/// Secret or missing key. Only key names are looked at; nothing of the data is kept or shown.
+pub async fn missing_secret_keys(
+    client: &Client,
+    obj: &Value,
+    made: &std::collections::BTreeSet<(String, String)>,
+) -> Result<Option<KubeError>, KubeError> {
+    for (ns, name, key) in crate::providers::secrets::secret_key_refs(obj) {
+        if made.contains(&(ns.clone(), name.clone())) {
+            continue;
+        }
+        let data = secret_data(client, &ns, &name).await?;
+        if let Some(why) = crate::providers::secrets::key_problem(data.as_ref(), &ns, &name, &key) {
+            return Ok(Some(why.into()));
+        }
+    }
+    Ok(None)
+}
+
 /// The Secret `obj` with its data copied from its source (see [`secrets::copy_source`]). The
 /// data is only ever in memory; errors never contain it.
 pub async fn with_copied_data(obj: &Value, source: &Client, from: &CopySource) -> Result<Value, KubeError> {

@@ -1,6 +1,7 @@
 //! The topology: the operator's declaration of the whole fabric, loaded with source positions.
 
 pub mod airgap;
+pub mod gateway;
 pub mod gpus;
 pub mod model;
 pub mod net;

@@ -856,6 +856,86 @@ pub struct Gateway {
     pub site: String,
     /// Models the gateway serves.
     pub models: Vec<GatewayModel>,
+    /// The seed's per-user rate limit ("rate limit do usuario?"), enforced by TensorZero's
+    /// `[[rate_limiting.rules]]` against a Postgres or Valkey backend.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// A key of a Secret the operator creates in the gateway's namespace (`tensorzero`) at the
+/// gateway's site. fabric never creates, reads into a plan, or prints its value: the gateway
+/// gets it as an environment variable (`valueFrom.secretKeyRef`), and plan checks that the
+/// Secret has the key.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SecretKeyRef {
+    /// Name of the Secret, e.g. `tensorzero-cloud`.
+    pub secret: String,
+    /// Key in the Secret, e.g. `api_key`.
+    pub key: String,
+}
+
+/// TensorZero provider type of a cloud fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CloudProvider {
+    /// OpenAI's API (TensorZero provider `type = "openai"`).
+    Openai,
+    /// Anthropic's API (TensorZero provider `type = "anthropic"`).
+    Anthropic,
+}
+
+impl CloudProvider {
+    /// TensorZero's provider `type`.
+    pub fn tensorzero_type(self) -> &'static str {
+        match self {
+            CloudProvider::Openai => "openai",
+            CloudProvider::Anthropic => "anthropic",
+        }
+    }
+}
+
+/// The seed's cloud fallback ("fallback para cloud se ambos os sites estao lotados"): a cloud
+/// model the gateway uses when every site's backend failed.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CloudModel {
+    /// Cloud provider.
+    pub provider: CloudProvider,
+    /// The provider's model name, e.g. `gpt-4o-mini`.
+    pub model: String,
+    /// Where the API key is: a Secret the operator creates (fabric never does).
+    pub api_key: SecretKeyRef,
+}
+
+/// Rate-limit backend TensorZero keeps its buckets in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RateLimitBackend {
+    /// PostgreSQL (`TENSORZERO_POSTGRES_URL`; the gateway's migrations run before it starts).
+    Postgres,
+    /// Valkey or Redis (`TENSORZERO_VALKEY_URL`).
+    Valkey,
+}
+
+/// A rate limit per value of a request tag (the seed: per user, tag `user_id`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    /// Request tag whose every value gets its own limit (TensorZero's `tensorzero::each`).
+    #[serde(default = "default_rate_limit_tag")]
+    pub tag: String,
+    /// Limits as TensorZero names them, `<model_inferences|tokens>_per_<second|minute|hour|day|week|month>`,
+    /// each a positive count, e.g. `{ model_inferences_per_minute: 30 }`.
+    pub limits: BTreeMap<String, u64>,
+    /// Where the buckets are kept.
+    pub backend: RateLimitBackend,
+    /// The backend's URL (with its password): a Secret the operator creates.
+    pub url: SecretKeyRef,
+}
+
+fn default_rate_limit_tag() -> String {
+    "user_id".into()
 }
 
 /// A model served by the gateway, with a backend per site.
@@ -868,9 +948,13 @@ pub struct GatewayModel {
     pub service: String,
     /// Backends: one route per site with its A/B weight.
     pub routes: Vec<Route>,
-    /// Sites to try, in order, when the chosen backend fails.
+    /// Sites that are no route, tried in order once every route has failed (the routes already
+    /// stand in for one another: TensorZero retries the remaining routes first).
     #[serde(default)]
     pub fallback: Vec<String>,
+    /// A cloud model, tried after the fallback sites.
+    #[serde(default)]
+    pub cloud: Option<CloudModel>,
 }
 
 /// One backend of a gateway model.

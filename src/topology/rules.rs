@@ -43,6 +43,7 @@ const RULES: &[Rule] = &[
     versions,
     decisions,
     super::airgap::check,
+    super::gateway::check,
     placement_classes,
     argocd_path,
     service_parts,

@@ -1,0 +1,151 @@
+//! Rules of `gateway` that come from TensorZero's own config loader (tensorzero/tensorzero at
+//! the version `versions.tensorzero` pins, 2026.4.1): what the rendered `tensorzero.toml` must
+//! satisfy for the gateway to start, checked here at the topology's lines.
+
+use super::model::{SecretKeyRef, Topology};
+use super::problem::Problem;
+use super::tree::Path;
+use crate::path;
+
+/// The variant (and model) name of a model's cloud fallback in `tensorzero.toml`; the other
+/// variants are named after sites.
+pub const CLOUD_VARIANT: &str = "cloud";
+
+/// The resources a TensorZero rate limit counts that fabric writes (integer counts):
+/// `parse_resource` in tensorzero-core/src/config/rate_limiting.rs (`model_inferences`,
+/// `tokens`; `cost` takes dollars and is not offered).
+pub const RATE_LIMIT_RESOURCES: &[&str] = &["model_inferences", "tokens"];
+
+/// The windows of a TensorZero rate limit: `RateLimitInterval` in
+/// tensorzero-core/src/rate_limiting/mod.rs (snake_case: second … month).
+pub const RATE_LIMIT_INTERVALS: &[&str] = &["second", "minute", "hour", "day", "week", "month"];
+
+/// A Secret's key as Kubernetes accepts it (`IsConfigMapKey` in
+/// kubernetes/kubernetes staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go:
+/// letters, digits, `-`, `_`, `.`, at most 253 characters, not `.` or `..`).
+pub fn is_secret_key(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s != "."
+        && s != ".."
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// A Secret's name: an RFC 1123 subdomain (`IsDNS1123Subdomain`, same file).
+pub fn is_secret_name(s: &str) -> bool {
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(super::rules::is_dns_label)
+}
+
+/// `<resource>_per_<interval>` of [`RATE_LIMIT_RESOURCES`] and [`RATE_LIMIT_INTERVALS`].
+pub fn is_rate_limit(name: &str) -> bool {
+    name.split_once("_per_").is_some_and(|(r, w)| RATE_LIMIT_RESOURCES.contains(&r) && RATE_LIMIT_INTERVALS.contains(&w))
+}
+
+pub fn check(t: &Topology, out: &mut Vec<Problem>) {
+    let Some(g) = &t.gateway else { return };
+    for (i, m) in g.models.iter().enumerate() {
+        let mp = path!["gateway", "models", i];
+        let routes: Vec<&str> = m.routes.iter().map(|r| r.site.as_str()).collect();
+        for (j, f) in m.fallback.iter().enumerate() {
+            if routes.contains(&f.as_str()) {
+                // tensorzero-core/src/experimentation/mod.rs `check_duplicates_across` refuses a
+                // variant in both lists; static_experimentation.rs `sample` already moves on to
+                // the remaining candidates when one fails, so a route needs no fallback entry.
+                out.push(
+                    Problem::error(
+                        "topology::gateway",
+                        mp.key("fallback").index(j),
+                        format!("`{f}` is a route of `{}` and a fallback too", m.name),
+                    )
+                    .label("already a route")
+                    .help(
+                        "remove it from `fallback`: TensorZero retries the remaining routes before any \
+                         fallback, and refuses a variant in both `candidate_variants` and `fallback_variants`",
+                    ),
+                );
+            } else if m.fallback[..j].contains(f) {
+                out.push(
+                    Problem::error("topology::gateway", mp.key("fallback").index(j), format!("`{f}` is listed twice"))
+                        .label("duplicate")
+                        .help("list each fallback site once"),
+                );
+            }
+        }
+        if let Some(c) = &m.cloud {
+            let cp = mp.key("cloud");
+            if routes.contains(&CLOUD_VARIANT) || m.fallback.iter().any(|f| f == CLOUD_VARIANT) {
+                out.push(
+                    Problem::error(
+                        "topology::gateway",
+                        cp.clone(),
+                        format!("a site named `{CLOUD_VARIANT}` and the cloud fallback would be the same TensorZero variant"),
+                    )
+                    .label("name clash")
+                    .help("rename the site, or drop the cloud fallback"),
+                );
+            }
+            if c.model.trim().is_empty() {
+                out.push(
+                    Problem::error("topology::gateway", cp.key("model"), "the cloud model's name is empty")
+                        .label("empty")
+                        .help("give the provider's model name, e.g. `gpt-4o-mini`"),
+                );
+            }
+            secret_ref(&c.api_key, cp.key("api_key"), out);
+        }
+    }
+    if let Some(rl) = &g.rate_limit {
+        let rp = path!["gateway", "rate_limit"];
+        if rl.tag.is_empty() || rl.tag.starts_with("tensorzero::") {
+            out.push(
+                Problem::error("topology::gateway", rp.key("tag"), format!("`{}` is no tag a client can set", rl.tag))
+                    .label("bad tag")
+                    .help("name the request tag clients send per user, e.g. `user_id` (names starting with `tensorzero::` are TensorZero's)"),
+            );
+        }
+        if rl.limits.is_empty() {
+            out.push(
+                Problem::error("topology::gateway", rp.key("limits"), "a rate limit without limits")
+                    .label("empty")
+                    .help("give at least one, e.g. `{ model_inferences_per_minute: 30 }`"),
+            );
+        }
+        for (name, n) in &rl.limits {
+            if !is_rate_limit(name) {
+                out.push(
+                    Problem::error("topology::gateway", rp.key("limits").key(name), format!("`{name}` is no TensorZero rate limit"))
+                        .label("unknown limit")
+                        .help(format!(
+                            "write `<resource>_per_<window>` with resource {} and window {}",
+                            RATE_LIMIT_RESOURCES.join(" or "),
+                            RATE_LIMIT_INTERVALS.join(", ")
+                        )),
+                );
+            } else if *n == 0 {
+                out.push(
+                    Problem::error("topology::gateway", rp.key("limits").key(name), format!("`{name}: 0` refuses every request"))
+                        .label("must be > 0")
+                        .help("give a positive count, or remove the limit"),
+                );
+            }
+        }
+        secret_ref(&rl.url, rp.key("url"), out);
+    }
+}
+
+fn secret_ref(r: &SecretKeyRef, p: Path, out: &mut Vec<Problem>) {
+    if !is_secret_name(&r.secret) {
+        out.push(
+            Problem::error("topology::gateway", p.key("secret"), format!("`{}` is no Secret name", r.secret))
+                .label("bad Secret name")
+                .help("a Secret's name is lowercase letters, digits, '-' and '.', e.g. `tensorzero-cloud`"),
+        );
+    }
+    if !is_secret_key(&r.key) {
+        out.push(
+            Problem::error("topology::gateway", p.key("key"), format!("`{}` is no Secret key", r.key))
+                .label("bad key")
+                .help("a Secret's key is letters, digits, '-', '_' and '.', e.g. `api_key`"),
+        );
+    }
+}

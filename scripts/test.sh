@@ -20,6 +20,9 @@ else
 	echo "note: not root, so the lab's packages are not installed; the tests that build namespaces need root" >&2
 fi
 
+step "TensorZero's config loader, pinned (scripts/tensorzero-venv.sh; tests/tensorzero_loader.rs)"
+bash scripts/tensorzero-venv.sh
+
 if [[ -d ../shared/specs ]]; then
 	echo "upstream specs: $(cd ../shared/specs && pwd)"
 else

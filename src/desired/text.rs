@@ -191,6 +191,7 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
         let f = toml_str(&m.name);
         let _ = write!(out, "\n[functions.{f}]\ntype = \"chat\"\n");
         let variants = sites.iter().copied().chain(m.cloud.as_ref().map(|_| cloud));
+        let max_tokens = g.rate_limit.as_ref().and_then(|r| r.max_tokens);
         for v in variants {
             let _ = write!(
                 out,
@@ -198,6 +199,9 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
                 name = toml_str(v),
                 model = toml_str(&format!("{}-{}", m.name, v)),
             );
+            if let Some(n) = max_tokens {
+                let _ = writeln!(out, "max_tokens = {n}");
+            }
         }
         let weights: Vec<String> = m.routes.iter().map(|r| format!("{} = {:?}", toml_str(&r.site), r.weight)).collect();
         let _ = write!(

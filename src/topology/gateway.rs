@@ -129,6 +129,27 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
                 );
             }
         }
+        // tensorzero-core/src/inference/types/mod.rs: with a token limit, a request's tokens are
+        // estimated up front from its `max_tokens`, and one without is refused
+        // (`RateLimitMissingMaxTokens`, crates/tensorzero-error/src/lib.rs).
+        let token_limit = rl.limits.keys().find(|k| k.starts_with("tokens_per_"));
+        if let (Some(k), None) = (token_limit, rl.max_tokens) {
+            out.push(
+                Problem::error("topology::gateway", rp.key("limits").key(k), format!("`{k}` without `max_tokens`"))
+                    .label("needs max_tokens")
+                    .help(
+                        "add `max_tokens:` to the rate limit (the longest reply a request gets when it sets none): \
+                         TensorZero refuses a request without `max_tokens` under a token limit",
+                    ),
+            );
+        }
+        if rl.max_tokens == Some(0) {
+            out.push(
+                Problem::error("topology::gateway", rp.key("max_tokens"), "`max_tokens: 0` allows no reply")
+                    .label("must be > 0")
+                    .help("give the longest reply a request may get, e.g. 2048"),
+            );
+        }
         secret_ref(&rl.url, rp.key("url"), out);
     }
 }

@@ -928,6 +928,11 @@ pub struct RateLimit {
     /// Limits as TensorZero names them, `<model_inferences|tokens>_per_<second|minute|hour|day|week|month>`,
     /// each a positive count, e.g. `{ model_inferences_per_minute: 30 }`.
     pub limits: BTreeMap<String, u64>,
+    /// The most tokens a reply may have when the request does not say (written as every
+    /// variant's `max_tokens`). Needed with a `tokens_*` limit: TensorZero counts a request's
+    /// tokens before it runs and refuses one without `max_tokens`.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
     /// Where the buckets are kept.
     pub backend: RateLimitBackend,
     /// The backend's URL (with its password): a Secret the operator creates.

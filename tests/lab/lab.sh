@@ -38,7 +38,8 @@ PYTHON=/usr/bin/python3
 CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 SITES=(franca sp)
 DEPS_PACKAGES=(openssh-server openssh-client wireguard-tools wireguard-go
-	iproute2 iputils-ping python3 util-linux hostname sudo nftables iptables)
+	iproute2 iputils-ping python3 util-linux hostname sudo nftables iptables
+	postgresql redis-server python3-venv)
 # Marks a state dir as ours, so `down` only ever deletes a directory that this
 # script created (LAB_DIR is user-supplied).
 MARKER=.fabric-lab

@@ -1,0 +1,119 @@
+"""Runs a fabric-rendered tensorzero.toml in TensorZero's own gateway, embedded in-process by the
+`tensorzero` Python package (`TensorZeroGateway.build_embedded` parses the config and starts the
+gateway exactly as the `tensorzero/gateway` image does). Used by tests/tensorzero_loader.rs.
+
+Reads one JSON job on stdin:
+  config       path of the rendered tensorzero.toml
+  backends     {site: "http://<service>-<site>.<ns>.svc.cluster.local:<port>/v1/"}: each is
+               replaced in the config by a loopback OpenAI-compatible stub answering
+               "from <site>" (nothing leaves this machine)
+  valkey_url / postgres_url   the rate-limit backend (a server the test started)
+  requests     [{variant?, tags?, repeat?}]: inference requests (dryrun: nothing is stored)
+Prints one JSON object: {"version", "loaded", "error"?, "results": [{ok, variant, text, status, error}]}.
+"""
+
+import json
+import os
+import sys
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
+
+
+class Stub(BaseHTTPRequestHandler):
+    def do_POST(self):
+        n = int(self.headers.get("content-length", 0))
+        body = json.loads(self.rfile.read(n) or b"{}")
+        if not self.path.endswith("/chat/completions"):
+            self.send_error(404)
+            return
+        out = {
+            "id": "stub",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": "from " + self.server.site},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+        data = json.dumps(out).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def stub(site):
+    s = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    s.site = site
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+    return "http://127.0.0.1:%d/v1/" % s.server_address[1]
+
+
+# The gateway logs to stdout: the result goes to the real stdout, everything else to stderr.
+RESULT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
+
+def emit(out):
+    RESULT.write(json.dumps(out) + "\n")
+    RESULT.flush()
+
+
+def main():
+    job = json.load(sys.stdin)
+    out = {"version": version("tensorzero"), "loaded": False, "results": []}
+    import tensorzero
+
+    text = open(job["config"]).read()
+    for site, url in job.get("backends", {}).items():
+        if url not in text:
+            out["error"] = "the config has no backend URL %s for %s" % (url, site)
+            emit(out)
+            return
+        text = text.replace(url, stub(site))
+    cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    cfg.write(text)
+    cfg.close()
+    try:
+        client = tensorzero.TensorZeroGateway.build_embedded(
+            config_file=cfg.name,
+            valkey_url=job.get("valkey_url"),
+            postgres_url=job.get("postgres_url"),
+        )
+    except Exception as e:  # the loader's refusal is the result
+        out["error"] = str(e)
+        emit(out)
+        return
+    out["loaded"] = True
+    for req in job.get("requests", []):
+        for _ in range(req.get("repeat", 1)):
+            r = {"ok": False}
+            try:
+                resp = client.inference(
+                    function_name=req["function"],
+                    variant_name=req.get("variant"),
+                    input={"messages": [{"role": "user", "content": "fabric test"}]},
+                    tags=req.get("tags"),
+                    dryrun=True,
+                )
+                r = {"ok": True, "variant": resp.variant_name, "text": resp.content[0].text}
+            except tensorzero.TensorZeroError as e:
+                r = {"ok": False, "status": e.status_code, "error": str(e)[:500]}
+            except Exception as e:
+                r = {"ok": False, "error": str(e)[:500]}
+            out["results"].append(r)
+    emit(out)
+
+
+main()

@@ -1,0 +1,366 @@
+//! The rendered `tensorzero.toml` in TensorZero's own gateway, not a double: the `tensorzero`
+//! Python package's embedded gateway (`TensorZeroGateway.build_embedded`) parses the config and
+//! serves inference in-process as the `tensorzero/gateway` image does. It is pinned to the
+//! version the example topology pins (`versions.tensorzero`), installed by
+//! scripts/tensorzero-venv.sh; a missing or different install fails here, loudly. The rate
+//! limit's backend is a real server started from Debian's packages (redis-server as Valkey,
+//! PostgreSQL 15), on 127.0.0.1 only; the vLLM backends are loopback stubs
+//! (tests/tensorzero/harness.py). Nothing reaches beyond this machine: the cloud fallback is
+//! loaded (TensorZero reads its key at start) but never called.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use fabric::catalog::{Catalog, StepGraph};
+use fabric::operation::render;
+use fabric::topology::Topology;
+use fabric::topology::model::{CloudProvider, Gateway};
+use serde_json::{Value, json};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn example() -> Topology {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("topology.example.yaml")).unwrap();
+    fabric::topology::load_str("topology.example.yaml", text).unwrap().topology
+}
+
+fn gateway(t: &Topology) -> &Gateway {
+    t.gateway.as_ref().expect("the example has a gateway")
+}
+
+/// The version the topology pins: the one installed must be it.
+fn pin(t: &Topology) -> String {
+    t.versions.tensorzero.clone().expect("topology.example.yaml pins versions.tensorzero")
+}
+
+/// The venv scripts/tensorzero-venv.sh installs the pinned package into.
+fn python(version: &str) -> PathBuf {
+    let venv = match std::env::var_os("FABRIC_TENSORZERO_VENV") {
+        Some(v) => PathBuf::from(v),
+        None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
+            .join(".cache/fabric")
+            .join(format!("tensorzero-{version}")),
+    };
+    let py = venv.join("bin/python");
+    assert!(
+        py.exists(),
+        "TensorZero's loader is not installed: no {} (run scripts/tensorzero-venv.sh, which scripts/test.sh runs); this test does not skip",
+        py.display()
+    );
+    py
+}
+
+/// A fresh directory of this test, removed at the end.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> TempDir {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "fabric-tz-{name}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn wait_for_port(port: u16, what: &str) {
+    let start = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(start.elapsed() < Duration::from_secs(20), "{what} did not listen on 127.0.0.1:{port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// redis-server (Debian's `redis-server` package) on a free loopback port, in the foreground:
+/// TensorZero's Valkey backend speaks the Redis protocol (tensorzero-core/src/db/valkey/mod.rs,
+/// the `redis` crate) and loads its rate-limit functions with FUNCTION LOAD (Redis 7).
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start() -> Redis {
+        let port = free_port();
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (tests/lab/lab.sh deps installs Debian's redis-server)");
+        wait_for_port(port, "redis-server");
+        Redis { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A PostgreSQL (Debian's `postgresql` package) of its own: initdb into a temp dir, listening on
+/// 127.0.0.1 on a free port, stopped at the end. Postgres refuses to run as root, so as root it
+/// runs as the package's `postgres` user.
+struct Postgres {
+    bin: PathBuf,
+    dir: TempDir,
+    port: u16,
+}
+
+impl Postgres {
+    fn start() -> Postgres {
+        let bin = std::fs::read_dir("/usr/lib/postgresql")
+            .expect("PostgreSQL is installed (tests/lab/lab.sh deps installs Debian's postgresql)")
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .find(|b| b.join("initdb").exists())
+            .expect("no /usr/lib/postgresql/<version>/bin/initdb");
+        let dir = TempDir::new("pg");
+        let as_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+        if as_root {
+            assert!(Command::new("chown").args(["-R", "postgres"]).arg(&dir.0).status().unwrap().success());
+        }
+        let pg = Postgres { bin, dir, port: free_port() };
+        let data = pg.dir.0.join("data");
+        pg.run(as_root, "initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "fabric"]);
+        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1", pg.port, pg.dir.0.display());
+        let log = pg.dir.0.join("log");
+        pg.run(as_root, "pg_ctl", &["-D", data.to_str().unwrap(), "-o", &opts, "-l", log.to_str().unwrap(), "-w", "start"]);
+        pg
+    }
+
+    fn run(&self, as_root: bool, tool: &str, args: &[&str]) {
+        let exe = self.bin.join(tool);
+        let mut c = if as_root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let o = c.args(args).current_dir(&self.dir.0).output().unwrap();
+        assert!(o.status.success(), "{tool}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    }
+
+    fn url(&self) -> String {
+        format!("postgres://fabric@127.0.0.1:{}/postgres", self.port)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        let as_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+        let data = self.dir.0.join("data");
+        let exe = self.bin.join("pg_ctl");
+        let mut c = if as_root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let _ = c.args(["-D", data.to_str().unwrap(), "-m", "immediate", "stop"]).output();
+    }
+}
+
+/// The example's rendered `apps/tensorzero/tensorzero.toml` (what `fabric render` writes).
+fn rendered_toml(t: &Topology) -> String {
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
+    let a = render::render(&g, t);
+    let toml = a.iter().find(|a| a.path == "apps/tensorzero/tensorzero.toml").expect("G.1 renders tensorzero.toml");
+    toml.content.clone()
+}
+
+/// Each site's backend URL as the config must name it (the Cilium global service of the
+/// model's service at that site, `<service>-<site>.<namespace>`).
+fn backends(t: &Topology) -> Value {
+    let mut out = serde_json::Map::new();
+    for m in &gateway(t).models {
+        let svc = t.services.iter().find(|s| s.name == m.service).unwrap();
+        for site in m.routes.iter().map(|r| &r.site).chain(&m.fallback) {
+            let url = format!("http://{}-{site}.{}.svc.cluster.local:{}/v1/", svc.name, svc.namespace, svc.port.0);
+            out.insert(site.clone(), json!(url));
+        }
+    }
+    Value::Object(out)
+}
+
+/// Runs the harness on `toml` with the job's other fields; the environment the gateway's
+/// Deployment gives it (the cloud keys; dummies here) is set from the rendered Deployment.
+fn run(t: &Topology, toml: &str, mut job: Value) -> Value {
+    let version = pin(t);
+    let dir = TempDir::new("cfg");
+    let cfg = dir.0.join("tensorzero.toml");
+    std::fs::write(&cfg, toml).unwrap();
+    job["config"] = json!(cfg);
+    let mut c = Command::new(python(&version));
+    c.arg(Path::new(ROOT).join("tests/tensorzero/harness.py"));
+    c.env_remove("TENSORZERO_POSTGRES_URL").env_remove("TENSORZERO_VALKEY_URL").env("RUST_LOG", "error");
+    for e in fabric::desired::objects::gateway_env(gateway(t)) {
+        let name = e["name"].as_str().unwrap();
+        // The backend URL is passed to the loader itself; the keys are dummies.
+        if !name.starts_with("TENSORZERO_") {
+            c.env(name, "dummy-key-never-sent");
+        }
+    }
+    let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(job.to_string().as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("harness output is not JSON ({e}): {stdout}\n{}", String::from_utf8_lossy(&o.stderr))
+    });
+    assert_eq!(
+        out["version"], version,
+        "the installed tensorzero is not the version the topology pins; run scripts/tensorzero-venv.sh"
+    );
+    out
+}
+
+#[test]
+fn the_rendered_example_loads_and_each_route_answers_through_the_gateway_with_the_per_user_limit() {
+    let t = example();
+    let g = gateway(&t);
+    let m = &g.models[0];
+    let rl = g.rate_limit.as_ref().expect("the example has the seed's rate limit");
+    let per_minute = rl.limits["model_inferences_per_minute"] as usize;
+    let redis = Redis::start();
+    let mut requests: Vec<Value> = m.routes.iter().map(|r| json!({ "function": m.name, "variant": r.site })).collect();
+    requests.push(json!({ "function": m.name, "tags": { (rl.tag.clone()): "alice" }, "repeat": per_minute + 1 }));
+    requests.push(json!({ "function": m.name, "tags": { (rl.tag.clone()): "bob" } }));
+    let out = run(
+        &t,
+        &rendered_toml(&t),
+        json!({ "backends": backends(&t), "valkey_url": redis.url(), "requests": requests }),
+    );
+    assert_eq!(out["loaded"], true, "TensorZero refused the rendered config: {}", out["error"]);
+    let results = out["results"].as_array().unwrap();
+    // Each route, pinned by `variant_name`, answers from its own site's backend.
+    for (r, res) in m.routes.iter().zip(results) {
+        assert_eq!(res["ok"], true, "route {}: {res}", r.site);
+        assert_eq!(res["variant"], r.site.as_str(), "{res}");
+        assert_eq!(res["text"], format!("from {}", r.site), "{res}");
+    }
+    // The A/B split serves alice until her bucket is empty, then refuses her (429) ...
+    let alice = &results[m.routes.len()..m.routes.len() + per_minute + 1];
+    for (i, res) in alice[..per_minute].iter().enumerate() {
+        assert_eq!(res["ok"], true, "alice's request {i} within the limit: {res}");
+        let v = res["variant"].as_str().unwrap();
+        assert!(m.routes.iter().any(|r| r.site == v), "an unpinned request goes to a route, not {v}");
+    }
+    let refused = &alice[per_minute];
+    assert_eq!(refused["ok"], false, "request {} of alice is over the limit: {refused}", per_minute + 1);
+    assert_eq!(refused["status"], 429, "{refused}");
+    assert!(refused["error"].as_str().unwrap().contains("rate limit"), "{refused}");
+    // ... while bob, another user, has his own bucket.
+    let bob = results.last().unwrap();
+    assert_eq!(bob["ok"], true, "{bob}");
+}
+
+#[test]
+fn with_postgres_the_gateway_needs_the_migrations_its_pod_runs_first() {
+    let t = example();
+    let g = gateway(&t);
+    let pg = Postgres::start();
+    let out = run(&t, &rendered_toml(&t), json!({ "postgres_url": pg.url() }));
+    // The gateway reads the URL and refuses a database without its migrations
+    // (tensorzero-core/src/db/postgres/mod.rs `check_migrations`) ...
+    assert_eq!(out["loaded"], false, "{out}");
+    let err = out["error"].as_str().unwrap();
+    assert!(err.contains("--run-postgres-migrations"), "{err}");
+    // ... which the Deployment's init container runs, with the same URL, before the gateway.
+    let d = fabric::desired::objects::gateway_deployment(&t, g);
+    let init = &d["spec"]["template"]["spec"]["initContainers"][0];
+    assert_eq!(init["args"], json!(["--run-postgres-migrations"]), "{d}");
+    assert_eq!(init["image"], d["spec"]["template"]["spec"]["containers"][0]["image"]);
+    let url = &g.rate_limit.as_ref().unwrap().url;
+    assert_eq!(
+        init["env"],
+        json!([{ "name": "TENSORZERO_POSTGRES_URL", "valueFrom": { "secretKeyRef": { "name": url.secret, "key": url.key } } }])
+    );
+}
+
+#[test]
+fn tensorzero_refuses_a_route_that_is_also_a_fallback_and_so_does_validate() {
+    let t = example();
+    let toml = rendered_toml(&t);
+    let m = &gateway(&t).models[0];
+    let route = &m.routes[1].site;
+    let before = "fallback_variants = [\"cloud\"]";
+    assert!(toml.contains(before), "{toml}");
+    let bad = toml.replace(before, &format!("fallback_variants = [\"{route}\", \"cloud\"]"));
+    let redis = Redis::start();
+    let out = run(&t, &bad, json!({ "valkey_url": redis.url() }));
+    assert_eq!(out["loaded"], false, "{out}");
+    let err = out["error"].as_str().unwrap();
+    assert!(err.contains("variants cannot appear in both `candidate_variants` and `fallback_variants`"), "{err}");
+    // fabric refuses the topology that would say so, at the fallback's line.
+    let text = std::fs::read_to_string(Path::new(ROOT).join("topology.example.yaml")).unwrap();
+    let anchor = "        api_key: { secret: tensorzero-cloud, key: api_key }\n";
+    let with_fallback = text.replacen(anchor, &format!("{anchor}      fallback: [{route}]\n"), 1);
+    assert_ne!(with_fallback, text);
+    let line = with_fallback.lines().position(|l| l.contains("fallback: [")).unwrap() + 1;
+    match fabric::topology::load_str("t.yaml", with_fallback) {
+        Err(fabric::topology::LoadError::Invalid { diags, .. }) => {
+            assert!(
+                diags.iter().any(|d| d.problem.code == "topology::gateway" && d.line == line),
+                "want topology::gateway at line {line}: {:?}",
+                diags.iter().map(|d| (d.problem.code, d.line, d.problem.message.clone())).collect::<Vec<_>>()
+            );
+        }
+        other => panic!("validate accepts a route as a fallback: {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn every_rate_limit_and_cloud_provider_fabric_accepts_tensorzero_accepts() {
+    let mut t = example();
+    let redis = Redis::start();
+    // Every `<resource>_per_<window>` validate accepts, in one rule.
+    let mut all = std::collections::BTreeMap::new();
+    for r in fabric::topology::gateway::RATE_LIMIT_RESOURCES {
+        for w in fabric::topology::gateway::RATE_LIMIT_INTERVALS {
+            all.insert(format!("{r}_per_{w}"), 1_000_000);
+        }
+    }
+    for provider in [CloudProvider::Openai, CloudProvider::Anthropic] {
+        let g = t.gateway.as_mut().unwrap();
+        g.rate_limit.as_mut().unwrap().limits = all.clone();
+        g.rate_limit.as_mut().unwrap().max_tokens = Some(100);
+        g.models[0].cloud.as_mut().unwrap().provider = provider;
+        let toml = fabric::desired::text::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
+        let out = run(&t, &toml, json!({ "valkey_url": redis.url() }));
+        assert_eq!(out["loaded"], true, "{provider:?}: {}", out["error"]);
+    }
+    // A name outside that grammar: validate refuses it, and so does TensorZero.
+    let toml = fabric::desired::text::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
+    assert!(!fabric::topology::gateway::is_rate_limit("requests_per_minute"));
+    let bad = toml.replace("tokens_per_day = 1000000", "requests_per_minute = 10");
+    assert_ne!(bad, toml);
+    let out = run(&t, &bad, json!({ "valkey_url": redis.url() }));
+    assert_eq!(out["loaded"], false, "{out}");
+}

@@ -134,6 +134,18 @@ pub fn rate_limit_url_env(b: RateLimitBackend) -> &'static str {
     }
 }
 
+/// The sites a gateway model's function has a variant for: its routes, then the fallback-only
+/// sites, each once.
+pub fn gateway_sites(m: &GatewayModel) -> Vec<&str> {
+    let mut sites: Vec<&str> = vec![];
+    for s in m.routes.iter().map(|r| r.site.as_str()).chain(m.fallback.iter().map(String::as_str)) {
+        if !sites.contains(&s) {
+            sites.push(s);
+        }
+    }
+    sites
+}
+
 /// `tensorzero.toml`: a model per (gateway model, site), and a function per gateway model whose
 /// variants are the sites, sampled by the A/B weights (`candidate_variants`). TensorZero moves
 /// on to the remaining candidates when one fails, then to `fallback_variants` in order: the
@@ -150,15 +162,9 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
     );
     for (index, m) in g.models.iter().enumerate() {
         let Some(svc) = t.services.iter().find(|s| s.name == m.service) else { continue };
-        let routes: Vec<&str> = m.routes.iter().map(|r| r.site.as_str()).collect();
+        let sites = gateway_sites(m);
         // Fallback-only sites, in order, once each.
-        let mut fallback: Vec<&str> = vec![];
-        for f in &m.fallback {
-            if !routes.contains(&f.as_str()) && !fallback.contains(&f.as_str()) {
-                fallback.push(f);
-            }
-        }
-        let sites: Vec<&str> = routes.iter().chain(&fallback).copied().collect();
+        let fallback: Vec<&str> = sites.iter().copied().filter(|s| !m.routes.iter().any(|r| r.site == *s)).collect();
         for site in &sites {
             let model = toml_str(&format!("{}-{}", m.name, site));
             let _ = write!(

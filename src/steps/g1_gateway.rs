@@ -5,7 +5,7 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::verify::{id, rolled_out};
+use super::verify::{Verdict, client, id, rolled_out};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
@@ -53,8 +53,29 @@ impl Step for G1 {
         Box::pin(async move {
             let Some(g) = &cx.t.gateway else { return vec![] };
             let target = Target::cluster(&g.site);
-            let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some("tensorzero"));
-            vec![rolled_out(cx.targets, cx.key, &target, "gateway running", oid).await]
+            let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some(o::GATEWAY_NAMESPACE));
+            let mut out = vec![rolled_out(cx.targets, cx.key, &target, "gateway running", oid).await];
+            // Each site's backend through the gateway: one inference per (model, site), pinned to
+            // the site's variant. The cloud fallback is never called: verify reaches nothing but
+            // the topology's clusters.
+            for m in &g.models {
+                for site in text::gateway_sites(m) {
+                    out.push(route_answers(cx, &target, &m.name, site).await);
+                }
+                if let Some(c) = &m.cloud {
+                    out.push(CheckResult {
+                        step: cx.key.into(),
+                        check: format!("route {}/{}", m.name, crate::topology::gateway::CLOUD_VARIANT),
+                        verdict: Verdict::Skip,
+                        evidence: format!(
+                            "not called: the cloud fallback ({} {}) is outside the fabric, and a call would spend its API key",
+                            c.provider.tensorzero_type(),
+                            c.model
+                        ),
+                    });
+                }
+            }
+            out
         })
     }
 }
@@ -95,4 +116,54 @@ fn gateway_site_services(o: &mut Out<'_>, g: &Gateway) {
             }
         }
     }
+}
+
+/// The inference verify sends for `function`'s `variant` (TensorZero's `POST /inference`:
+/// `variant_name` pins the variant, bypassing the A/B sampling; `dryrun` stores nothing;
+/// `max_tokens` keeps the reply to a word).
+pub fn route_probe(function: &str, variant: &str) -> Value {
+    serde_json::json!({
+        "function_name": function,
+        "variant_name": variant,
+        "input": { "messages": [{ "role": "user", "content": "fabric verify: answer with one word" }] },
+        "params": { "chat_completion": { "max_tokens": 8 } },
+        "dryrun": true,
+    })
+}
+
+/// The path of the gateway's `/inference` through the API server's service proxy (the
+/// `services/proxy` subresource, `POST` among its methods: kubernetes/kubernetes
+/// pkg/registry/core/service/proxy.go), so verify reaches only the cluster's API server.
+pub fn inference_path() -> String {
+    format!("/api/v1/namespaces/{}/services/tensorzero-gateway:{}/proxy/inference", o::GATEWAY_NAMESPACE, o::GATEWAY_PORT)
+}
+
+/// One route answers: an inference pinned to `variant` comes back from that variant.
+async fn route_answers(cx: &VerifyCx<'_>, target: &Target, function: &str, variant: &str) -> CheckResult {
+    let check = format!("route {function}/{variant}");
+    let result = |verdict, evidence| CheckResult { step: cx.key.into(), check: check.clone(), verdict, evidence };
+    let c = match client(cx.targets, target).await {
+        Ok(c) => c,
+        Err(e) => return result(Verdict::Fail, format!("{target}: {e}")),
+    };
+    let body = serde_json::to_vec(&route_probe(function, variant)).expect("json");
+    let req = match http::Request::post(inference_path()).header("Content-Type", "application/json").body(body) {
+        Ok(r) => r,
+        Err(e) => return result(Verdict::Fail, e.to_string()),
+    };
+    let text = match c.request_text(req).await {
+        Ok(t) => t,
+        Err(e) => {
+            let why = crate::providers::kube::describe(&e);
+            return result(Verdict::Fail, format!("{target}: the gateway did not answer for `{variant}`: {why}"));
+        }
+    };
+    let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let served_by = answer["variant_name"].as_str().unwrap_or_default();
+    if served_by != variant {
+        let shown: String = text.chars().take(200).collect();
+        return result(Verdict::Fail, format!("{target}: asked for variant `{variant}`, got: {shown}"));
+    }
+    let tokens = answer["usage"]["output_tokens"].as_u64().map(|n| format!(", {n} output token(s)")).unwrap_or_default();
+    result(Verdict::Pass, format!("{target}: `{variant}` answered through tensorzero-gateway{tokens}"))
 }

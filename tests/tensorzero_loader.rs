@@ -146,7 +146,11 @@ impl Postgres {
         pg.run(as_root, "initdb", &["-D", data.to_str().unwrap(), "-A", "trust", "-U", "fabric"]);
         let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1", pg.port, pg.dir.0.display());
         let log = pg.dir.0.join("log");
-        pg.run(as_root, "pg_ctl", &["-D", data.to_str().unwrap(), "-o", &opts, "-l", log.to_str().unwrap(), "-w", "start"]);
+        pg.run(
+            as_root,
+            "pg_ctl",
+            &["-D", data.to_str().unwrap(), "-o", &opts, "-l", log.to_str().unwrap(), "-w", "start"],
+        );
         pg
     }
 
@@ -160,7 +164,12 @@ impl Postgres {
             Command::new(&exe)
         };
         let o = c.args(args).current_dir(&self.dir.0).output().unwrap();
-        assert!(o.status.success(), "{tool}: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{tool}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
 
     fn url(&self) -> String {
@@ -363,4 +372,104 @@ fn every_rate_limit_and_cloud_provider_fabric_accepts_tensorzero_accepts() {
     assert_ne!(bad, toml);
     let out = run(&t, &bad, json!({ "valkey_url": redis.url() }));
     assert_eq!(out["loaded"], false, "{out}");
+}
+
+/// The harness serving the embedded gateway's `POST /inference` on a loopback port (what the
+/// gateway's Service stands for in the test API server), stopped at the end.
+struct Served {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(t: &Topology, toml_dir: &TempDir, mut job: Value) -> Served {
+    use std::io::{BufRead, Write};
+    let cfg = toml_dir.0.join("tensorzero.toml");
+    std::fs::write(&cfg, rendered_toml(t)).unwrap();
+    job["config"] = json!(cfg);
+    job["serve"] = json!(true);
+    let mut c = Command::new(python(&pin(t)));
+    c.arg(Path::new(ROOT).join("tests/tensorzero/harness.py"));
+    c.env_remove("TENSORZERO_POSTGRES_URL").env_remove("TENSORZERO_VALKEY_URL").env("RUST_LOG", "error");
+    for e in fabric::desired::objects::gateway_env(gateway(t)) {
+        c.env(e["name"].as_str().unwrap(), "dummy-key-never-sent");
+    }
+    let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(job.to_string().as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let out: Value = serde_json::from_str(line.trim()).unwrap_or_else(|e| panic!("harness: {e}: {line}"));
+    assert_eq!(out["loaded"], true, "{out}");
+    assert_eq!(out["version"], pin(t), "the installed tensorzero is not the pinned one");
+    Served { child, port: out["listening"].as_u64().unwrap() as u16 }
+}
+
+/// `verify --step G.1` shows each route answering through the gateway: fabric's verify posts
+/// an inference pinned to each site's variant through the test API server's service proxy to
+/// the real (embedded) TensorZero gateway running the rendered config, whose vLLM backends are
+/// loopback stubs. A route whose backend is down fails on its own line; the cloud fallback is
+/// never called.
+#[test]
+fn verify_shows_each_route_answering_through_the_gateway() {
+    use fabric::apply::StepWork;
+    use fabric_testkit::{kube_api, run};
+    let f = kube_api::ExampleFabric::start("tz-verify");
+    let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
+    let work = StepWork::alone(&g, &t, "G.1").unwrap();
+    for r in &work.resources {
+        if let (Some(o), "cluster.franca") = (r.kube_object(), r.target().to_string().as_str()) {
+            f.franca.put_raw_as(o.clone(), "fabric");
+        }
+    }
+    std::thread::sleep(Duration::from_millis(400));
+    let verify = || {
+        let start = Instant::now();
+        let o = run::fabric_in(
+            &f.dir,
+            &f.dir.join("topology.yaml"),
+            &f.dir.join("ssh_config"),
+            &["verify", "--step", "G.1"],
+        );
+        // A check answers at once: no retrying a 503 for minutes (kube's default retry policy).
+        assert!(start.elapsed() < Duration::from_secs(30), "verify took {:?}", start.elapsed());
+        run::out(&o)
+    };
+    // No gateway pod behind the Service yet: every route fails, saying why.
+    let text = verify();
+    assert!(text.contains("FAIL  G.1"), "{text}");
+    assert!(text.contains("no endpoints available for service \"tensorzero-gateway\""), "{text}");
+    let redis = Redis::start();
+    let dir = TempDir::new("serve");
+    let job = |down: Vec<&str>| json!({ "backends": backends(&t), "valkey_url": redis.url(), "down": down });
+    {
+        // SP's backend down: its route fails, Franca's passes.
+        let gw = serve(&t, &dir, job(vec!["sp"]));
+        f.franca.set_service_endpoint("tensorzero", "tensorzero-gateway", ([127, 0, 0, 1], gw.port).into());
+        let text = verify();
+        let line = |route: &str| {
+            text.lines()
+                .find(|l| l.contains(&format!("route llama-3.1-70b/{route}")))
+                .unwrap_or_else(|| panic!("no line for {route}: {text}"))
+                .to_string()
+        };
+        assert!(line("franca").contains("PASS"), "{text}");
+        assert!(line("sp").contains("FAIL") && line("sp").contains("model providers failed"), "{text}");
+    }
+    let gw = serve(&t, &dir, job(vec![]));
+    f.franca.set_service_endpoint("tensorzero", "tensorzero-gateway", ([127, 0, 0, 1], gw.port).into());
+    let text = verify();
+    for route in ["franca", "sp"] {
+        let l = text.lines().find(|l| l.contains(&format!("route llama-3.1-70b/{route}"))).unwrap();
+        assert!(l.contains("PASS"), "{text}");
+    }
+    let cloud = text.lines().find(|l| l.contains("route llama-3.1-70b/cloud")).unwrap_or_else(|| panic!("{text}"));
+    assert!(cloud.contains("SKIP"), "{text}");
+    assert!(text.contains("`franca` answered through tensorzero-gateway"), "{text}");
 }

@@ -876,9 +876,7 @@ pub fn gateway_service(t: &Topology) -> Value {
 /// The gateway's environment: each cloud model's API key and the rate-limit backend's URL, from
 /// the operator's Secrets (`valueFrom.secretKeyRef`: never in the rendered objects).
 pub fn gateway_env(g: &Gateway) -> Vec<Value> {
-    let from = |name: String, r: &SecretKeyRef| {
-        json!({ "name": name, "valueFrom": { "secretKeyRef": { "name": r.secret, "key": r.key } } })
-    };
+    let from = |name: String, r: &SecretKeyRef| json!({ "name": name, "valueFrom": { "secretKeyRef": { "name": r.secret, "key": r.key } } });
     let mut env: Vec<Value> = g
         .models
         .iter()

@@ -215,8 +215,7 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
             "\n[functions.{f}.experimentation]\ntype = \"static\"\ncandidate_variants = {{ {} }}\n",
             weights.join(", ")
         );
-        let fb: Vec<String> =
-            fallback.iter().copied().chain(m.cloud.as_ref().map(|_| cloud)).map(toml_str).collect();
+        let fb: Vec<String> = fallback.iter().copied().chain(m.cloud.as_ref().map(|_| cloud)).map(toml_str).collect();
         if !fb.is_empty() {
             let _ = writeln!(out, "fallback_variants = [{}]", fb.join(", "));
         }

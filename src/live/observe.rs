@@ -447,7 +447,10 @@ async fn read_kube(
             .filter(|o| o["kind"] == "Secret" && o["apiVersion"] == "v1")
             .map(|o| {
                 let m = &o["metadata"];
-                (m["namespace"].as_str().unwrap_or("default").to_string(), m["name"].as_str().unwrap_or_default().to_string())
+                (
+                    m["namespace"].as_str().unwrap_or("default").to_string(),
+                    m["name"].as_str().unwrap_or_default().to_string(),
+                )
             })
             .collect(),
     );

@@ -144,6 +144,17 @@ impl KubeAccess {
 
 /// A client for `target`, from its kubeconfig; the error says which file and context failed.
 pub async fn client(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
+    client_with(target, access, true).await
+}
+
+/// A client that does not retry a 429/503/504: kube's default retries them up to 15 times with
+/// exponential backoff (kube-client `client/retry.rs` `RetryPolicy::server_retry`), minutes for
+/// a 503 a service proxy answers while a Service has no endpoints, which a check should report.
+pub async fn client_once(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
+    client_with(target, access, false).await
+}
+
+async fn client_with(target: &Target, access: &KubeAccess, retry: bool) -> Result<Client, KubeError> {
     let kc = Kubeconfig::read_from(&access.path).map_err(|e| KubeError::ConfigUnreadable {
         target: target.to_string(),
         path: access.path.clone(),
@@ -159,6 +170,7 @@ pub async fn client(target: &Target, access: &KubeAccess) -> Result<Client, Kube
     // An unreachable API fails in seconds, as an SSH host does.
     config.connect_timeout = Some(std::time::Duration::from_secs(8));
     config.read_timeout = Some(std::time::Duration::from_secs(30));
+    config.default_retry = retry;
     Client::try_from(config).map_err(|e| KubeError::Client { target: target.to_string(), reason: e.to_string() })
 }
 

@@ -5,7 +5,7 @@
 use futures::future::BoxFuture;
 use serde_json::Value;
 
-use super::verify::{Verdict, client, id, rolled_out};
+use super::verify::{Verdict, id, rolled_out};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
@@ -142,7 +142,11 @@ pub fn inference_path() -> String {
 async fn route_answers(cx: &VerifyCx<'_>, target: &Target, function: &str, variant: &str) -> CheckResult {
     let check = format!("route {function}/{variant}");
     let result = |verdict, evidence| CheckResult { step: cx.key.into(), check: check.clone(), verdict, evidence };
-    let c = match client(cx.targets, target).await {
+    let Some(access) = cx.targets.kube.get(target) else {
+        return result(Verdict::Fail, format!("no kubeconfig for {target}"));
+    };
+    // No retries: a 503 (no gateway pod ready) is this check's answer, not something to wait out.
+    let c = match crate::providers::kube::client_once(target, access).await {
         Ok(c) => c,
         Err(e) => return result(Verdict::Fail, format!("{target}: {e}")),
     };
@@ -151,12 +155,26 @@ async fn route_answers(cx: &VerifyCx<'_>, target: &Target, function: &str, varia
         Ok(r) => r,
         Err(e) => return result(Verdict::Fail, e.to_string()),
     };
-    let text = match c.request_text(req).await {
-        Ok(t) => t,
-        Err(e) => {
-            let why = crate::providers::kube::describe(&e);
-            return result(Verdict::Fail, format!("{target}: the gateway did not answer for `{variant}`: {why}"));
+    // The raw answer: an error from the gateway is its own JSON, not a Kubernetes Status.
+    let answered = match c.send(req.map(kube::client::Body::from)).await {
+        Ok(res) => {
+            let status = res.status();
+            http_body_util::BodyExt::collect(res.into_body())
+                .await
+                .map(|b| (status, String::from_utf8_lossy(&b.to_bytes()).into_owned()))
+                .map_err(|e| e.to_string())
         }
+        Err(e) => Err(crate::providers::kube::describe(&e)),
+    };
+    let text = match answered {
+        Ok((status, text)) if status.is_success() => text,
+        Ok((status, text)) => {
+            let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            let why = v["message"].as_str().or(v["error"].as_str()).map(str::to_string).unwrap_or(text);
+            let why: String = why.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(200).collect();
+            return result(Verdict::Fail, format!("{target}: the gateway did not answer for `{variant}`: {status}: {why}"));
+        }
+        Err(why) => return result(Verdict::Fail, format!("{target}: the gateway did not answer for `{variant}`: {why}")),
     };
     let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
     let served_by = answer["variant_name"].as_str().unwrap_or_default();

@@ -38,7 +38,8 @@ pub fn is_secret_name(s: &str) -> bool {
 
 /// `<resource>_per_<interval>` of [`RATE_LIMIT_RESOURCES`] and [`RATE_LIMIT_INTERVALS`].
 pub fn is_rate_limit(name: &str) -> bool {
-    name.split_once("_per_").is_some_and(|(r, w)| RATE_LIMIT_RESOURCES.contains(&r) && RATE_LIMIT_INTERVALS.contains(&w))
+    name.split_once("_per_")
+        .is_some_and(|(r, w)| RATE_LIMIT_RESOURCES.contains(&r) && RATE_LIMIT_INTERVALS.contains(&w))
 }
 
 pub fn check(t: &Topology, out: &mut Vec<Problem>) {
@@ -78,7 +79,9 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
                     Problem::error(
                         "topology::gateway",
                         cp.clone(),
-                        format!("a site named `{CLOUD_VARIANT}` and the cloud fallback would be the same TensorZero variant"),
+                        format!(
+                            "a site named `{CLOUD_VARIANT}` and the cloud fallback would be the same TensorZero variant"
+                        ),
                     )
                     .label("name clash")
                     .help("rename the site, or drop the cloud fallback"),
@@ -113,19 +116,27 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
         for (name, n) in &rl.limits {
             if !is_rate_limit(name) {
                 out.push(
-                    Problem::error("topology::gateway", rp.key("limits").key(name), format!("`{name}` is no TensorZero rate limit"))
-                        .label("unknown limit")
-                        .help(format!(
-                            "write `<resource>_per_<window>` with resource {} and window {}",
-                            RATE_LIMIT_RESOURCES.join(" or "),
-                            RATE_LIMIT_INTERVALS.join(", ")
-                        )),
+                    Problem::error(
+                        "topology::gateway",
+                        rp.key("limits").key(name),
+                        format!("`{name}` is no TensorZero rate limit"),
+                    )
+                    .label("unknown limit")
+                    .help(format!(
+                        "write `<resource>_per_<window>` with resource {} and window {}",
+                        RATE_LIMIT_RESOURCES.join(" or "),
+                        RATE_LIMIT_INTERVALS.join(", ")
+                    )),
                 );
             } else if *n == 0 {
                 out.push(
-                    Problem::error("topology::gateway", rp.key("limits").key(name), format!("`{name}: 0` refuses every request"))
-                        .label("must be > 0")
-                        .help("give a positive count, or remove the limit"),
+                    Problem::error(
+                        "topology::gateway",
+                        rp.key("limits").key(name),
+                        format!("`{name}: 0` refuses every request"),
+                    )
+                    .label("must be > 0")
+                    .help("give a positive count, or remove the limit"),
                 );
             }
         }

@@ -28,6 +28,9 @@ class Stub(BaseHTTPRequestHandler):
         if not self.path.endswith("/chat/completions"):
             self.send_error(404)
             return
+        if self.server.site in DOWN:
+            self.send_error(500, "backend down")
+            return
         out = {
             "id": "stub",
             "object": "chat.completion",
@@ -53,6 +56,9 @@ class Stub(BaseHTTPRequestHandler):
         pass
 
 
+DOWN = set()
+
+
 def stub(site):
     s = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     s.site = site
@@ -70,8 +76,54 @@ def emit(out):
     RESULT.flush()
 
 
+INFERENCE_ARGS = ("function_name", "variant_name", "input", "params", "tags", "dryrun", "episode_id")
+
+
+def serve(client, out):
+    """Serves the embedded gateway's inference as `POST /inference` on a loopback port (the
+    request's fields passed to the client as they are; the answer's fields as the gateway's
+    HTTP API names them), prints {"loaded", "listening": port} and serves until killed."""
+    import tensorzero
+
+    class Gateway(BaseHTTPRequestHandler):
+        def do_POST(self):
+            n = int(self.headers.get("content-length", 0))
+            req = json.loads(self.rfile.read(n) or b"{}")
+            if self.path != "/inference":
+                self.send_error(404)
+                return
+            try:
+                resp = client.inference(**{k: v for k, v in req.items() if k in INFERENCE_ARGS})
+                status, body = 200, {
+                    "inference_id": str(resp.inference_id),
+                    "episode_id": str(resp.episode_id),
+                    "variant_name": resp.variant_name,
+                    "content": [{"type": "text", "text": c.text} for c in resp.content if hasattr(c, "text")],
+                    "usage": {"input_tokens": resp.usage.input_tokens, "output_tokens": resp.usage.output_tokens},
+                }
+            except tensorzero.TensorZeroError as e:
+                status, body = e.status_code, {"error": e.text}
+            except Exception as e:
+                status, body = 500, {"error": str(e)}
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    s = ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    out["listening"] = s.server_address[1]
+    emit(out)
+    s.serve_forever()
+
+
 def main():
     job = json.load(sys.stdin)
+    DOWN.update(job.get("down", []))
     out = {"version": version("tensorzero"), "loaded": False, "results": []}
     import tensorzero
 
@@ -96,6 +148,9 @@ def main():
         emit(out)
         return
     out["loaded"] = True
+    if job.get("serve"):
+        serve(client, out)
+        return
     for req in job.get("requests", []):
         for _ in range(req.get("repeat", 1)):
             r = {"ok": False}

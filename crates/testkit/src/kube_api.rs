@@ -104,6 +104,12 @@ impl TestApiServer {
         TestApiServer { url, addr, shared, ctl, thread: Some(thread) }
     }
 
+    /// Gives Service `namespace/name` a ready endpoint: `addr`, a loopback server of the test,
+    /// which the `services/proxy` subresource then forwards to (see [`service_proxy`]).
+    pub fn set_service_endpoint(&self, namespace: &str, name: &str, addr: SocketAddr) {
+        self.shared.lock().endpoints.insert((namespace.to_string(), name.to_string()), addr);
+    }
+
     /// Simulates an unreachable cluster: while down, new connections are reset (TCP RST) and
     /// kept-alive ones closed, without a response. `set_down(false)` makes it reachable again, with its state kept.
     pub fn set_down(&self, down: bool) {
@@ -532,6 +538,9 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Byt
         user_agent: header("user-agent"),
         body,
     };
+    if let Some(proxied) = service_proxy(&shared, &r).await {
+        return proxied;
+    }
     let out = shared.handle(&r);
     let mut b = Response::builder().status(out.status).header("Content-Type", "application/json");
     for w in &out.warnings {
@@ -539,6 +548,114 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Byt
     }
     let text = serde_json::to_vec(&out.body).unwrap_or_default();
     b.body(Full::new(Bytes::from(text))).expect("response")
+}
+
+/// The `services/proxy` subresource, as kube-apiserver serves it
+/// (kubernetes/kubernetes pkg/registry/core/service/proxy.go and
+/// pkg/registry/core/service/storage/storage.go `ResourceLocation`):
+/// `/api/v1/namespaces/{ns}/services/{[scheme:]name[:port]}/proxy/{path}` with the methods
+/// `proxyMethods` lists; a Service that does not exist is a 404, a numeric port the Service does
+/// not have a 503 `no service port N found for service "x"`, a Service without ready endpoints a
+/// 503 `no endpoints available for service "x"`. Otherwise the request goes to the endpoint (here
+/// the loopback address a test gave with `set_service_endpoint`) and its answer comes back as
+/// it is. None when the path is not a service proxy.
+async fn service_proxy(shared: &Arc<Shared>, r: &Req) -> Option<Response<Full<Bytes>>> {
+    let segs: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+    let ["api", "v1", "namespaces", ns, "services", id, "proxy", rest @ ..] = segs.as_slice() else { return None };
+    let respond = |status: u16, body: Vec<u8>, json: bool| {
+        let mut b = Response::builder().status(status);
+        if json {
+            b = b.header("Content-Type", "application/json");
+        }
+        Some(b.body(Full::new(Bytes::from(body))).expect("response"))
+    };
+    let failure = |status: u16, reason: &str, message: String| {
+        respond(status, serde_json::to_vec(&status_failure(status, reason, message, None)).unwrap_or_default(), true)
+    };
+    {
+        let mut st = shared.lock();
+        st.requests.push(format!("{} {}", r.method, r.path));
+    }
+    let authorized =
+        r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == TEST_TOKEN);
+    if !authorized && !shared.anonymous.load(Ordering::SeqCst) {
+        return failure(401, "Unauthorized", "Unauthorized".into());
+    }
+    if !["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"].contains(&r.method.as_str()) {
+        return failure(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({})", r.method),
+        );
+    }
+    // `[scheme:]name[:port]` (k8s.io/apimachinery/pkg/util/net/port_split.go `SplitSchemeNamePort`).
+    let parts: Vec<&str> = id.split(':').collect();
+    let (name, port) = match parts.as_slice() {
+        [n] => (*n, ""),
+        [n, p] => (*n, *p),
+        [_, n, p] => (*n, *p),
+        _ => return failure(400, "BadRequest", format!("invalid service request {id:?}")),
+    };
+    let (svc, endpoint) = {
+        let st = shared.lock();
+        let key = (String::new(), "Service".to_string(), ns.to_string(), name.to_string());
+        (st.objects.get(&key).map(|s| s.obj.clone()), st.endpoints.get(&(ns.to_string(), name.to_string())).copied())
+    };
+    let Some(svc) = svc else {
+        return failure(404, "NotFound", format!("services \"{name}\" not found"));
+    };
+    if let Ok(n) = port.parse::<i64>() {
+        let has = svc["spec"]["ports"].as_array().into_iter().flatten().any(|p| p["port"].as_i64() == Some(n));
+        if !has {
+            return failure(503, "ServiceUnavailable", format!("no service port {n} found for service \"{name}\""));
+        }
+    }
+    let Some(addr) = endpoint else {
+        return failure(503, "ServiceUnavailable", format!("no endpoints available for service \"{name}\""));
+    };
+    let path = format!(
+        "/{}{}",
+        rest.join("/"),
+        if r.raw_query.is_empty() { String::new() } else { format!("?{}", r.raw_query) }
+    );
+    let (method, body, ctype) = (r.method.clone(), r.body.clone(), r.content_type.clone());
+    let answer = tokio::task::spawn_blocking(move || forward(addr, &method, &path, ctype.as_deref(), &body)).await;
+    match answer {
+        Ok(Ok((status, body))) => respond(status, body, true),
+        Ok(Err(e)) => failure(503, "ServiceUnavailable", format!("error trying to reach service: {e}")),
+        Err(e) => failure(500, "InternalError", e.to_string()),
+    }
+}
+
+/// One HTTP/1.1 request to `addr` (`Connection: close`): the status and the body.
+fn forward(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    ctype: Option<&str>,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    c.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    if let Some(t) = ctype {
+        head.push_str(&format!("Content-Type: {t}\r\n"));
+    }
+    head.push_str("\r\n");
+    c.write_all(head.as_bytes())?;
+    c.write_all(body)?;
+    let mut raw = Vec::new();
+    c.read_to_end(&mut raw)?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("no HTTP header"))?;
+    let status_line = String::from_utf8_lossy(&raw[..split]).lines().next().unwrap_or_default().to_string();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| std::io::Error::other(status_line.clone()))?;
+    Ok((status, raw[split + 4..].to_vec()))
 }
 
 struct Req {
@@ -798,6 +915,9 @@ struct State {
     fail_helm: BTreeMap<String, u32>,
     /// Statuses a controller computed that fail the schema (not written).
     controller_errors: Vec<String>,
+    /// (namespace, Service) → the loopback address standing for its ready endpoints, for the
+    /// `services/proxy` subresource ([`TestApiServer::set_service_endpoint`]).
+    endpoints: BTreeMap<(String, String), SocketAddr>,
 }
 
 struct Shared {
@@ -871,6 +991,7 @@ impl Shared {
             held: BTreeSet::new(),
             fail_helm: BTreeMap::new(),
             controller_errors: Vec::new(),
+            endpoints: BTreeMap::new(),
         };
         let ns_res = resources.iter().find(|r| r.group.is_empty() && r.kind == "Namespace").cloned().expect("ns");
         for ns in ["default", "kube-system"] {

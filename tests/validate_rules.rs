@@ -918,6 +918,49 @@ fn a_statefulset_runs_at_one_site_and_its_parts_are_object_names() {
     let text = mutate("", "port: 5432, workload: statefulset }", "port: 5432, workload: replicaset }");
     let d = errors(&text);
     assert!(d.iter().any(|d| d.problem.message.contains("replicaset")), "{:?}", messages(&d));
+
+/// TensorZero refuses a variant that is both a candidate and a fallback
+/// (tensorzero-core/src/experimentation/mod.rs `check_duplicates_across`): a route listed under
+/// `fallback:` is refused at its line.
+#[test]
+fn a_gateway_route_listed_as_a_fallback_is_an_error_at_the_fallback() {
+    let anchor = "        api_key: { secret: tensorzero-cloud, key: api_key }\n";
+    let text = mutate("", anchor, &format!("{anchor}      fallback: [sp]\n"));
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::gateway",
+        "`sp` is a route of `llama-3.1-70b` and a fallback too",
+        pos(&text, "fallback: [", "sp"),
+    );
+}
+
+/// Rate limits: only `<model_inferences|tokens>_per_<second…month>` (TensorZero's
+/// `parse_resource` and `RateLimitInterval`), positive; a token limit needs `max_tokens`.
+#[test]
+fn gateway_rate_limits_are_checked_at_their_lines() {
+    let text = mutate("rate_limit:", "model_inferences_per_minute: 30", "requests_per_minute: 30");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::gateway",
+        "`requests_per_minute` is no TensorZero rate limit",
+        pos(&text, "limits:", "requests_per_minute"),
+    );
+    let text = mutate("rate_limit:", "model_inferences_per_minute: 30", "model_inferences_per_minute: 0");
+    let d = errors(&text);
+    expect_one(&d, "topology::gateway", "refuses every request", pos(&text, "limits:", "model_inferences_per_minute"));
+    let text = mutate("rate_limit:", "    max_tokens: 2048", "    # no max_tokens");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::gateway",
+        "`tokens_per_hour` without `max_tokens`",
+        pos(&text, "limits:", "tokens_per_hour"),
+    );
+    let text = mutate("rate_limit:", "secret: tensorzero-postgres", "secret: Tensorzero_Postgres");
+    let d = errors(&text);
+    expect_one(&d, "topology::gateway", "is no Secret name", pos(&text, "rate_limit:", "Tensorzero_Postgres"));
 }
 
 /// Issue 22, item 3: Kueue admits a Job only when its queue covers every resource it asks, so

@@ -473,3 +473,34 @@ fn verify_shows_each_route_answering_through_the_gateway() {
     assert!(cloud.contains("SKIP"), "{text}");
     assert!(text.contains("`franca` answered through tensorzero-gateway"), "{text}");
 }
+
+/// Plan checks the Secrets the gateway reads (the operator's: fabric never makes them): an
+/// absent Secret, then a missing key, is shown on the Deployment; with both there, nothing is.
+/// Their values never appear.
+#[test]
+fn plan_shows_a_missing_operator_secret_or_key_without_values() {
+    use fabric_testkit::{kube_api, run};
+    let f = kube_api::ExampleFabric::start("tz-secrets");
+    let plan = || {
+        let o = run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), &["plan"]);
+        run::out(&o)
+    };
+    f.franca.put_raw(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tensorzero"}}));
+    let text = plan();
+    assert!(
+        text.contains("Secret tensorzero/tensorzero-cloud (key `api_key`) does not exist")
+            && text.contains("kubectl -n tensorzero create secret generic tensorzero-cloud"),
+        "{text}"
+    );
+    let secret = |name: &str, data: Value| json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": "tensorzero"}, "data": data});
+    // "c2VjcmV0LWNsb3Vk" is base64 of a value that must never be shown.
+    f.franca.put_raw(secret("tensorzero-cloud", json!({"api_key": "c2VjcmV0LWNsb3Vk"})));
+    f.franca.put_raw(secret("tensorzero-postgres", json!({"password": "c2VjcmV0LXBn"})));
+    let text = plan();
+    assert!(!text.contains("tensorzero-cloud (key"), "{text}");
+    assert!(text.contains("Secret tensorzero/tensorzero-postgres has no `url`"), "{text}");
+    f.franca.put_raw(secret("tensorzero-postgres", json!({"url": "c2VjcmV0LXBn"})));
+    let text = plan();
+    assert!(!text.contains("tensorzero-postgres has no") && !text.contains("does not exist"), "{text}");
+    assert!(!text.contains("c2VjcmV0") && !text.contains("secret-cloud") && !text.contains("secret-pg"), "{text}");
+}

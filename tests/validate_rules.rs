@@ -945,18 +945,18 @@ fn gateway_rate_limits_are_checked_at_their_lines() {
         &d,
         "topology::gateway",
         "`requests_per_minute` is no TensorZero rate limit",
-        pos(&text, "limits:", "requests_per_minute"),
+        pos(&text, "requests_per_minute", "30"),
     );
     let text = mutate("rate_limit:", "model_inferences_per_minute: 30", "model_inferences_per_minute: 0");
     let d = errors(&text);
-    expect_one(&d, "topology::gateway", "refuses every request", pos(&text, "limits:", "model_inferences_per_minute"));
+    expect_one(&d, "topology::gateway", "refuses every request", pos(&text, "model_inferences_per_minute: 0", "0"));
     let text = mutate("rate_limit:", "    max_tokens: 2048", "    # no max_tokens");
     let d = errors(&text);
     expect_one(
         &d,
         "topology::gateway",
         "`tokens_per_hour` without `max_tokens`",
-        pos(&text, "limits:", "tokens_per_hour"),
+        pos(&text, "tokens_per_hour", "200000"),
     );
     let text = mutate("rate_limit:", "secret: tensorzero-postgres", "secret: Tensorzero_Postgres");
     let d = errors(&text);

@@ -873,6 +873,22 @@ pub fn gateway_service(t: &Topology) -> Value {
     with(svc, "spec", json!({ "selector": gateway_labels(), "ports": [{ "name": "http", "port": GATEWAY_PORT }] }))
 }
 
+/// The environment variable the gateway reads model `index`'s cloud API key from
+/// (`api_key_location = "env::…"`; TensorZero reads it when it loads the config and refuses to
+/// start without it).
+pub fn cloud_key_env(index: usize) -> String {
+    format!("FABRIC_CLOUD_API_KEY_{index}")
+}
+
+/// The environment variable TensorZero reads a rate-limit backend's URL from
+/// (configuration reference, `[postgres]` and `[rate_limiting]`; docs/deployment/valkey-redis.mdx).
+pub fn rate_limit_url_env(b: RateLimitBackend) -> &'static str {
+    match b {
+        RateLimitBackend::Postgres => "TENSORZERO_POSTGRES_URL",
+        RateLimitBackend::Valkey => "TENSORZERO_VALKEY_URL",
+    }
+}
+
 /// The gateway's environment: each cloud model's API key and the rate-limit backend's URL, from
 /// the operator's Secrets (`valueFrom.secretKeyRef`: never in the rendered objects).
 pub fn gateway_env(g: &Gateway) -> Vec<Value> {
@@ -881,10 +897,10 @@ pub fn gateway_env(g: &Gateway) -> Vec<Value> {
         .models
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| m.cloud.as_ref().map(|c| from(super::text::cloud_key_env(i), &c.api_key)))
+        .filter_map(|(i, m)| m.cloud.as_ref().map(|c| from(cloud_key_env(i), &c.api_key)))
         .collect();
     if let Some(rl) = &g.rate_limit {
-        env.push(from(super::text::rate_limit_url_env(rl.backend).into(), &rl.url));
+        env.push(from(rate_limit_url_env(rl.backend).into(), &rl.url));
     }
     env
 }
@@ -912,7 +928,7 @@ pub fn gateway_deployment(t: &Topology, g: &Gateway) -> Value {
     // (tensorzero-core/src/db/postgres/mod.rs `check_migrations`); the gateway's own
     // `--run-postgres-migrations` applies them and exits (crates/gateway/src/cli.rs, main.rs).
     if let Some(rl) = g.rate_limit.as_ref().filter(|rl| rl.backend == RateLimitBackend::Postgres) {
-        let url = super::text::rate_limit_url_env(rl.backend);
+        let url = rate_limit_url_env(rl.backend);
         spec["initContainers"] = json!([{
             "name": "postgres-migrations",
             "image": image,

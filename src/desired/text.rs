@@ -118,22 +118,6 @@ pub fn site_service(service: &str, site: &str) -> String {
     format!("{service}-{site}")
 }
 
-/// The environment variable the gateway reads model `index`'s cloud API key from
-/// (`api_key_location = "env::…"`; TensorZero reads it when it loads the config and refuses to
-/// start without it).
-pub fn cloud_key_env(index: usize) -> String {
-    format!("FABRIC_CLOUD_API_KEY_{index}")
-}
-
-/// The environment variable TensorZero reads a rate-limit backend's URL from
-/// (configuration reference, `[postgres]` and `[rate_limiting]`; docs/deployment/valkey-redis.mdx).
-pub fn rate_limit_url_env(b: RateLimitBackend) -> &'static str {
-    match b {
-        RateLimitBackend::Postgres => "TENSORZERO_POSTGRES_URL",
-        RateLimitBackend::Valkey => "TENSORZERO_VALKEY_URL",
-    }
-}
-
 /// The sites a gateway model's function has a variant for: its routes, then the fallback-only
 /// sites, each once.
 pub fn gateway_sites(m: &GatewayModel) -> Vec<&str> {
@@ -191,7 +175,7 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
                 v = toml_str(cloud),
                 ty = toml_str(c.provider.tensorzero_type()),
                 name = toml_str(&c.model),
-                key = toml_str(&format!("env::{}", cloud_key_env(index))),
+                key = toml_str(&format!("env::{}", super::objects::cloud_key_env(index))),
             );
         }
         let f = toml_str(&m.name);

@@ -209,6 +209,35 @@ pub fn ca(common_name: &str) -> Result<(String, String), SecretError> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_workloads_secret_keys_are_read_from_its_containers_env_but_optional_ones() {
+        let d = json!({ "kind": "Deployment", "metadata": { "namespace": "tensorzero" }, "spec": { "template": { "spec": {
+            "initContainers": [{ "env": [{ "name": "U", "valueFrom": { "secretKeyRef": { "name": "pg", "key": "url" } } }] }],
+            "containers": [{ "env": [
+                { "name": "U", "valueFrom": { "secretKeyRef": { "name": "pg", "key": "url" } } },
+                { "name": "K", "valueFrom": { "secretKeyRef": { "name": "cloud", "key": "api_key" } } },
+                { "name": "O", "valueFrom": { "secretKeyRef": { "name": "opt", "key": "k", "optional": true } } },
+                { "name": "P", "value": "plain" },
+            ] }],
+        } } } });
+        let refs = secret_key_refs(&d);
+        let t = |n: &str, k: &str| ("tensorzero".to_string(), n.to_string(), k.to_string());
+        assert_eq!(refs, vec![t("pg", "url"), t("cloud", "api_key")]);
+    }
+
+    #[test]
+    fn an_operator_secret_needs_its_key_filled_and_errors_never_show_values() {
+        let mut data = Map::new();
+        assert!(matches!(key_problem(None, "ns", "s", "k"), Some(SecretError::OperatorAbsent { .. })));
+        assert!(matches!(key_problem(Some(&data), "ns", "s", "k"), Some(SecretError::OperatorKeyMissing { .. })));
+        data.insert("k".into(), json!(""));
+        assert!(matches!(key_problem(Some(&data), "ns", "s", "k"), Some(SecretError::OperatorKeyMissing { .. })));
+        data.insert("k".into(), json!("c2VjcmV0LXZhbHVl"));
+        assert_eq!(key_problem(Some(&data), "ns", "s", "k"), None);
+        let e = key_problem(None, "ns", "s", "k").unwrap().to_string();
+        assert!(e.contains("ns/s") && e.contains("`k`") && e.contains("kubectl -n ns create secret generic s"), "{e}");
+    }
+
     fn src(shape: Shape) -> CopySource {
         CopySource { target: "cluster.sp".into(), namespace: "ns".into(), name: "tok".into(), shape }
     }

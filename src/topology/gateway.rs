@@ -33,7 +33,15 @@ pub fn is_secret_key(s: &str) -> bool {
 
 /// A Secret's name: an RFC 1123 subdomain (`IsDNS1123Subdomain`, same file).
 pub fn is_secret_name(s: &str) -> bool {
-    s.len() <= 253 && !s.is_empty() && s.split('.').all(super::rules::is_dns_label)
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.len() <= 63
+            && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    s.len() <= 253 && !s.is_empty() && s.split('.').all(label)
 }
 
 /// `<resource>_per_<interval>` of [`RATE_LIMIT_RESOURCES`] and [`RATE_LIMIT_INTERVALS`].

@@ -918,6 +918,7 @@ fn a_statefulset_runs_at_one_site_and_its_parts_are_object_names() {
     let text = mutate("", "port: 5432, workload: statefulset }", "port: 5432, workload: replicaset }");
     let d = errors(&text);
     assert!(d.iter().any(|d| d.problem.message.contains("replicaset")), "{:?}", messages(&d));
+}
 
 /// TensorZero refuses a variant that is both a candidate and a fallback
 /// (tensorzero-core/src/experimentation/mod.rs `check_duplicates_across`): a route listed under

@@ -274,7 +274,9 @@ fn the_rendered_example_loads_and_each_route_answers_through_the_gateway_with_th
         assert_eq!(res["variant"], r.site.as_str(), "{res}");
         assert_eq!(res["text"], format!("from {}", r.site), "{res}");
     }
-    // The A/B split serves alice until her bucket is empty, then refuses her (429) ...
+    // The A/B split serves alice until her bucket is empty, then refuses her (429) ... (buckets
+    // refill by whole intervals, a minute here: tensorzero-core/src/db/valkey/lua/
+    // tensorzero_ratelimit.lua `apply_refill`, so these quick requests see no refill)
     let alice = &results[m.routes.len()..m.routes.len() + per_minute + 1];
     for (i, res) in alice[..per_minute].iter().enumerate() {
         assert_eq!(res["ok"], true, "alice's request {i} within the limit: {res}");

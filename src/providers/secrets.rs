@@ -205,6 +205,38 @@ pub fn ca(common_name: &str) -> Result<(String, String), SecretError> {
     Ok((cert.pem(), key.serialize_pem()))
 }
 
+/// The Secret keys a workload's pods read from Secrets (`env[].valueFrom.secretKeyRef` of its
+/// containers and init containers, unless `optional: true`): (namespace, Secret, key).
+pub fn secret_key_refs(obj: &Value) -> Vec<(String, String, String)> {
+    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default");
+    let spec = &obj["spec"]["template"]["spec"];
+    let containers = ["containers", "initContainers"].into_iter().filter_map(|k| spec[k].as_array()).flatten();
+    let mut out = Vec::new();
+    for e in containers.filter_map(|c| c["env"].as_array()).flatten() {
+        let r = &e["valueFrom"]["secretKeyRef"];
+        if let (Some(name), Some(key), false) = (r["name"].as_str(), r["key"].as_str(), r["optional"] == true) {
+            let item = (ns.to_string(), name.to_string(), key.to_string());
+            if !out.contains(&item) {
+                out.push(item);
+            }
+        }
+    }
+    out
+}
+
+/// Why the Secret `namespace/name` (its `data`, None when absent) cannot give `key`: absent, or
+/// the key missing or empty. Reads only whether the key holds something, never its value.
+pub fn key_problem(data: Option<&Map<String, Value>>, namespace: &str, name: &str, key: &str) -> Option<SecretError> {
+    let (namespace, name, key) = (namespace.to_string(), name.to_string(), key.to_string());
+    match data {
+        None => Some(SecretError::OperatorAbsent { namespace, name, key }),
+        Some(d) if d.get(&key).and_then(Value::as_str).is_none_or(str::is_empty) => {
+            Some(SecretError::OperatorKeyMissing { namespace, name, key })
+        }
+        Some(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -331,37 +363,5 @@ mod tests {
         assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
         // Two runs make two different keys: nothing is fixed or reused.
         assert_ne!(generate(Generated::Ca).unwrap()["ca.key"], data["ca.key"]);
-    }
-}
-
-/// The Secret keys a workload's pods read from Secrets (`env[].valueFrom.secretKeyRef` of its
-/// containers and init containers, unless `optional: true`): (namespace, Secret, key).
-pub fn secret_key_refs(obj: &Value) -> Vec<(String, String, String)> {
-    let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default");
-    let spec = &obj["spec"]["template"]["spec"];
-    let containers = ["containers", "initContainers"].into_iter().filter_map(|k| spec[k].as_array()).flatten();
-    let mut out = Vec::new();
-    for e in containers.filter_map(|c| c["env"].as_array()).flatten() {
-        let r = &e["valueFrom"]["secretKeyRef"];
-        if let (Some(name), Some(key), false) = (r["name"].as_str(), r["key"].as_str(), r["optional"] == true) {
-            let item = (ns.to_string(), name.to_string(), key.to_string());
-            if !out.contains(&item) {
-                out.push(item);
-            }
-        }
-    }
-    out
-}
-
-/// Why the Secret `namespace/name` (its `data`, None when absent) cannot give `key`: absent, or
-/// the key missing or empty. Reads only whether the key holds something, never its value.
-pub fn key_problem(data: Option<&Map<String, Value>>, namespace: &str, name: &str, key: &str) -> Option<SecretError> {
-    let (namespace, name, key) = (namespace.to_string(), name.to_string(), key.to_string());
-    match data {
-        None => Some(SecretError::OperatorAbsent { namespace, name, key }),
-        Some(d) if d.get(&key).and_then(Value::as_str).is_none_or(str::is_empty) => {
-            Some(SecretError::OperatorKeyMissing { namespace, name, key })
-        }
-        Some(_) => None,
     }
 }

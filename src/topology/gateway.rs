@@ -2,7 +2,7 @@
 //! the version `versions.tensorzero` pins, 2026.4.1): what the rendered `tensorzero.toml` must
 //! satisfy for the gateway to start, checked here at the topology's lines.
 
-use super::model::{SecretKeyRef, Topology};
+use super::model::{RateLimit, SecretKeyRef, Topology};
 use super::problem::Problem;
 use super::tree::Path;
 use crate::path;
@@ -106,71 +106,76 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
         }
     }
     if let Some(rl) = &g.rate_limit {
-        let rp = path!["gateway", "rate_limit"];
-        if rl.tag.is_empty() || rl.tag.starts_with("tensorzero::") {
-            out.push(
-                Problem::error("topology::gateway", rp.key("tag"), format!("`{}` is no tag a client can set", rl.tag))
-                    .label("bad tag")
-                    .help("name the request tag clients send per user, e.g. `user_id` (names starting with `tensorzero::` are TensorZero's)"),
-            );
-        }
-        if rl.limits.is_empty() {
-            out.push(
-                Problem::error("topology::gateway", rp.key("limits"), "a rate limit without limits")
-                    .label("empty")
-                    .help("give at least one, e.g. `{ model_inferences_per_minute: 30 }`"),
-            );
-        }
-        for (name, n) in &rl.limits {
-            if !is_rate_limit(name) {
-                out.push(
-                    Problem::error(
-                        "topology::gateway",
-                        rp.key("limits").key(name),
-                        format!("`{name}` is no TensorZero rate limit"),
-                    )
-                    .label("unknown limit")
-                    .help(format!(
-                        "write `<resource>_per_<window>` with resource {} and window {}",
-                        RATE_LIMIT_RESOURCES.join(" or "),
-                        RATE_LIMIT_INTERVALS.join(", ")
-                    )),
-                );
-            } else if *n == 0 {
-                out.push(
-                    Problem::error(
-                        "topology::gateway",
-                        rp.key("limits").key(name),
-                        format!("`{name}: 0` refuses every request"),
-                    )
-                    .label("must be > 0")
-                    .help("give a positive count, or remove the limit"),
-                );
-            }
-        }
-        // tensorzero-core/src/inference/types/mod.rs: with a token limit, a request's tokens are
-        // estimated up front from its `max_tokens`, and one without is refused
-        // (`RateLimitMissingMaxTokens`, crates/tensorzero-error/src/lib.rs).
-        let token_limit = rl.limits.keys().find(|k| k.starts_with("tokens_per_"));
-        if let (Some(k), None) = (token_limit, rl.max_tokens) {
-            out.push(
-                Problem::error("topology::gateway", rp.key("limits").key(k), format!("`{k}` without `max_tokens`"))
-                    .label("needs max_tokens")
-                    .help(
-                        "add `max_tokens:` to the rate limit (the longest reply a request gets when it sets none): \
-                         TensorZero refuses a request without `max_tokens` under a token limit",
-                    ),
-            );
-        }
-        if rl.max_tokens == Some(0) {
-            out.push(
-                Problem::error("topology::gateway", rp.key("max_tokens"), "`max_tokens: 0` allows no reply")
-                    .label("must be > 0")
-                    .help("give the longest reply a request may get, e.g. 2048"),
-            );
-        }
-        secret_ref(&rl.url, rp.key("url"), out);
+        rate_limit(rl, out);
     }
+}
+
+/// `gateway.rate_limit`: names TensorZero knows, positive counts, `max_tokens` with a token limit.
+fn rate_limit(rl: &RateLimit, out: &mut Vec<Problem>) {
+    let rp = path!["gateway", "rate_limit"];
+    if rl.tag.is_empty() || rl.tag.starts_with("tensorzero::") {
+        out.push(
+            Problem::error("topology::gateway", rp.key("tag"), format!("`{}` is no tag a client can set", rl.tag))
+                .label("bad tag")
+                .help("name the request tag clients send per user, e.g. `user_id` (names starting with `tensorzero::` are TensorZero's)"),
+        );
+    }
+    if rl.limits.is_empty() {
+        out.push(
+            Problem::error("topology::gateway", rp.key("limits"), "a rate limit without limits")
+                .label("empty")
+                .help("give at least one, e.g. `{ model_inferences_per_minute: 30 }`"),
+        );
+    }
+    for (name, n) in &rl.limits {
+        if !is_rate_limit(name) {
+            out.push(
+                Problem::error(
+                    "topology::gateway",
+                    rp.key("limits").key(name),
+                    format!("`{name}` is no TensorZero rate limit"),
+                )
+                .label("unknown limit")
+                .help(format!(
+                    "write `<resource>_per_<window>` with resource {} and window {}",
+                    RATE_LIMIT_RESOURCES.join(" or "),
+                    RATE_LIMIT_INTERVALS.join(", ")
+                )),
+            );
+        } else if *n == 0 {
+            out.push(
+                Problem::error(
+                    "topology::gateway",
+                    rp.key("limits").key(name),
+                    format!("`{name}: 0` refuses every request"),
+                )
+                .label("must be > 0")
+                .help("give a positive count, or remove the limit"),
+            );
+        }
+    }
+    // tensorzero-core/src/inference/types/mod.rs: with a token limit, a request's tokens are
+    // estimated up front from its `max_tokens`, and one without is refused
+    // (`RateLimitMissingMaxTokens`, crates/tensorzero-error/src/lib.rs).
+    let token_limit = rl.limits.keys().find(|k| k.starts_with("tokens_per_"));
+    if let (Some(k), None) = (token_limit, rl.max_tokens) {
+        out.push(
+            Problem::error("topology::gateway", rp.key("limits").key(k), format!("`{k}` without `max_tokens`"))
+                .label("needs max_tokens")
+                .help(
+                    "add `max_tokens:` to the rate limit (the longest reply a request gets when it sets none): \
+                     TensorZero refuses a request without `max_tokens` under a token limit",
+                ),
+        );
+    }
+    if rl.max_tokens == Some(0) {
+        out.push(
+            Problem::error("topology::gateway", rp.key("max_tokens"), "`max_tokens: 0` allows no reply")
+                .label("must be > 0")
+                .help("give the longest reply a request may get, e.g. 2048"),
+        );
+    }
+    secret_ref(&rl.url, rp.key("url"), out);
 }
 
 fn secret_ref(r: &SecretKeyRef, p: Path, out: &mut Vec<Problem>) {

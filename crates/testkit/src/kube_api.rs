@@ -3088,6 +3088,8 @@ pub const JOB_FAILED_MESSAGE: &str = "Job has reached the specified backoff limi
 /// Field managers of the simulated controllers.
 const KCM: &str = "kube-controller-manager";
 const HELM_CONTROLLER: &str = "helm-controller";
+/// The field manager of Helm's own writes (klipper-helm runs `helm`).
+const HELM_MANAGER: &str = "helm";
 const KUEUE_MANAGER: &str = "kueue";
 const KARMADA_MANAGER: &str = "karmada-controller-manager";
 const ENDPOINTSLICE_MANAGER: &str = "endpointslice-controller";
@@ -3534,6 +3536,8 @@ impl Shared {
             if st.objects.get(&job_key).is_some_and(|j| meta_str(&j.obj, "labels", HELM_CHART_LABEL) == name) {
                 written.extend(Shared::ctl_delete(st, &job_key));
             }
+            // ... which uninstalls the release: its objects go.
+            written.extend(self.helm_release(st, name, None));
             return Some(written);
         };
         let spec = chart.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -3583,7 +3587,64 @@ impl Shared {
         };
         set_conditions(&mut status, vec![created, failed]);
         written.extend(self.write_status(st, key, status, HELM_CONTROLLER));
+        // The install Job of the current spec and values completed: the release is what the
+        // chart renders from them (`crate::helm_charts`).
+        let installed = st.objects.get(&job_key).is_some_and(|j| {
+            condition_is_true(&j.obj, "Complete") && meta_str(&j.obj, "annotations", HELM_CONFIG_HASH) == hash
+        });
+        if installed {
+            let target = match text_at(&spec, "/targetNamespace") {
+                "" => ns.to_string(),
+                t => t.to_string(),
+            };
+            match crate::helm_charts::values(&spec, config.as_ref()) {
+                Ok(values) => {
+                    if let Some(objs) = crate::helm_charts::render(text_at(&spec, "/chart"), name, &target, &values) {
+                        written.extend(self.helm_release(st, name, Some((&target, objs))));
+                    }
+                }
+                Err(e) => {
+                    let e = format!("{HELM_CONTROLLER}: HelmChart {ns}/{name}: {e}");
+                    if !st.controller_errors.contains(&e) {
+                        st.controller_errors.push(e);
+                    }
+                }
+            }
+        }
         Some(written)
+    }
+
+    /// Helm's side of an install, upgrade (`Some`: the release's namespace and rendered objects)
+    /// or uninstall (`None`) of release `release`: creates or updates what is rendered, deletes
+    /// the release's objects (found by Helm's release annotations, `crate::helm_charts`) that no
+    /// longer are.
+    fn helm_release(&self, st: &mut State, release: &str, rendered: Option<(&str, Vec<Value>)>) -> Vec<Key> {
+        use crate::helm_charts::{RELEASE_NAME, RELEASE_NAMESPACE, RENDERED_KINDS};
+        let mut written = Vec::new();
+        let (target, objs) = match rendered {
+            Some((t, o)) => (Some(t.to_string()), o),
+            None => (None, Vec::new()),
+        };
+        let mut keep = BTreeSet::new();
+        for obj in objs {
+            keep.insert((text_at(&obj, "/kind").to_string(), text_at(&obj, "/metadata/name").to_string()));
+            written.extend(self.ctl_put(st, obj, HELM_MANAGER));
+        }
+        let stale: Vec<Key> = st
+            .objects
+            .iter()
+            .filter(|(k, o)| {
+                RENDERED_KINDS.iter().any(|(g, kind)| k.0 == *g && k.1 == *kind)
+                    && meta_str(&o.obj, "annotations", RELEASE_NAME) == release
+                    && target.as_deref().is_none_or(|t| meta_str(&o.obj, "annotations", RELEASE_NAMESPACE) == t)
+                    && !keep.contains(&(k.1.clone(), k.3.clone()))
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in stale {
+            written.extend(Shared::ctl_delete(st, &k));
+        }
+        written
     }
 
     /// Job controller: a Job without a terminal condition completes (or fails, see

@@ -22,6 +22,7 @@ use std::path::Path;
 pub mod argocd;
 pub mod cilium_mesh;
 pub mod file_server;
+pub mod helm_charts;
 pub mod k3s_node;
 pub mod kai;
 pub mod karmada;

@@ -1,0 +1,183 @@
+//! What the charts fabric installs create, for the simulated helm-controller of
+//! [`crate::kube_api`]: once a HelmChart's install Job completes, the release's workloads appear,
+//! rendered from the HelmChart's values by the rules of the chart's own templates. Only the objects
+//! fabric's waits and verifies read are rendered (see "Charts" in `kube_api.md` for the list and
+//! the limits). Names, conditions and defaults come from the upstream templates cited beside each
+//! rule, never from fabric's modules: a value fabric gets wrong makes the object missing here as
+//! it would be in a real cluster.
+
+use base64::Engine as _;
+use serde_json::{Map, Value, json};
+
+/// Helm's release annotations and label on every object it creates (helm/helm
+/// pkg/action/validate.go, `setMetadataVisitor`): the simulated helm-controller finds a release's
+/// objects by them, to delete what an upgrade no longer renders.
+pub const RELEASE_NAME: &str = "meta.helm.sh/release-name";
+pub const RELEASE_NAMESPACE: &str = "meta.helm.sh/release-namespace";
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// The release's values as klipper-helm hands them to Helm: helm-controller writes the
+/// HelmChart's `spec.valuesContent` as `values-01_HelmChart.yaml` and the HelmChartConfig's as
+/// `values-10_HelmChartConfig.yaml` (k3s-io/helm-controller pkg/controllers/chart/chart.go,
+/// `valuesSecret` / `valuesSecretAddConfig`); klipper-helm's `entry` passes each as `--values`
+/// in that order, and Helm merges a later file into the earlier (maps key by key, anything else
+/// replaced, `null` removes the key: helm/helm v3 pkg/chartutil/coalesce.go). `spec.set` is not
+/// simulated (fabric sets none).
+pub fn values(chart_spec: &Value, config_spec: Option<&Value>) -> Result<Value, String> {
+    let mut out = json!({});
+    for (file, spec) in [("values-01_HelmChart.yaml", Some(chart_spec)), ("values-10_HelmChartConfig.yaml", config_spec)] {
+        let text = spec.and_then(|s| s.get("valuesContent")).and_then(Value::as_str).unwrap_or_default();
+        if text.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_saphyr::from_str(text).map_err(|e| format!("{file}: {e}"))?;
+        if !v.is_object() && !v.is_null() {
+            return Err(format!("{file}: not a YAML mapping"));
+        }
+        coalesce(&mut out, &v);
+    }
+    Ok(out)
+}
+
+fn coalesce(a: &mut Value, b: &Value) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            for (k, v) in y {
+                if v.is_null() {
+                    x.remove(k);
+                } else {
+                    coalesce(x.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (a, b) => *a = b.clone(),
+    }
+}
+
+/// The chart's name in a HelmChart's `spec.chart`: the name in its repository (the two charts the
+/// double renders are repository charts), or the last path segment of an `oci://` reference.
+pub fn chart_name(spec_chart: &str) -> &str {
+    let last = spec_chart.rsplit('/').next().unwrap_or(spec_chart);
+    last.split(':').next().unwrap_or(last)
+}
+
+/// The objects the chart renders for release `release` in `namespace` with `values`, when the
+/// double knows the chart; `None` when it does not (nothing is created: see `kube_api.md`).
+pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) -> Option<Vec<Value>> {
+    let mut objs = match chart_name(spec_chart) {
+        "cilium" => cilium(namespace, values),
+        "karmada" => karmada(release, namespace, values),
+        _ => return None,
+    };
+    for o in &mut objs {
+        let m = &mut o["metadata"];
+        m["annotations"][RELEASE_NAME] = json!(release);
+        m["annotations"][RELEASE_NAMESPACE] = json!(namespace);
+        m["labels"][MANAGED_BY] = json!("Helm");
+    }
+    Some(objs)
+}
+
+/// The kinds [`render`] makes (the helm-controller deletes a release's objects of these kinds
+/// that an upgrade no longer renders).
+pub const RENDERED_KINDS: [(&str, &str); 4] = [("apps", "DaemonSet"), ("apps", "Deployment"), ("", "Service"), ("", "Secret")];
+
+fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(*k)).filter(|v| !v.is_null())
+}
+
+fn flag(v: &Value, path: &[&str], default: bool) -> bool {
+    at(v, path).and_then(Value::as_bool).unwrap_or(default)
+}
+
+fn int(v: &Value, path: &[&str], default: i64) -> i64 {
+    at(v, path).and_then(Value::as_i64).unwrap_or(default)
+}
+
+fn text<'a>(v: &'a Value, path: &[&str], default: &'a str) -> &'a str {
+    at(v, path).and_then(Value::as_str).unwrap_or(default)
+}
+
+fn deployment(name: &str, ns: &str, replicas: i64, labels: Value, container: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns, "labels": labels.clone()},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels.clone()},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": container, "image": container}]}}}})
+}
+
+/// cilium/cilium install/kubernetes/cilium (defaults from its `values.yaml`: `agent: true`,
+/// `operator.enabled: true`, `operator.replicas: 2`, `clustermesh.useAPIServer: false`,
+/// `clustermesh.config.enabled: false`, `clustermesh.apiserver.replicas: 1`,
+/// `clustermesh.apiserver.service.type: NodePort`, `externalWorkloads.enabled: false`).
+fn cilium(ns: &str, v: &Value) -> Vec<Value> {
+    let mut out = Vec::new();
+    // templates/cilium-agent/daemonset.yaml: `if and .Values.agent (not .Values.preflight.enabled)`,
+    // DaemonSet `cilium` in the release namespace, selector `k8s-app: cilium`.
+    if flag(v, &["agent"], true) && !flag(v, &["preflight", "enabled"], false) {
+        let labels = json!({"k8s-app": "cilium"});
+        out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "cilium", "namespace": ns, "labels": labels.clone()},
+            "spec": {"selector": {"matchLabels": labels.clone()},
+                "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "cilium-agent", "image": "cilium"}]}}}}));
+    }
+    // templates/cilium-operator/deployment.yaml: `if .Values.operator.enabled`, Deployment
+    // `cilium-operator`, `replicas: .Values.operator.replicas`.
+    if flag(v, &["operator", "enabled"], true) {
+        let labels = json!({"io.cilium/app": "operator", "name": "cilium-operator"});
+        out.push(deployment("cilium-operator", ns, int(v, &["operator", "replicas"], 2), labels, "cilium-operator"));
+    }
+    // templates/clustermesh-apiserver/deployment.yaml and service.yaml: both only
+    // `if (or .Values.externalWorkloads.enabled .Values.clustermesh.useAPIServer)`; the Service's
+    // port 2379 gets `nodePort` only when the type is NodePort and a nodePort is set.
+    let use_api = flag(v, &["clustermesh", "useAPIServer"], false);
+    if use_api || flag(v, &["externalWorkloads", "enabled"], false) {
+        let labels = json!({"k8s-app": "clustermesh-apiserver"});
+        let replicas = int(v, &["clustermesh", "apiserver", "replicas"], 1);
+        out.push(deployment("clustermesh-apiserver", ns, replicas, labels.clone(), "apiserver"));
+        let ty = text(v, &["clustermesh", "apiserver", "service", "type"], "NodePort");
+        let mut port = json!({"port": 2379});
+        if let (true, Some(np)) = (ty == "NodePort", at(v, &["clustermesh", "apiserver", "service", "nodePort"])) {
+            port["nodePort"] = np.clone();
+        }
+        out.push(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "clustermesh-apiserver", "namespace": ns, "labels": labels.clone()},
+            "spec": {"type": ty, "selector": labels, "ports": [port]}}));
+    }
+    // templates/clustermesh-config/clustermesh-secret.yaml:
+    // `if and .Values.clustermesh.useAPIServer .Values.clustermesh.config.enabled`, Secret
+    // `cilium-clustermesh` with one key per `clustermesh.config.clusters[].name` (its value, the
+    // peer's etcd configuration, is only sketched here: fabric reads the keys).
+    if use_api && flag(v, &["clustermesh", "config", "enabled"], false) {
+        let domain = text(v, &["clustermesh", "config", "domain"], "mesh.cilium.io");
+        let mut data = Map::new();
+        for c in at(v, &["clustermesh", "config", "clusters"]).and_then(Value::as_array).into_iter().flatten() {
+            let Some(name) = c.get("name").and_then(Value::as_str) else { continue };
+            let port = c.get("port").and_then(Value::as_i64).unwrap_or(2379);
+            let cfg = format!("endpoints:\n- https://{name}.{domain}:{port}\n");
+            data.insert(name.to_string(), json!(base64::engine::general_purpose::STANDARD.encode(cfg)));
+        }
+        out.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": "cilium-clustermesh", "namespace": ns}, "data": data}));
+    }
+    out
+}
+
+/// karmada-io/karmada charts/karmada: with `installMode: host` (its `values.yaml` default),
+/// karmada-apiserver.yaml, karmada-controller-manager.yaml and karmada-scheduler.yaml each make
+/// a Deployment `<release>-apiserver` / `-controller-manager` / `-scheduler` in the release
+/// namespace (`karmada.name` is `.Release.Name`, `karmada.namespace` `.Release.Namespace`:
+/// templates/_helpers.tpl), labelled `app: <that name>`, with `replicas` from
+/// `apiServer.replicaCount`, `controllerManager.replicaCount`, `scheduler.replicaCount` (default
+/// 1). Other install modes (`agent`, `component`) make none of them.
+fn karmada(release: &str, ns: &str, v: &Value) -> Vec<Value> {
+    if text(v, &["installMode"], "host") != "host" {
+        return Vec::new();
+    }
+    [("apiserver", "apiServer"), ("controller-manager", "controllerManager"), ("scheduler", "scheduler")]
+        .iter()
+        .map(|(suffix, key)| {
+            let name = format!("{release}-{suffix}");
+            deployment(&name, ns, int(v, &[key, "replicaCount"], 1), json!({ "app": name }), &name)
+        })
+        .collect()
+}

@@ -1,6 +1,7 @@
 //! The testkit's simulated controllers against the upstream rules they follow (each module's
 //! doc names its files): Kueue's admission (`fabric_testkit::kueue`), Karmada's propagation
-//! (`fabric_testkit::karmada`) and ArgoCD's health (`fabric_testkit::argocd`). A double that
+//! (`fabric_testkit::karmada`), ArgoCD's health (`fabric_testkit::argocd`) and what the charts
+//! the helm-controller installs make from their values (`fabric_testkit::helm_charts`). A double that
 //! drifted from its rule fails here, not silently in the tests that rely on it.
 
 use fabric_testkit::kube_api::{TestApiServer, shared_schemas};
@@ -183,4 +184,107 @@ fn argocd_deployment_health_as_gitops_engine() {
     let mut paused = d(1, json!({}));
     paused["spec"]["paused"] = json!(true);
     assert_eq!(argocd::deployment_health(&paused), "Suspended");
+}
+
+// ---- helm-controller: what the charts make from their values (`fabric_testkit::helm_charts`) ----
+
+/// Polls `f` until it holds (the simulated controllers run a moment after each write).
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+fn helm_chart(name: &str, chart: &str, target: &str, values: &str) -> Value {
+    json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart", "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {"repo": "https://charts.invalid/", "chart": chart, "version": "1.0.0", "targetNamespace": target,
+            "valuesContent": values}})
+}
+
+fn helm_chart_config(name: &str, values: &str) -> Value {
+    json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChartConfig", "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {"valuesContent": values}})
+}
+
+/// Cilium's clustermesh-apiserver and peer Secret exist only with the values the chart's templates
+/// need (`clustermesh.useAPIServer`, and `clustermesh.config.enabled` for the Secret); the
+/// HelmChartConfig's values are layered over the HelmChart's, and what an upgrade no longer
+/// renders is deleted.
+#[test]
+fn cilium_chart_makes_the_clustermesh_apiserver_only_when_its_values_ask() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    let get = |kind: &str, name: &str| {
+        let av = if kind == "Service" || kind == "Secret" { "v1" } else { "apps/v1" };
+        api.object(av, kind, Some("kube-system"), name)
+    };
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", "operator:\n  replicas: 1\n"));
+    eventually("the agents and the operator", || {
+        get("DaemonSet", "cilium").is_some() && get("Deployment", "cilium-operator").is_some()
+    });
+    let op = get("Deployment", "cilium-operator").unwrap();
+    assert_eq!(op["spec"]["replicas"], 1, "operator.replicas from the HelmChart's values");
+    assert_eq!(op["metadata"]["annotations"]["meta.helm.sh/release-name"], "cilium");
+    eventually("the operator rolled out", || {
+        get("Deployment", "cilium-operator").is_some_and(|d| d["status"]["availableReplicas"] == 1)
+    });
+    // Cluster Mesh values without `useAPIServer` (its default is false): the chart makes neither
+    // the clustermesh-apiserver nor the peer Secret.
+    let peers = "clustermesh:\n  apiserver:\n    service: { type: NodePort, nodePort: 32379 }\n  config:\n    enabled: true\n    clusters: [{ name: sp, ips: [10.0.0.2], port: 32379 }]\n";
+    let job = || api.object("batch/v1", "Job", Some("kube-system"), "helm-install-cilium").unwrap();
+    let hash = |j: &Value| j["metadata"]["annotations"]["helmcharts.helm.cattle.io/configHash"].clone();
+    let first = hash(&job());
+    api.put_raw(helm_chart_config("cilium", peers));
+    eventually("the reinstall with the config's values", || {
+        let j = job();
+        j["status"]["succeeded"] == 1 && hash(&j) != first
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(get("Deployment", "clustermesh-apiserver").is_none(), "no useAPIServer, no clustermesh-apiserver");
+    assert!(get("Service", "clustermesh-apiserver").is_none());
+    assert!(get("Secret", "cilium-clustermesh").is_none(), "the Secret needs useAPIServer too");
+    assert_eq!(get("Deployment", "cilium-operator").unwrap()["spec"]["replicas"], 1, "the HelmChart's values stay");
+    // With it: Deployment, NodePort Service, a key per peer.
+    api.put_raw(helm_chart_config("cilium", &format!("{peers}  useAPIServer: true\n")));
+    eventually("the clustermesh-apiserver", || get("Secret", "cilium-clustermesh").is_some());
+    assert!(get("Deployment", "clustermesh-apiserver").is_some());
+    assert_eq!(get("Service", "clustermesh-apiserver").unwrap()["spec"]["ports"][0]["nodePort"], 32379);
+    let keys: Vec<String> =
+        get("Secret", "cilium-clustermesh").unwrap()["data"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys, ["sp"]);
+    // Turned off again: the upgrade deletes what it no longer renders.
+    api.put_raw(helm_chart_config("cilium", "clustermesh:\n  useAPIServer: false\n"));
+    eventually("the clustermesh-apiserver gone", || {
+        get("Deployment", "clustermesh-apiserver").is_none() && get("Secret", "cilium-clustermesh").is_none()
+    });
+    assert!(get("DaemonSet", "cilium").is_some(), "the agents stay");
+    // The chart removed: the release goes with it.
+    api.delete_raw("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "cilium");
+    eventually("the release uninstalled", || get("DaemonSet", "cilium").is_none());
+}
+
+/// Karmada's control plane is named after the release (the HelmChart's name) in its target
+/// namespace, and only with `installMode: host`.
+#[test]
+fn karmada_chart_control_plane_follows_release_and_install_mode() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    let dep = |name: &str| api.object("apps/v1", "Deployment", Some("karmada-system"), name);
+    api.put_raw(helm_chart("karmada", "karmada", "karmada-system", "installMode: host\n"));
+    eventually("karmada's control plane", || {
+        ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"].iter().all(|n| dep(n).is_some())
+    });
+    api.put_raw(helm_chart("kfed", "karmada", "karmada-system", "installMode: agent\n"));
+    eventually("kfed installed", || {
+        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-kfed").is_some_and(|j| j["status"]["succeeded"] == 1)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(dep("kfed-scheduler").is_none(), "agent mode makes no control plane");
+    // A chart the double does not render makes nothing (it says so in kube_api.md).
+    api.put_raw(helm_chart("other", "not-a-known-chart", "default", ""));
+    eventually("other installed", || {
+        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-other").is_some_and(|j| j["status"]["succeeded"] == 1)
+    });
 }

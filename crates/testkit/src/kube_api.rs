@@ -1,7 +1,7 @@
 //! Test support: an in-process test double of the Kubernetes API server (kube-apiserver) with
 //! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
 //! schemas (through `kube_schema.rs`), read-only CRD objects, and opt-in simulated controllers
-//! (`simulate_controllers`: HelmChart install Jobs, rollouts, ServiceAccount tokens, EndpointSlices,
+//! (`simulate_controllers`: HelmChart install Jobs and the charts' workloads, rollouts, ServiceAccount tokens, EndpointSlices,
 //! Karmada Cluster readiness, Kueue activity). See `kube_api.md` beside this file for what it does,
 //! what it simplifies and how to use it.
 //!

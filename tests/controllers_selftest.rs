@@ -278,13 +278,15 @@ fn karmada_chart_control_plane_follows_release_and_install_mode() {
     });
     api.put_raw(helm_chart("kfed", "karmada", "karmada-system", "installMode: agent\n"));
     eventually("kfed installed", || {
-        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-kfed").is_some_and(|j| j["status"]["succeeded"] == 1)
+        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-kfed")
+            .is_some_and(|j| j["status"]["succeeded"] == 1)
     });
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(dep("kfed-scheduler").is_none(), "agent mode makes no control plane");
     // A chart the double does not render makes nothing (it says so in kube_api.md).
     api.put_raw(helm_chart("other", "not-a-known-chart", "default", ""));
     eventually("other installed", || {
-        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-other").is_some_and(|j| j["status"]["succeeded"] == 1)
+        api.object("batch/v1", "Job", Some("kube-system"), "helm-install-other")
+            .is_some_and(|j| j["status"]["succeeded"] == 1)
     });
 }

@@ -25,7 +25,9 @@ pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// simulated (fabric sets none).
 pub fn values(chart_spec: &Value, config_spec: Option<&Value>) -> Result<Value, String> {
     let mut out = json!({});
-    for (file, spec) in [("values-01_HelmChart.yaml", Some(chart_spec)), ("values-10_HelmChartConfig.yaml", config_spec)] {
+    for (file, spec) in
+        [("values-01_HelmChart.yaml", Some(chart_spec)), ("values-10_HelmChartConfig.yaml", config_spec)]
+    {
         let text = spec.and_then(|s| s.get("valuesContent")).and_then(Value::as_str).unwrap_or_default();
         if text.trim().is_empty() {
             continue;
@@ -80,7 +82,8 @@ pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) 
 
 /// The kinds [`render`] makes (the helm-controller deletes a release's objects of these kinds
 /// that an upgrade no longer renders).
-pub const RENDERED_KINDS: [(&str, &str); 4] = [("apps", "DaemonSet"), ("apps", "Deployment"), ("", "Service"), ("", "Secret")];
+pub const RENDERED_KINDS: [(&str, &str); 4] =
+    [("apps", "DaemonSet"), ("apps", "Deployment"), ("", "Service"), ("", "Secret")];
 
 fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |v, k| v.get(*k)).filter(|v| !v.is_null())

@@ -4,6 +4,7 @@
 //! the helm-controller installs make from their values (`fabric_testkit::helm_charts`). A double that
 //! drifted from its rule fails here, not silently in the tests that rely on it.
 
+use base64::Engine as _;
 use fabric_testkit::kube_api::{TestApiServer, shared_schemas};
 use fabric_testkit::{argocd, karmada, kueue};
 use serde_json::{Value, json};
@@ -289,4 +290,46 @@ fn karmada_chart_control_plane_follows_release_and_install_mode() {
         api.object("batch/v1", "Job", Some("kube-system"), "helm-install-other")
             .is_some_and(|j| j["status"]["succeeded"] == 1)
     });
+}
+
+/// The chart's templates can fail the install: a Cluster Mesh peer with neither `ips` nor
+/// `address` (`required` in cilium's `clustermesh-config-generate-etcd-cfg`), or values that are
+/// no YAML mapping. The install Job fails and the HelmChart says so; nothing is rendered.
+#[test]
+fn helm_install_fails_when_the_chart_templates_fail_on_the_values() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    let failed = |name: &str| {
+        api.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), name).is_some_and(|c| {
+            c["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|x| x["type"] == "Failed" && x["status"] == "True")
+        })
+    };
+    let no_address =
+        "clustermesh:\n  useAPIServer: true\n  config:\n    enabled: true\n    clusters: [{ name: sp, port: 32379 }]\n";
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", no_address));
+    eventually("the cilium install failed", || failed("cilium"));
+    assert!(
+        api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").is_none(),
+        "a failed install makes nothing"
+    );
+    // The same peer with its address installs.
+    api.put_raw(helm_chart(
+        "cilium",
+        "cilium",
+        "kube-system",
+        &no_address.replace("port: 32379", "address: 10.0.0.2, port: 32379"),
+    ));
+    eventually("the cilium install", || {
+        api.object("v1", "Secret", Some("kube-system"), "cilium-clustermesh").is_some()
+    });
+    assert!(!failed("cilium"));
+    let cfg = api.object("v1", "Secret", Some("kube-system"), "cilium-clustermesh").unwrap()["data"]["sp"].clone();
+    let cfg = base64::engine::general_purpose::STANDARD.decode(cfg.as_str().unwrap()).unwrap();
+    assert!(String::from_utf8(cfg).unwrap().starts_with("endpoints:\n- https://10.0.0.2:32379\n"));
+    api.put_raw(helm_chart("karmada", "karmada", "karmada-system", "- not a mapping\n"));
+    eventually("the karmada install failed", || failed("karmada"));
 }

@@ -64,12 +64,13 @@ pub fn chart_name(spec_chart: &str) -> &str {
 }
 
 /// The objects the chart renders for release `release` in `namespace` with `values`, when the
-/// double knows the chart; `None` when it does not (nothing is created: see `kube_api.md`).
-pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) -> Option<Vec<Value>> {
+/// double knows the chart; `Ok(None)` when it does not (nothing is created: see `kube_api.md`);
+/// `Err` when the chart's templates fail on these values (the install fails).
+pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) -> Result<Option<Vec<Value>>, String> {
     let mut objs = match chart_name(spec_chart) {
-        "cilium" => cilium(namespace, values),
+        "cilium" => cilium(namespace, values)?,
         "karmada" => karmada(release, namespace, values),
-        _ => return None,
+        _ => return Ok(None),
     };
     for o in &mut objs {
         let m = &mut o["metadata"];
@@ -77,7 +78,7 @@ pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) 
         m["annotations"][RELEASE_NAMESPACE] = json!(namespace);
         m["labels"][MANAGED_BY] = json!("Helm");
     }
-    Some(objs)
+    Ok(Some(objs))
 }
 
 /// The kinds [`render`] makes (the helm-controller deletes a release's objects of these kinds
@@ -112,7 +113,7 @@ fn deployment(name: &str, ns: &str, replicas: i64, labels: Value, container: &st
 /// `operator.enabled: true`, `operator.replicas: 2`, `clustermesh.useAPIServer: false`,
 /// `clustermesh.config.enabled: false`, `clustermesh.apiserver.replicas: 1`,
 /// `clustermesh.apiserver.service.type: NodePort`, `externalWorkloads.enabled: false`).
-fn cilium(ns: &str, v: &Value) -> Vec<Value> {
+fn cilium(ns: &str, v: &Value) -> Result<Vec<Value>, String> {
     let mut out = Vec::new();
     // templates/cilium-agent/daemonset.yaml: `if and .Values.agent (not .Values.preflight.enabled)`,
     // DaemonSet `cilium` in the release namespace, selector `k8s-app: cilium`.
@@ -148,21 +149,49 @@ fn cilium(ns: &str, v: &Value) -> Vec<Value> {
     }
     // templates/clustermesh-config/clustermesh-secret.yaml:
     // `if and .Values.clustermesh.useAPIServer .Values.clustermesh.config.enabled`, Secret
-    // `cilium-clustermesh` with one key per `clustermesh.config.clusters[].name` (its value, the
-    // peer's etcd configuration, is only sketched here: fabric reads the keys).
+    // `cilium-clustermesh` with one key per `clustermesh.config.clusters[].name`, its value the
+    // peer's etcd configuration by `clustermesh-config-generate-etcd-cfg`
+    // (templates/clustermesh-config/_helpers.tpl): endpoint `https://<name>.<domain>:<port>` when
+    // the cluster has `ips`, else `https://<address>:<port>`, where a missing `address` fails the
+    // install (`required "missing clustermesh.apiserver.config.clusters.address"`); the
+    // certificate files are the common ones (`common-etcd-client*`) without a per-cluster
+    // `tls.cert`/`tls.key` (the custom-CA variants are not simulated).
     if use_api && flag(v, &["clustermesh", "config", "enabled"], false) {
         let domain = text(v, &["clustermesh", "config", "domain"], "mesh.cilium.io");
         let mut data = Map::new();
         for c in at(v, &["clustermesh", "config", "clusters"]).and_then(Value::as_array).into_iter().flatten() {
-            let Some(name) = c.get("name").and_then(Value::as_str) else { continue };
-            let port = c.get("port").and_then(Value::as_i64).unwrap_or(2379);
-            let cfg = format!("endpoints:\n- https://{name}.{domain}:{port}\n");
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            let port = c.get("port").map(|p| p.to_string()).unwrap_or_default();
+            let has_ips = c.get("ips").is_some_and(|i| i.as_array().is_some_and(|a| !a.is_empty()));
+            let endpoint = if has_ips {
+                format!("https://{name}.{domain}:{port}")
+            } else {
+                match c.get("address").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                    Some(a) => format!("https://{a}:{port}"),
+                    None => {
+                        return Err(
+                            "execution error at (cilium/templates/clustermesh-config/clustermesh-secret.yaml): \
+                            missing clustermesh.apiserver.config.clusters.address"
+                                .into(),
+                        );
+                    }
+                }
+            };
+            let tls = c.get("tls");
+            let own = tls.is_some_and(|t| {
+                [t.get("cert"), t.get("key")].iter().all(|x| x.and_then(Value::as_str).is_some_and(|s| !s.is_empty()))
+            });
+            let prefix = if own { format!("{name}.") } else { "common-".to_string() };
+            let dir = "/var/lib/cilium/clustermesh";
+            let cfg = format!(
+                "endpoints:\n- {endpoint}\ntrusted-ca-file: {dir}/{prefix}etcd-client-ca.crt\nkey-file: {dir}/{prefix}etcd-client.key\ncert-file: {dir}/{prefix}etcd-client.crt\n"
+            );
             data.insert(name.to_string(), json!(base64::engine::general_purpose::STANDARD.encode(cfg)));
         }
         out.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
             "metadata": {"name": "cilium-clustermesh", "namespace": ns}, "data": data}));
     }
-    out
+    Ok(out)
 }
 
 /// karmada-io/karmada charts/karmada: with `installMode: host` (its `values.yaml` default),

@@ -3593,16 +3593,10 @@ impl Shared {
             condition_is_true(&j.obj, "Complete") && meta_str(&j.obj, "annotations", HELM_CONFIG_HASH) == hash
         });
         if installed {
-            let target = match text_at(&spec, "/targetNamespace") {
-                "" => ns.to_string(),
-                t => t.to_string(),
-            };
-            match crate::helm_charts::values(&spec, config.as_ref()) {
-                Ok(values) => {
-                    if let Some(objs) = crate::helm_charts::render(text_at(&spec, "/chart"), name, &target, &values) {
-                        written.extend(self.helm_release(st, name, Some((&target, objs))));
-                    }
-                }
+            match helm_render(st, ns, name) {
+                Ok(Some((target, objs))) => written.extend(self.helm_release(st, name, Some((&target, objs)))),
+                Ok(None) => {}
+                // The Job's install would have failed (`job_controller`); the values changed since.
                 Err(e) => {
                     let e = format!("{HELM_CONTROLLER}: HelmChart {ns}/{name}: {e}");
                     if !st.controller_errors.contains(&e) {
@@ -3667,7 +3661,10 @@ impl Shared {
                 true
             }
             _ => false,
-        } || (!chart.is_empty() && helm_install_cannot_fetch(&job).is_some());
+        } || (!chart.is_empty() && helm_install_cannot_fetch(&job).is_some())
+            // Helm fails the install when the values do not parse or the chart's templates fail
+            // on them (`crate::helm_charts`).
+            || (!chart.is_empty() && helm_render(st, &key.2, chart).is_err());
         st.fail_helm.retain(|_, n| *n > 0);
         let now = now_rfc3339();
         let mut status = status_of(&job);
@@ -4223,6 +4220,23 @@ fn kubeconfig_problem(bytes: &[u8]) -> Option<String> {
     let missing: Vec<&str> =
         ["clusters", "users", "contexts"].into_iter().filter(|k| doc.get(*k).is_none_or(Value::is_null)).collect();
     if missing.is_empty() { None } else { Some(format!("missing {}", missing.join(", "))) }
+}
+
+/// What the install of HelmChart `ns/name` puts in the cluster: its release namespace and the
+/// objects its chart renders from its values and its HelmChartConfig's (`crate::helm_charts`);
+/// `Ok(None)` for a chart the double does not render, or no such HelmChart; `Err` when Helm
+/// would fail on the values.
+fn helm_render(st: &State, ns: &str, name: &str) -> Result<Option<(String, Vec<Value>)>, String> {
+    let Some(chart) = st.objects.get(&mk_key(HELM_GROUP, "HelmChart", ns, name)) else { return Ok(None) };
+    let spec = chart.obj.get("spec").cloned().unwrap_or_else(|| json!({}));
+    let config =
+        st.objects.get(&mk_key(HELM_GROUP, "HelmChartConfig", ns, name)).and_then(|c| c.obj.get("spec").cloned());
+    let target = match text_at(&spec, "/targetNamespace") {
+        "" => ns.to_string(),
+        t => t.to_string(),
+    };
+    let values = crate::helm_charts::values(&spec, config.as_ref())?;
+    Ok(crate::helm_charts::render(text_at(&spec, "/chart"), name, &target, &values)?.map(|objs| (target, objs)))
 }
 
 /// Why klipper-helm's install (the Job's `entry`) cannot fetch the Job's chart, if it cannot.

@@ -1592,6 +1592,61 @@ impl<'a> Session<'a> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The first words of the VyOS commands the double plays (or refuses on purpose): a command
+/// starting with one of these is VyOS's, and stays as strict as the tables in vyos_double.md.
+const VYOS_WORDS: &[&str] = &[
+    "/opt/vyatta/bin/vyatta-op-cmd-wrapper",
+    "show",
+    "run",
+    "generate",
+    "set",
+    "delete",
+    "configure",
+    "commit",
+    "commit-confirm",
+    "confirm",
+    "compare",
+    "discard",
+    "save",
+    "rollback",
+    "rollback-soft",
+    "load",
+    "merge",
+    "source",
+    "end_configure",
+    "reset",
+    "restart",
+    "clear",
+    "reboot",
+    "poweroff",
+    "add",
+    "install",
+    "monitor",
+];
+
+/// Whether an SSH command is a VyOS (configuration or op-mode) command rather than a plain
+/// shell command.
+fn is_vyos_command(command: &str) -> bool {
+    command.split_whitespace().next().is_some_and(|w| VYOS_WORDS.contains(&w))
+}
+
+/// Runs a plain shell command as VyOS's login shell would. Every VyOS account's shell is
+/// `/bin/vbash` (vyos-1x `src/conf_mode/system_login.py`, `apply`: "all accounts use
+/// /bin/vbash", `--shell /bin/vbash`), a bash; sshd runs an exec request as `$SHELL -c COMMAND`
+/// (OpenSSH `session.c`, `do_child`). So `cat -- FILE`, `for ...; do ...; done` work there as in
+/// bash. The double runs them in a real bash in the router's namespaces (as root, where VyOS
+/// would run them as the login user: fabric wraps its root-only reads in `sudo -n`, which the
+/// `vyos` user may run, its groups including `sudo` in the same file).
+fn login_shell(command: &str) -> ExitCode {
+    match Command::new("bash").arg("-c").arg(command).status() {
+        Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
+        Err(e) => {
+            eprintln!("vyos_double: cannot run bash for `{command}`: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.len() == 3 && args[1] == "__commit-confirm-revert" {
@@ -1634,6 +1689,7 @@ fn main() -> ExitCode {
             say(fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim());
             Ok(())
         }
+        _ if !is_vyos_command(command) => return login_shell(command),
         _ => {
             let command = command.strip_prefix("/opt/vyatta/bin/vyatta-op-cmd-wrapper ").unwrap_or(command);
             match split_words(command) {

@@ -599,3 +599,60 @@ fn not_covered_a_real_reboot_on_an_unconfirmed_commit() {
 fn not_covered_the_real_commit_confirm_function_text() {
     panic!("not covered by the VyOS double: needs real VyOS 1.4 and newer routers");
 }
+
+/// Runs the double for the SSH command `command` (not a `vbash -s` script) as sshd would, in a
+/// private mount namespace whose `/run` is a fresh tmpfs holding `lock` as fabric's lock file
+/// (if any), as a lab router's `/run` is (lab.sh `host_up`). Needs root (`unshare --mount`).
+fn local_command(double: &Path, state: &Path, command: &str, lock: Option<&str>) -> (Option<i32>, String) {
+    assert!(is_root(), "this test needs root (a private /run through unshare --mount); run it as root");
+    let write_lock = match lock {
+        Some(line) => format!("printf '%s\\n' '{line}' > {}", fabric::live::locks::LOCK_PATH),
+        None => "true".to_string(),
+    };
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "/bin/sh", "-c"])
+        .arg(format!("mount -t tmpfs -o size=1m vd-run /run && mkdir -p /run/lock && {write_lock} && exec \"$0\""))
+        .arg(double)
+        .env("VYOS_DOUBLE_STATE", state)
+        .env("SSH_ORIGINAL_COMMAND", command)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the double");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// `fabric plan` reads every host's lock with a plain shell command (`live::locks::read_locks`).
+/// On VyOS the SSH command runs in the login shell, `/bin/vbash -c COMMAND` (vyos-1x
+/// `src/conf_mode/system_login.py`: every account gets `--shell /bin/vbash`; OpenSSH
+/// `session.c` `do_child` execs the user's shell with `-c`), where `cat` works. The double
+/// refused it before (`unsupported command 'cat -- /run/lock/fabric.lock…'`).
+#[test]
+fn plain_shell_commands_run_like_the_login_shell() {
+    let double = double_binary();
+    let st = local_state("shell");
+    // Exactly what plan and `fabric lock` send (as root in the lab; `as_root` is the identity there).
+    let read = fabric::transport::shell::as_root("root", &fabric::live::locks::read_locks());
+    let (code, out) = local_command(&double, &st, read.as_str(), None);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("unsupported"), "the lock read was refused:\n{out}");
+    assert!(fabric::live::locks::parse_hold(&out).is_empty(), "no lock was written, yet:\n{out}");
+
+    let holder = "fabric apply r1 by op@laptop (pid 4242) since 1764662400";
+    let (code, out) = local_command(&double, &st, read.as_str(), Some(holder));
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(fabric::live::locks::parse_hold(&out).lock.as_deref(), Some(holder), "{out}");
+
+    // A shell command's own exit status comes back (bash `-c`).
+    let (code, out) = local_command(&double, &st, "cat -- /run/lock/absent-file", None);
+    assert_eq!(code, Some(1), "{out}");
+
+    // VyOS commands stay as strict as before: a config command outside a script is refused
+    // (in real op mode `set` is bash's builtin and does nothing), an unknown op command too.
+    for vyos in ["set system host-name 'x'", "delete system host-name", "commit", "show bogus thing"] {
+        let (code, out) = local_command(&double, &st, vyos, None);
+        assert_eq!(code, Some(1), "`{vyos}` was accepted:\n{out}");
+        assert!(out.contains("vyos_double:"), "`{vyos}`: {out}");
+    }
+    assert!(!local_config(&st).contains("'x'"), "a command outside a script changed the config");
+}

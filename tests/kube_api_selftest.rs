@@ -476,7 +476,7 @@ async fn unknown_field_of_a_cluster_queue_is_422_with_a_cause() {
     let res = cq.pointer_mut("/spec/resourceGroups/0/flavors/0/resources/0").unwrap();
     let q = res.as_object_mut().unwrap().remove("nominalQuota").unwrap();
     res["nominalquota"] = q;
-    let r = apply(&s, &format!("{CQ}/gpu-batch"), "fabric", "", &cq).await;
+    let r = apply(&s, &format!("{CQ}/gpu-batch"), "fabric", "&fieldValidation=Strict", &cq).await;
     assert_status(&r, 422, "Invalid");
     let msg = r.body["message"].as_str().unwrap();
     assert!(msg.starts_with("ClusterQueue.kueue.x-k8s.io \"gpu-batch\" is invalid: "), "{msg}");
@@ -554,6 +554,45 @@ async fn secrets_store_base64_data() {
     assert!(r.body.get("stringData").is_none());
     let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bad"}, "data": {"x": "not base64!"}});
     assert_status(&apply(&s, "/api/v1/namespaces/default/secrets/bad", "fabric", "", &bad).await, 422, "Invalid");
+}
+
+/// kube-apiserver's default when a client sends no `fieldValidation` is Warn (kubernetes/kubernetes
+/// `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`): the
+/// misspelled field is dropped with a warning header, the write succeeds. The double defaulted to
+/// Strict before, which let a client that sends nothing look strict in tests.
+#[tokio::test]
+async fn absent_field_validation_is_warn_as_upstream() {
+    let s = server().await;
+    let mut cq = cluster_queue("gpu-batch");
+    cq["spec"]["cohortname"] = json!("typo");
+    let r = apply(&s, &format!("{CQ}/gpu-batch"), "fabric", "", &cq).await;
+    assert_eq!(r.status, 201, "{:#}", r.body);
+    assert!(r.body["spec"].get("cohortname").is_none(), "{:#}", r.body);
+    assert!(r.header("warning").is_some_and(|w| w.contains("unknown field") && w.contains("spec.cohortname")), "{r:?}");
+}
+
+/// fabric asks for Strict itself (`providers::kube`, both the plan's dry run and the apply), so
+/// a misspelled field is refused by a real kube-apiserver too, not dropped with a warning.
+#[tokio::test]
+async fn fabric_sends_strict_field_validation() {
+    let s = server().await;
+    let dir = std::env::temp_dir().join(format!("fabric-kube-strict-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    s.kubeconfig(&kc, "strict");
+    let access = fabric::providers::kube::KubeAccess::new(kc.to_str().unwrap(), Some("strict"));
+    let client = fabric::providers::kube::client(&fabric::addr::Target::cluster("strict"), &access).await.unwrap();
+    let mut cq = cluster_queue("gpu-batch");
+    cq["spec"]["cohortname"] = json!("typo");
+    let (_, refusal) = fabric::providers::kube::read(&client, &cq, false).await.unwrap();
+    let refusal = refusal.expect("the plan's dry run passed a misspelled field").to_string();
+    assert!(refusal.contains("unknown field") && refusal.contains("cohortname"), "{refusal}");
+    let err = fabric::providers::kube::apply(&client, &cq, false).await.expect_err("applied a misspelled field");
+    assert!(err.to_string().contains("cohortname"), "{err}");
+    assert!(s.objects().iter().all(|o| o["kind"] != "ClusterQueue"), "stored despite the refusal");
+    let patches: Vec<String> = s.requests().into_iter().filter(|r| r.starts_with("PATCH ")).collect();
+    assert!(!patches.is_empty() && patches.iter().all(|r| r.contains("fieldValidation=Strict")), "{patches:#?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]

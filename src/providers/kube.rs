@@ -336,7 +336,10 @@ pub async fn read(
         None => desired.clone(),
     };
     // The server-side dry run: the would-be object, or why it would be refused.
-    let pp = PatchParams::apply(FIELD_MANAGER).dry_run();
+    // `fieldValidation=Strict`: without it kube-apiserver's default is Warn (kubernetes/kubernetes
+    // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`: "" → Warn),
+    // which drops a misspelled field with only a warning header: the plan would pass it.
+    let pp = PatchParams::apply(FIELD_MANAGER).dry_run().validation_strict();
     let (dry, refusal) = match api.patch(&name, &pp, &Patch::Apply(&applied)).await.map_err(KubeError::from) {
         Ok(o) => (Some(serde_json::to_value(&o)?), None),
         // The kind is not served yet: the chart that installs its CRD comes first (apply waits
@@ -553,7 +556,8 @@ pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), 
     if is_node(desired) && api.get_opt(&name).await?.is_none() {
         return Err(KubeError::NodeMissing { node: name });
     }
-    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    // Strict, as the dry run above: an unknown field is refused, never dropped silently.
+    let mut pp = PatchParams::apply(FIELD_MANAGER).validation_strict();
     if force {
         pp = pp.force();
     }

@@ -1553,8 +1553,11 @@ impl Shared {
             None => default_manager(r.user_agent.as_deref(), verb),
         };
         let force = r.q("force") == Some("true");
-        // Strict is the default here (kube-apiserver's default is Warn; kubectl sends Strict).
-        let mode = match r.q("fieldValidation").unwrap_or("Strict") {
+        // Warn when absent, as kube-apiserver (kubernetes/kubernetes
+        // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`:
+        // `if directive == "" { return metav1.FieldValidationWarn }`). kubectl sends Strict
+        // itself; a client that sends nothing gets its unknown fields dropped with a warning.
+        let mode = match r.q("fieldValidation").unwrap_or("Warn") {
             m @ ("Strict" | "Warn" | "Ignore") => m,
             other => {
                 return bad_request(format!(

@@ -148,9 +148,26 @@ async fn discovery_lists_clusterqueues_and_helmcharts() {
     assert_eq!(find(&get(&s, "/apis/apps/v1").await.body, "deployments")["kind"], "Deployment");
     assert_eq!(find(&get(&s, "/apis/argoproj.io/v1alpha1").await.body, "applications")["namespaced"], true);
     assert_eq!(get(&s, "/apis/nope.example.com/v1").await.status, 404);
-    let v = http_request(s.addr, "GET", "/version", None, None, None).await.unwrap();
+    let v = get(&s, "/version").await;
     assert_eq!(v.status, 200);
     assert!(v.body["gitVersion"].as_str().unwrap().starts_with("v1."));
+}
+
+/// K3s runs kube-apiserver with `--anonymous-auth=false` (k3s-io/k3s
+/// `pkg/daemons/control/server.go`): without credentials even `/version` and `/healthz` are
+/// `401`. The double let them through before, so fabric's "API up" check (`/version`) passed
+/// with a kubeconfig whose credentials the real server refuses.
+#[tokio::test]
+async fn no_anonymous_requests_as_k3s() {
+    let s = server().await;
+    for path in ["/version", "/healthz", "/livez", "/readyz", "/api"] {
+        let r = http_request(s.addr, "GET", path, None, None, None).await.unwrap();
+        assert_eq!(r.status, 401, "{path} answered without credentials: {r:?}");
+        let r = http_request(s.addr, "GET", path, Some("wrong-token"), None, None).await.unwrap();
+        assert_eq!(r.status, 401, "{path} answered a wrong token: {r:?}");
+    }
+    s.set_allow_anonymous(true);
+    assert_eq!(http_request(s.addr, "GET", "/version", None, None, None).await.unwrap().status, 200);
 }
 
 /// The plural the double derives for every schema kind equals `spec.names.plural` of its CRD (or

@@ -1058,7 +1058,17 @@ impl Shared {
             st.requests.push(line);
         }
         let segs: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
-        // Anonymous-readable endpoints (as with the default RBAC of kube-apiserver).
+        let authorized =
+            r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == TEST_TOKEN);
+        // No anonymous requests, not even `/version` or `/healthz` (which kube's default RBAC
+        // would let `system:unauthenticated` read): K3s runs kube-apiserver with
+        // `--anonymous-auth=false` (k3s-io/k3s `pkg/daemons/control/server.go`, `apiServer`), so
+        // a request without valid credentials is `401` on every path. fabric's "API up" check
+        // (`apply::bootstrap`, `/version` with the kubeconfig's credentials) thereby also proves
+        // the credentials.
+        if !authorized && !self.anonymous.load(Ordering::SeqCst) {
+            return out(401, status_failure(401, "Unauthorized", "Unauthorized".into(), None));
+        }
         match segs.as_slice() {
             ["version"] if r.method == "GET" => {
                 return out(
@@ -1068,11 +1078,6 @@ impl Shared {
             }
             ["healthz"] | ["livez"] | ["readyz"] if r.method == "GET" => return out(200, json!("ok")),
             _ => {}
-        }
-        let authorized =
-            r.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")).is_some_and(|t| t.trim() == TEST_TOKEN);
-        if !authorized && !self.anonymous.load(Ordering::SeqCst) {
-            return out(401, status_failure(401, "Unauthorized", "Unauthorized".into(), None));
         }
         match segs.as_slice() {
             ["api"] if r.method == "GET" => {

@@ -10,7 +10,8 @@
 //!   `spec.source.repoURL` other than the one the test serves is `ComparisonError`;
 //! * the destination: `spec.destination.name`, the cluster Secret of ArgoCD's namespace labelled
 //!   `argocd.argoproj.io/secret-type: cluster` whose `name` is that (ArgoCD's declarative cluster
-//!   setup), or `server: https://kubernetes.default.svc`, ArgoCD's own cluster; a manifest
+//!   setup; the label is argoproj/argo-cd `common/common.go` `LabelKeySecretType` =
+//!   `LabelValueSecretTypeCluster`), or `server: https://kubernetes.default.svc`, ArgoCD's own cluster; a manifest
 //!   without a namespace gets `spec.destination.namespace`;
 //! * sync: with `syncPolicy.automated` every manifest is applied (manager `argocd-controller`);
 //!   the Application is `Synced` when every manifest's fields have the live object's values, else
@@ -25,6 +26,10 @@
 //! Not modelled: Helm or Kustomize sources, pruning, sync waves and hooks, other kinds' health
 //! checks (StatefulSet, Service of type LoadBalancer, ...), revisions (the test's folder is the
 //! revision).
+//! The directory-source and sync rules above are from ArgoCD's user guide (directory apps,
+//! automated sync), not from a source file read in the session that wrote this line: they are
+//! the double's reading, and ArgoCD's repo server and sync are not covered beyond it (fabric
+//! writes plain YAML folders without hooks, so it depends on no more).
 
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,10 @@
 //! (`providers::bundle`): each file at its path, `/moved/<path>` redirecting to `/<path>`, 404
 //! for anything else. It records the path of every request, answers at most 32 connections, and
 //! stops with the test process. Plain std: one thread, one request per connection.
+//!
+//! It models no upstream program: it stands for any HTTP server holding the bundle (a GitHub
+//! release download answers with a redirect, hence `/moved/`; RFC 9110 §15.4 says a client
+//! follows it). Not covered: TLS, range requests, slow or truncated bodies.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;

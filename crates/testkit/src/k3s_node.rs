@@ -3,6 +3,17 @@
 //! iptables chains, `/run/flannel/subnet.env`, K3s's Flannel CNI configuration), a stand-in
 //! `systemctl` (the lab has no systemd) that records restarts, and the Pods a cluster shows for
 //! them (`put_raw` into the test API server, as their controllers would make them).
+//!
+//! What it follows: K3s writes its Flannel CNI configuration as `10-flannel.conflist` in the
+//! agent's CNI directory, network name `cbr0`, and uses Flannel's `vxlan` backend by default
+//! (k3s-io/k3s `pkg/agent/flannel/setup.go` `createCNIConf`, `setup_linux.go` `cniConf`,
+//! `vxlanBackend`). Deviations, taken from Flannel's defaults and not checked against
+//! flannel-io/flannel's source in the session that wrote this: the VXLAN device `flannel.1`
+//! (VNI 1, port 8472), the bridge `cni0`, the subnet file `/run/flannel/subnet.env`, the chain
+//! names `FLANNEL-FWD`/`FLANNEL-POSTRTG` and kube-proxy's `KUBE-SERVICES`. The conflist's body
+//! is a stub (only its name), no Flannel or kube-proxy runs, and `systemctl` only records. What
+//! fabric does about it: its cleanup after the move to Cilium removes these by name, and its lab
+//! test proves only that those names are gone; a real K3s node's leftovers are not covered.
 
 use serde_json::json;
 

@@ -314,8 +314,17 @@ fn vyos_double_in_the_lab() {
     assert_eq!(show_config(FRANCA.router), franca_config);
     let op_set = vbash(FRANCA.router, "set interfaces wireguard wg0 port '1'\n");
     assert_ne!(op_set.code, 0, "set outside configure succeeded: {}", op_set.all());
-    let unknown = ssh(FRANCA.router, "ls /", "");
-    assert_ne!(unknown.code, 0, "an arbitrary shell command was accepted: {}", unknown.all());
+    let op_commit = ssh(FRANCA.router, "set interfaces wireguard wg0 port '1'", "");
+    assert_ne!(op_commit.code, 0, "a config command as the SSH command succeeded: {}", op_commit.all());
+    // A plain shell command runs, as in VyOS's login shell (`/bin/vbash -c`): fabric's lock read
+    // over the router's real sshd sees a lock in the router's /run (a private tmpfs in the lab).
+    let holder = "fabric apply r9 by op@laptop (pid 77) since 1764662400";
+    let put = ssh(FRANCA.router, &format!("printf '%s\\n' '{holder}' > /run/lock/fabric.lock"), "");
+    assert_eq!(put.code, 0, "{}", put.all());
+    let read = ssh(FRANCA.router, fabric::live::locks::read_locks().as_str(), "");
+    assert_eq!(read.code, 0, "the lock read failed: {}", read.all());
+    assert_eq!(fabric::live::locks::parse_hold(&read.stdout).lock.as_deref(), Some(holder), "{}", read.all());
+    assert_eq!(ssh(FRANCA.router, "rm -f -- /run/lock/fabric.lock", "").code, 0);
     assert_eq!(show_config(FRANCA.router), franca_config);
     step("d: invalid commands rejected, running config unchanged", started);
 

@@ -783,6 +783,10 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
             lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
         }
         Kind::Vyos => {
+            // The plan reads the routers' locks with a plain shell command, which VyOS's login
+            // shell runs (`/bin/vbash -c`; crates/testkit/src/vyos_double.md): no lock, no error.
+            let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
+            assert!(!out(&o).contains("locked:") && !out(&o).contains("unsupported command"), "{}", out(&o));
             // Someone else's commit-confirm is pending on sp-router.
             let script = "source /opt/vyatta/etc/functions/script-template\nconfigure\nset interfaces wireguard wg0 port '51998'\ncommit-confirm 1 <<< y\nexit\n";
             assert!(lab.ssh("sp-router", "vbash -s", script).status.success());

@@ -20,6 +20,7 @@ pub mod consistency;
 pub mod drbd;
 pub mod gpu_runtime;
 pub mod k3s_install;
+pub mod karmada;
 pub mod kinds;
 pub mod nft;
 pub mod node_migration;
@@ -253,8 +254,8 @@ pub fn karmada_host(t: &Topology) -> (Target, &str) {
 pub fn karmada_server(t: &Topology) -> String {
     let host = t.sites.iter().find(|s| s.name == t.federation.karmada.host_site);
     match (&t.federation.karmada.vm, host) {
-        (Some(vm), _) => format!("https://{}:{}", vm.address, o::KARMADA_API_NODE_PORT),
-        (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, o::KARMADA_API_NODE_PORT),
+        (Some(vm), _) => format!("https://{}:{}", vm.address, karmada::KARMADA_API_NODE_PORT),
+        (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, karmada::KARMADA_API_NODE_PORT),
         (None, None) => String::new(),
     }
 }

@@ -8,6 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::karmada;
 use crate::desired::k3s_install::Role;
 use crate::desired::{Desired, Out, karmada_host, text, yaml};
 
@@ -41,8 +42,8 @@ impl Step for C1 {
         let gate = if t.federation.karmada.failover { "on" } else { "off" };
         let summary = format!("Karmada {} with the Failover feature gate {gate}", t.versions.karmada);
         let file = Some("apps/karmada/helmchart.yaml".into());
-        out.kube_at(target, Some(site), o::karmada_helm_chart(t), summary, file);
-        out.extra("apps/karmada/values.yaml".into(), yaml::to_string(&o::karmada_values(t)));
+        out.kube_at(target, Some(site), karmada::karmada_helm_chart(t), summary, file);
+        out.extra("apps/karmada/values.yaml".into(), yaml::to_string(&karmada::karmada_values(t)));
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {

@@ -8,6 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::karmada;
 use crate::desired::{Out, identity, members};
 
 pub struct C2;
@@ -39,7 +40,7 @@ impl Step for C2 {
             out.kube(None, creds, "member credentials (from the token)", None);
             let summary =
                 format!("member `{}` at https://{}:{}", s.cluster.name, s.cluster.api_address, s.cluster.api_port.0);
-            out.kube(None, o::karmada_cluster(t, s), summary, Some(format!("apps/karmada/clusters/{}.yaml", s.name)));
+            out.kube(None, karmada::karmada_cluster(t, s), summary, Some(format!("apps/karmada/clusters/{}.yaml", s.name)));
         }
     }
 

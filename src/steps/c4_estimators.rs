@@ -14,6 +14,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::karmada;
 use crate::desired::{Out, members};
 
 pub struct C4;
@@ -45,7 +46,7 @@ impl Step for C4 {
                 o::SERVER: server,
             });
             out.kube_at(host.clone(), site, kc, format!("the estimator's kubeconfig for {server}"), None);
-            let (deploy, svc) = o::scheduler_estimator(t, c);
+            let (deploy, svc) = karmada::scheduler_estimator(t, c);
             out.kube_at(host.clone(), site, deploy, format!("estimates free capacity in `{c}`"), file.clone());
             out.kube_at(host.clone(), site, svc, "where the scheduler reaches it (port 10352)", file.clone());
         }

@@ -7,7 +7,7 @@ use super::verify::{ReadError, Verdict, get, id, ready_endpoints};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
-use crate::desired::objects as o;
+use crate::desired::karmada;
 use crate::desired::{Out, members, namespaces};
 use crate::topology::model::Service;
 
@@ -32,12 +32,12 @@ impl Step for C5 {
                 let summary =
                     format!("{} placement of {}", format!("{:?}", c.strategy).to_lowercase(), names.join(", "));
                 let file = Some(format!("apps/karmada/propagation-policies/{}.yaml", c.name));
-                out.kube(None, o::propagation_policy(t, c, &ns, &services), summary, file.clone());
+                out.kube(None, karmada::propagation_policy(t, c, &ns, &services), summary, file.clone());
                 if c.global {
                     let summary = format!("Services {} in every member", names.join(", "));
-                    out.kube(None, o::global_services_policy(t, c, &ns, &services), summary, file.clone());
+                    out.kube(None, karmada::global_services_policy(t, c, &ns, &services), summary, file.clone());
                     let summary = "service.cilium.io/global: \"true\" on them".to_string();
-                    out.kube(None, o::global_services_override(t, c, &ns, &services), summary, file);
+                    out.kube(None, karmada::global_services_override(t, c, &ns, &services), summary, file);
                 }
             }
         }

@@ -8,6 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::karmada;
 use crate::desired::{Out, gpu_model, members};
 use crate::topology::model::Service;
 
@@ -28,7 +29,7 @@ impl Step for C6 {
             let Some(model) = gpu_model(s) else { continue };
             let file = Some(format!("apps/karmada/override-policies/{}.yaml", s.name));
             for svc in t.services.iter().filter(|x| x.uses_gpu()) {
-                let policy = o::override_policy(t, s, svc, model);
+                let policy = karmada::override_policy(t, s, svc, model);
                 out.kube(None, policy, summary(svc, model, &s.name), file.clone());
             }
         }

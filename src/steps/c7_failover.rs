@@ -10,7 +10,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
-use crate::desired::objects as o;
+use crate::desired::karmada;
 
 pub struct C7;
 
@@ -28,7 +28,7 @@ impl Step for C7 {
             return;
         }
         let file = Some("apps/karmada/failover/cluster-taint-policy.yaml".to_string());
-        out.kube(None, o::cluster_taint_policy(out.t), "NoExecute taint on members that are not Ready", file);
+        out.kube(None, karmada::cluster_taint_policy(out.t), "NoExecute taint on members that are not Ready", file);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {

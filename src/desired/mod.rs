@@ -20,6 +20,7 @@ pub mod consistency;
 pub mod drbd;
 pub mod gpu_runtime;
 pub mod k3s_install;
+pub mod kai;
 pub mod karmada;
 pub mod kinds;
 pub mod nft;

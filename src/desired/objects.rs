@@ -250,23 +250,6 @@ pub fn global_service_annotations() -> Value {
 /// Cilium's annotation asking for a global Service's remote backends as local EndpointSlices.
 pub const GLOBAL_SYNC_ANNOTATION: &str = "service.cilium.io/global-sync-endpoint-slices";
 
-/// KAI Scheduler's name, which a pod's `schedulerName` gives to have KAI place it.
-pub const KAI_SCHEDULER: &str = "kai-scheduler";
-/// KAI Scheduler's pod label naming the (leaf) queue a pod is scheduled in.
-pub const KAI_QUEUE_LABEL: &str = "kai.scheduler/queue";
-/// KAI Scheduler's pod annotations for a shared GPU: a share of one device, or MiB of its memory.
-pub const KAI_FRACTION: &str = "gpu-fraction";
-pub const KAI_MEMORY: &str = "gpu-memory";
-
-/// The pod annotations of a service that shares a GPU (`gpu-sharing_README.md`).
-pub fn sharing_annotations(svc: &Service) -> Option<Value> {
-    match (svc.gpu_fraction, svc.gpu_memory_mib) {
-        (Some(f), _) => Some(json!({ KAI_FRACTION: f.to_string() })),
-        (None, Some(mib)) => Some(json!({ KAI_MEMORY: mib.to_string() })),
-        (None, None) => None,
-    }
-}
-
 /// The taints a GPU service's pods tolerate at a site: the GPU nodes' when the cluster taints
 /// them, the external hosts' when the service says so.
 pub fn gpu_tolerations(s: &Site, svc: &Service) -> Vec<Value> {
@@ -348,31 +331,6 @@ fn gpu_node_affinity() -> Value {
 pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
     let values = json!({ "runtimeClassName": NVIDIA_RUNTIME_CLASS, "affinity": gpu_node_affinity() });
     helm_chart(t, "nvidia-device-plugin", &NVIDIA_DEVICE_PLUGIN_CHART, version, "nvidia-device-plugin", &values)
-}
-
-/// KAI Scheduler's namespace and the values it is installed with (D.5): GPU sharing on.
-pub const KAI_NAMESPACE: &str = "kai-scheduler";
-
-pub fn kai_values() -> Value {
-    json!({ "global": { "gpuSharing": true } })
-}
-
-pub fn kai_helm_chart(t: &Topology, version: &str) -> Value {
-    helm_chart(t, "kai-scheduler", &KAI_CHART, version, KAI_NAMESPACE, &kai_values())
-}
-
-/// A KAI Scheduler queue (`scheduling.run.ai/v2`): `gpus` guaranteed, no limit on CPU or
-/// memory (KAI's `-1`), under `parent` when given.
-pub fn kai_queue(t: &Topology, name: &str, parent: Option<&str>, gpus: u32) -> Value {
-    let open = json!({ "quota": 0, "limit": -1, "overQuotaWeight": 1 });
-    let mut spec = json!({ "resources": {
-        "gpu": { "quota": gpus, "limit": -1, "overQuotaWeight": 1 },
-        "cpu": open, "memory": open,
-    } });
-    if let Some(p) = parent {
-        spec["parentQueue"] = json!(p);
-    }
-    with(object(t, "scheduling.run.ai/v2", "Queue", name, None), "spec", spec)
 }
 
 // ---- Kueue --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::kai;
 use crate::desired::karmada;
 use crate::desired::{Out, gpu_model, members};
 use crate::topology::model::Service;
@@ -102,10 +103,10 @@ fn kai_mismatch(svc: &Service, d: &serde_json::Value) -> Option<String> {
     let q = svc.queue.as_ref()?;
     let tpl = &d["spec"]["template"];
     let mut want = vec![
-        ("schedulerName".to_string(), tpl["spec"]["schedulerName"].clone(), serde_json::json!(o::KAI_SCHEDULER)),
-        (format!("label {}", o::KAI_QUEUE_LABEL), tpl["metadata"]["labels"][o::KAI_QUEUE_LABEL].clone(), serde_json::json!(q)),
+        ("schedulerName".to_string(), tpl["spec"]["schedulerName"].clone(), serde_json::json!(kai::KAI_SCHEDULER)),
+        (format!("label {}", kai::KAI_QUEUE_LABEL), tpl["metadata"]["labels"][kai::KAI_QUEUE_LABEL].clone(), serde_json::json!(q)),
     ];
-    for (k, v) in o::sharing_annotations(svc).as_ref().and_then(|a| a.as_object()).into_iter().flatten() {
+    for (k, v) in kai::sharing_annotations(svc).as_ref().and_then(|a| a.as_object()).into_iter().flatten() {
         want.push((format!("annotation {k}"), tpl["metadata"]["annotations"][k].clone(), v.clone()));
     }
     let wrong: Vec<String> = want
@@ -135,7 +136,7 @@ mod tests {
             .unwrap()
             .topology;
         let vllm = t.services.iter().find(|s| s.name == "vllm").unwrap();
-        let mut d = json!({"spec": {"template": {"metadata": {"labels": {"app": "vllm", o::KAI_QUEUE_LABEL: "gpu-interactive"},
+        let mut d = json!({"spec": {"template": {"metadata": {"labels": {"app": "vllm", kai::KAI_QUEUE_LABEL: "gpu-interactive"},
             "annotations": {"gpu-fraction": "0.5"}}, "spec": {"schedulerName": "kai-scheduler"}}}});
         assert_eq!(kai_mismatch(vllm, &d), None);
         d["spec"]["template"]["metadata"]["annotations"] = json!({});

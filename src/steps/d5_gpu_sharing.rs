@@ -14,6 +14,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::kai;
 use crate::desired::{Out, is_dispatch_queue, yaml};
 use crate::topology::gpus::site_gpus;
 
@@ -34,17 +35,17 @@ impl Step for D5 {
         for s in sites_of(t, inst) {
             let site = Some(s.name.as_str());
             let file = Some(format!("apps/kai-scheduler/{}.yaml", s.name));
-            out.kube(site, o::namespace(t, o::KAI_NAMESPACE), "KAI Scheduler's namespace", None);
-            out.kube(site, o::kai_helm_chart(t, version), format!("KAI Scheduler {version}, GPU sharing on"), file.clone());
-            out.extra(format!("apps/kai-scheduler/values-{}.yaml", s.name), yaml::to_string(&o::kai_values()));
+            out.kube(site, o::namespace(t, kai::KAI_NAMESPACE), "KAI Scheduler's namespace", None);
+            out.kube(site, kai::kai_helm_chart(t, version), format!("KAI Scheduler {version}, GPU sharing on"), file.clone());
+            out.extra(format!("apps/kai-scheduler/values-{}.yaml", s.name), yaml::to_string(&kai::kai_values()));
             let gpus = site_gpus(s);
-            out.kube(site, o::kai_queue(t, &s.name, None, gpus), format!("{gpus} GPUs of site {}", s.name), file.clone());
+            out.kube(site, kai::kai_queue(t, &s.name, None, gpus), format!("{gpus} GPUs of site {}", s.name), file.clone());
             // The MultiKueue manager's dispatching queue holds none of the site's GPUs (its Jobs
             // run in the workers): as a KAI queue it would guarantee GPUs the site's own queues
             // already have.
             for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
                 let summary = format!("{} GPUs, under {}", q.gpu_quota, s.name);
-                out.kube(site, o::kai_queue(t, &q.name, Some(&s.name), q.gpu_quota), summary, file.clone());
+                out.kube(site, kai::kai_queue(t, &q.name, Some(&s.name), q.gpu_quota), summary, file.clone());
             }
         }
     }
@@ -88,12 +89,12 @@ async fn kai_running(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
 /// The Deployments in KAI Scheduler's namespace, all available, or what is not.
 async fn running(cx: &VerifyCx<'_>, target: &Target) -> Result<String, ReadError> {
     let client = client(cx.targets, target).await?;
-    let probe = id("apps/v1", "Deployment", "", Some(o::KAI_NAMESPACE));
+    let probe = id("apps/v1", "Deployment", "", Some(kai::KAI_NAMESPACE));
     let (api, _) = crate::providers::kube::api_for(&client, &probe);
     let list = api.list(&Default::default()).await.map_err(|e| ReadError(crate::providers::kube::describe(&e)))?;
     let deployments: Vec<serde_json::Value> = list.items.iter().filter_map(|d| serde_json::to_value(d).ok()).collect();
     if deployments.is_empty() {
-        return Err(ReadError(format!("no Deployment in `{}` (has the chart installed?)", o::KAI_NAMESPACE)));
+        return Err(ReadError(format!("no Deployment in `{}` (has the chart installed?)", kai::KAI_NAMESPACE)));
     }
     let down: Vec<String> = deployments
         .iter()
@@ -101,7 +102,7 @@ async fn running(cx: &VerifyCx<'_>, target: &Target) -> Result<String, ReadError
         .map(|d| d["metadata"]["name"].as_str().unwrap_or_default().to_string())
         .collect();
     if down.is_empty() {
-        Ok(format!("{} Deployment(s) available in `{}`", deployments.len(), o::KAI_NAMESPACE))
+        Ok(format!("{} Deployment(s) available in `{}`", deployments.len(), kai::KAI_NAMESPACE))
     } else {
         Err(ReadError(format!("not available: {}", down.join(", "))))
     }

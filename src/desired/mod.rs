@@ -23,6 +23,7 @@ pub mod k3s_install;
 pub mod kai;
 pub mod karmada;
 pub mod kinds;
+pub mod kueue;
 pub mod nft;
 pub mod node_migration;
 pub mod objects;
@@ -383,7 +384,12 @@ pub fn dispatch_quota(t: &Topology) -> Option<crate::topology::queues::Quota> {
 
 /// A ClusterQueue's quotas as the plan shows them.
 pub fn quota_summary(q: &crate::topology::queues::Quota) -> String {
-    format!("{} GPUs, {} cpu, {} memory", q.gpus, o::cpu_quantity(q.cpu_milli), o::memory_quantity(q.memory_mib))
+    format!(
+        "{} GPUs, {} cpu, {} memory",
+        q.gpus,
+        kueue::cpu_quantity(q.cpu_milli),
+        kueue::memory_quantity(q.memory_mib)
+    )
 }
 
 /// The cohort of a site's ClusterQueues: they lend one another the GPUs they leave unused.

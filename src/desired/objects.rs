@@ -9,7 +9,6 @@ use serde_json::{Map, Value, json};
 pub use super::charts::*;
 use crate::topology::Topology;
 use crate::topology::model::*;
-use crate::topology::queues::Quota;
 
 /// Label on every object fabric creates; the value is the fabric's name.
 pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
@@ -335,155 +334,6 @@ pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
 
 // ---- Kueue --------------------------------------------------------------------------------
 
-const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
-
-/// The dispatching queue's flavor at Karmada's VM ([`crate::desired::DISPATCH_FLAVOR`]): no
-/// node labels or tolerations, which Kueue would add to Jobs that run elsewhere.
-pub fn dispatch_flavor(t: &Topology) -> Value {
-    with(object(t, KUEUE, "ResourceFlavor", crate::desired::DISPATCH_FLAVOR, None), "spec", json!({}))
-}
-
-pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
-    let mut spec = json!({});
-    if let Some(model) = crate::desired::gpu_model(s) {
-        spec["nodeLabels"] = json!({ GPU_MODEL_LABEL: model });
-        // Kueue adds a flavor's tolerations to the pods it admits with it: the batch Jobs may
-        // use the GPU nodes kept for GPU work.
-        if s.cluster.gpu_taint {
-            spec["tolerations"] = json!([toleration(GPU_TAINT)]);
-        }
-    }
-    with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
-}
-
-/// A ClusterQueue on one flavor covering cpu, memory and `nvidia.com/gpu` with `quota`
-/// (`topology::queues`: Kueue admits a Job only when its queue covers every resource it
-/// requests); in `cohort` (`<site>-gpu` for a site's queues, which lend one another what they
-/// leave unused), and with the admission check (MultiKueue's) if any.
-pub fn cluster_queue(
-    t: &Topology,
-    cohort: Option<&str>,
-    name: &str,
-    quota: &Quota,
-    flavor: &str,
-    admission_check: Option<&str>,
-) -> Value {
-    let covered = json!(["cpu", "memory", "nvidia.com/gpu"]);
-    let resources = json!([
-        { "name": "cpu", "nominalQuota": cpu_quantity(quota.cpu_milli) },
-        { "name": "memory", "nominalQuota": memory_quantity(quota.memory_mib) },
-        { "name": "nvidia.com/gpu", "nominalQuota": quota.gpus },
-    ]);
-    let mut spec = json!({ "namespaceSelector": {} });
-    if let Some(c) = cohort {
-        spec["cohortName"] = json!(c);
-    }
-    spec["resourceGroups"] =
-        json!([{ "coveredResources": covered, "flavors": [{ "name": flavor, "resources": resources }] }]);
-    if let Some(ac) = admission_check {
-        spec["admissionChecksStrategy"] = json!({ "admissionChecks": [{ "name": ac }] });
-    }
-    with(object(t, KUEUE, "ClusterQueue", name, None), "spec", spec)
-}
-
-/// Millicores as a Kubernetes quantity: whole cores when whole (`30`), else `7500m`.
-pub fn cpu_quantity(milli: u64) -> String {
-    if milli.is_multiple_of(1000) { (milli / 1000).to_string() } else { format!("{milli}m") }
-}
-
-/// MiB as a Kubernetes quantity: `96Gi` when whole GiB, else `1536Mi`.
-pub fn memory_quantity(mib: u64) -> String {
-    if mib.is_multiple_of(1024) { format!("{}Gi", mib / 1024) } else { format!("{mib}Mi") }
-}
-
-pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
-    with(object(t, KUEUE, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
-}
-
-/// The Kueue chart's values of a cluster, `manager` when it is MultiKueue's manager.
-pub fn kueue_values(manager: bool) -> Value {
-    // The chart's defaults serve v1beta2 and integrate batch/Job. A MultiKueue manager turns
-    // the MultiKueue gate on explicitly (it is beta, on by default, and the cluster depends on
-    // it). The dispatcher stays Kueue's default, AllAtOnce: in Kueue 0.15 Incremental nominates
-    // three workers a round, in name order, so with two workers it does the same, and setting it
-    // means replacing the chart's whole `managerConfig.controllerManagerConfigYaml`
-    // (docs/design.md, "Local first").
-    let mut v = json!({ "controllerManager": { "replicas": 1 } });
-    if manager {
-        v["controllerManager"]["featureGates"] = json!([{ "name": "MultiKueue", "enabled": true }]);
-    }
-    v
-}
-
-pub fn kueue_helm_chart(t: &Topology, manager: bool) -> Value {
-    helm_chart(t, "kueue", &KUEUE_CHART, &t.versions.kueue, "kueue-system", &kueue_values(manager))
-}
-
-pub fn admission_check(t: &Topology) -> Value {
-    with(
-        object(t, KUEUE, "AdmissionCheck", "multikueue", None),
-        "spec",
-        json!({
-            "controllerName": "kueue.x-k8s.io/multikueue",
-            "parameters": { "apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "multikueue" },
-        }),
-    )
-}
-
-pub fn multikueue_config(t: &Topology, mk: &MultiKueue) -> Value {
-    with(object(t, KUEUE, "MultiKueueConfig", "multikueue", None), "spec", json!({ "clusters": mk.workers }))
-}
-
-/// A worker, whose kubeconfig is in a Secret of the manager (referenced, never rendered).
-pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
-    with(
-        object(t, KUEUE, "MultiKueueCluster", worker, None),
-        "spec",
-        json!({ "clusterSource": { "kubeConfig": { "locationType": "Secret", "location": format!("multikueue-{worker}") } } }),
-    )
-}
-
-/// The D.4 test Job's name (in the test LocalQueue's namespace).
-pub const TEST_JOB_NAME: &str = "fabric-multikueue-test";
-
-/// What the D.4 test Job's pod requests besides its GPU.
-pub const TEST_JOB_CPU: &str = "100m";
-pub const TEST_JOB_MEMORY: &str = "64Mi";
-
-/// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).
-pub const TEST_JOB_DEADLINE_SECONDS: u32 = 600;
-
-/// The D.4 test Job: one GPU for the moment it takes to start and exit, then it frees it. It never retries
-/// (`backoffLimit: 0`) and is stopped at [`TEST_JOB_DEADLINE_SECONDS`] whatever happens, so it
-/// cannot keep a site's GPU from real work. The finished Job stays as D.4's evidence (no
-/// `ttlSecondsAfterFinished`: fabric owns it, and a Job that deleted itself would show as to
-/// create again in every plan); MultiKueue removes the worker's copy once it finishes.
-pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
-    let mut job = object(t, "batch/v1", "Job", TEST_JOB_NAME, Some(&l.namespace));
-    job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = json!(l.name);
-    with(
-        job,
-        "spec",
-        json!({
-            "suspend": true,
-            "backoffLimit": 0,
-            "activeDeadlineSeconds": TEST_JOB_DEADLINE_SECONDS,
-            "template": { "spec": {
-                "restartPolicy": "Never",
-                "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
-                    // agnhost's `entrypoint-tester` prints its arguments and exits.
-                    "args": ["entrypoint-tester", "fabric D.4"],
-                    // What a real Job asks: cpu and memory as well as its GPU, all of which
-                    // the queue must cover for Kueue to admit it (`topology::queues`).
-                    "resources": {
-                        "requests": { "cpu": TEST_JOB_CPU, "memory": TEST_JOB_MEMORY },
-                        "limits": { "memory": TEST_JOB_MEMORY, "nvidia.com/gpu": 1 },
-                    } }],
-            } },
-        }),
-    )
-}
-
 // ---- Plain core objects -------------------------------------------------------------------
 
 pub fn namespace(t: &Topology, name: &str) -> Value {
@@ -505,28 +355,6 @@ pub fn cluster_role_binding(t: &Topology, name: &str, sa: &str, ns: &str, role: 
     let mut m = object(t, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", name, None);
     m.insert("roleRef".into(), json!({ "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role }));
     m.insert("subjects".into(), json!([{ "kind": "ServiceAccount", "name": sa, "namespace": ns }]));
-    Value::Object(m)
-}
-
-/// What MultiKueue's manager may do in a worker: create the dispatched jobs and their Kueue
-/// workloads and follow their status (after Kueue's MultiKueue setup guide).
-pub fn multikueue_worker_role(t: &Topology) -> Value {
-    let mut m = object(t, "rbac.authorization.k8s.io/v1", "ClusterRole", "multikueue-worker", None);
-    let rw = json!(["create", "delete", "get", "list", "watch", "update", "patch"]);
-    let ro = json!(["get", "list", "watch"]);
-    m.insert(
-        "rules".into(),
-        json!([
-            { "apiGroups": ["batch"], "resources": ["jobs"], "verbs": rw },
-            { "apiGroups": ["batch"], "resources": ["jobs/status"], "verbs": ["get"] },
-            { "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": rw },
-            { "apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets/status"], "verbs": ["get"] },
-            { "apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads"], "verbs": rw },
-            { "apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads/status"], "verbs": ["get", "patch", "update"] },
-            { "apiGroups": [""], "resources": ["pods"], "verbs": ro },
-            { "apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"] },
-        ]),
-    );
     Value::Object(m)
 }
 

@@ -11,6 +11,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::kueue;
 use crate::topology::model::LocalQueue;
 use crate::desired::{
     DISPATCH_FLAVOR, Out, cohort, dispatch_queue, flavor, is_dispatch_queue, multikueue_manager, quota_summary, yaml,
@@ -35,8 +36,8 @@ impl Step for D1 {
             let queues_file = Some(format!("apps/kueue/cluster-queues/gpu-{}.yaml", s.name));
             let chart_file = Some(format!("apps/kueue/helmchart-{}.yaml", s.name));
             let manager = t.multikueue.as_ref().is_some_and(|m| m.manager == s.name);
-            out.kube(site, o::kueue_helm_chart(t, manager), format!("Kueue {}", t.versions.kueue), chart_file);
-            out.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&o::kueue_values(manager)));
+            out.kube(site, kueue::kueue_helm_chart(t, manager), format!("Kueue {}", t.versions.kueue), chart_file);
+            out.extra(format!("apps/kueue/values-{}.yaml", s.name), yaml::to_string(&kueue::kueue_values(manager)));
             let lqs = s.queues.iter().flat_map(|q| &q.local_queues);
             namespaces(out, Target::api(site), site, lqs);
             // The GPU nodes' labels, which the flavor below, C.6's overriders and the GPU
@@ -62,17 +63,17 @@ impl Step for D1 {
                 out.kube(site, o::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
             }
             let fl = flavor(s);
-            out.kube(site, o::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
+            out.kube(site, kueue::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());
             let cohort = cohort(s);
             for q in s.queues.iter().filter(|q| !is_dispatch_queue(t, s, q)) {
                 // cpu and memory too: Kueue admits a Job only when its queue covers every
                 // resource the Job requests (`topology::queues`).
                 let quota = site_queue_quota(s, q);
-                let cq = o::cluster_queue(t, Some(&cohort), &q.name, &quota, &fl, None);
+                let cq = kueue::cluster_queue(t, Some(&cohort), &q.name, &quota, &fl, None);
                 out.kube(site, cq, quota_summary(&quota), queues_file.clone());
                 for l in &q.local_queues {
                     let summary = format!("→ {}: its Jobs run at {}", q.name, s.name);
-                    out.kube(site, o::local_queue(t, l, &q.name), summary, queues_file.clone());
+                    out.kube(site, kueue::local_queue(t, l, &q.name), summary, queues_file.clone());
                 }
             }
             // A manager site's dispatching queue (D.3) is on a flavor of its own, without node
@@ -82,7 +83,7 @@ impl Step for D1 {
             let manager_site = t.multikueue.as_ref().is_some_and(|m| m.manager == s.name);
             if manager_site && fl != DISPATCH_FLAVOR {
                 let summary = "flavor of the dispatching queue (its Jobs run in the workers)";
-                out.kube(site, o::dispatch_flavor(t), summary, queues_file.clone());
+                out.kube(site, kueue::dispatch_flavor(t), summary, queues_file.clone());
             }
             if t.multikueue_vm().is_some() && s.name == t.federation.karmada.host_site {
                 manager_vm(out);
@@ -114,11 +115,11 @@ fn manager_vm(out: &mut Out<'_>) {
     let site = Some(site);
     let chart_file = Some(format!("apps/kueue/helmchart-{}.yaml", vm.name));
     let summary = format!("Kueue {}, MultiKueue's manager", t.versions.kueue);
-    out.kube_at(target.clone(), site, o::kueue_helm_chart(t, true), summary, chart_file);
-    out.extra(format!("apps/kueue/values-{}.yaml", vm.name), yaml::to_string(&o::kueue_values(true)));
+    out.kube_at(target.clone(), site, kueue::kueue_helm_chart(t, true), summary, chart_file);
+    out.extra(format!("apps/kueue/values-{}.yaml", vm.name), yaml::to_string(&kueue::kueue_values(true)));
     namespaces(out, target.clone(), site, q.local_queues.iter());
     let file = Some(format!("apps/kueue/cluster-queues/{}.yaml", vm.name));
-    out.kube_at(target, site, o::dispatch_flavor(t), "flavor of the dispatching queue (no GPUs here)", file);
+    out.kube_at(target, site, kueue::dispatch_flavor(t), "flavor of the dispatching queue (no GPUs here)", file);
 }
 
 /// Kueue's namespace (the chart creates it too) and those of the LocalQueues, each once.

@@ -9,6 +9,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::kueue;
 use crate::desired::{Out, identity, multikueue_manager};
 
 pub struct D2;
@@ -27,15 +28,15 @@ impl Step for D2 {
         let (Some(mk), Some((m, msite))) = (&t.multikueue, multikueue_manager(t)) else { return };
         let file = Some("apps/karmada/multikueue/multikueue-config.yaml".to_string());
         let ms = Some(msite);
-        out.kube_at(m.clone(), ms, o::admission_check(t), "MultiKueue admission check", file.clone());
+        out.kube_at(m.clone(), ms, kueue::admission_check(t), "MultiKueue admission check", file.clone());
         let summary = format!("workers: {}", mk.workers.join(", "));
-        out.kube_at(m.clone(), ms, o::multikueue_config(t, mk), summary, file.clone());
+        out.kube_at(m.clone(), ms, kueue::multikueue_config(t, mk), summary, file.clone());
         for w in &mk.workers {
             let Some(ws) = t.sites.iter().find(|s| s.name == *w) else { continue };
             // MultiKueue's identity in the worker, with what it needs to run the dispatched jobs
             // there; its token becomes the manager's kubeconfig Secret.
             let site = Some(w.as_str());
-            out.kube(site, o::multikueue_worker_role(t), "what MultiKueue may do in the worker", None);
+            out.kube(site, kueue::multikueue_worker_role(t), "what MultiKueue may do in the worker", None);
             identity(out, site, "multikueue-worker", "kueue-system", "multikueue-worker", "MultiKueue");
             let server = format!("https://{}:{}", ws.cluster.api_address, ws.cluster.api_port.0);
             let mut secret = o::secret_placeholder(t, &format!("multikueue-{w}"), "kueue-system", "Opaque");
@@ -45,7 +46,7 @@ impl Step for D2 {
                 o::SERVER: server,
             });
             out.kube_at(m.clone(), ms, secret, format!("worker kubeconfig for {server}"), None);
-            out.kube_at(m.clone(), ms, o::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
+            out.kube_at(m.clone(), ms, kueue::multikueue_cluster(t, w), format!("worker `{w}`"), file.clone());
         }
     }
 

@@ -8,7 +8,7 @@ use super::verify::{conditions, id};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
-use crate::desired::objects as o;
+use crate::desired::kueue;
 use crate::desired::{DISPATCH_FLAVOR, Out, dispatch_queue, dispatch_quota, multikueue_manager, quota_summary};
 
 pub struct D3;
@@ -33,13 +33,13 @@ impl Step for D3 {
         // At a manager site as at Karmada's VM the queue is alone (no cohort), on a flavor
         // without node labels (D.1): no Job of it runs at the manager, and in the site's cohort
         // its budget would be lent to the site's own queues beyond the site's GPUs.
-        let cq = o::cluster_queue(t, None, &q.name, &quota, DISPATCH_FLAVOR, Some("multikueue"));
+        let cq = kueue::cluster_queue(t, None, &q.name, &quota, DISPATCH_FLAVOR, Some("multikueue"));
         let workers = mk.workers.join(", ");
         let summary = format!("{}, dispatched by MultiKueue to {workers}", quota_summary(&quota));
         out.kube_at(m.clone(), Some(msite), cq, summary, file.clone());
         for l in &q.local_queues {
             let summary = format!("→ {}: its Jobs are dispatched to {workers}, never run at {}", q.name, mk.manager);
-            out.kube_at(m.clone(), Some(msite), o::local_queue(t, l, &q.name), summary, file.clone());
+            out.kube_at(m.clone(), Some(msite), kueue::local_queue(t, l, &q.name), summary, file.clone());
         }
     }
 

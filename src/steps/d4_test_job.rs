@@ -10,7 +10,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::{Out, dispatch_queue, multikueue_manager};
-use crate::desired::objects as o;
+use crate::desired::kueue;
 use crate::topology::Topology;
 use crate::topology::model::LocalQueue;
 use serde_json::Value;
@@ -30,8 +30,8 @@ impl Step for D4 {
         let t = out.t;
         let (Some((m, msite)), Some(l)) = (multikueue_manager(t), test_queue(t)) else { return };
         let file = Some("apps/tests/multikueue-job.yaml".to_string());
-        let summary = format!("1 GPU, {} cpu, {} memory through LocalQueue {}", o::TEST_JOB_CPU, o::TEST_JOB_MEMORY, l.name);
-        out.kube_at(m, Some(msite), o::multikueue_test_job(t, &l), summary, file);
+        let summary = format!("1 GPU, {} cpu, {} memory through LocalQueue {}", kueue::TEST_JOB_CPU, kueue::TEST_JOB_MEMORY, l.name);
+        out.kube_at(m, Some(msite), kueue::multikueue_test_job(t, &l), summary, file);
     }
 
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
@@ -67,7 +67,7 @@ fn test_queue(t: &Topology) -> Option<LocalQueue> {
 /// `batchjob_adapter.go` `SyncJob` and `workload.go` `reconcileGroup`).
 async fn dispatched(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let (Some(mk), Some(l)) = (&cx.t.multikueue, test_queue(cx.t)) else { return vec![] };
-    let job = |ns: &str| id("batch/v1", "Job", o::TEST_JOB_NAME, Some(ns));
+    let job = |ns: &str| id("batch/v1", "Job", kueue::TEST_JOB_NAME, Some(ns));
     let mut found = Vec::new();
     let mut errors = Vec::new();
     for w in &mk.workers {
@@ -98,7 +98,7 @@ struct Seen<'a> {
 
 /// The verdict on what was read: a copy in a worker, or a finished Job at the manager, passes.
 fn judge(s: &Seen<'_>) -> (Verdict, String) {
-    let name = format!("{}/{}", s.ns, o::TEST_JOB_NAME);
+    let name = format!("{}/{}", s.ns, kueue::TEST_JOB_NAME);
     let terminal = |ty: &str| {
         let local = s.local.as_ref().ok().and_then(Option::as_ref);
         local.and_then(|j| {

@@ -305,8 +305,8 @@ fn cilium_values_use_keys_the_chart_declares() {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("topology.example.yaml")).unwrap();
     let t = fabric::topology::load_str("t.yaml", text).unwrap().topology;
     for s in &t.sites {
-        let mut v = fabric::desired::objects::cilium_values(&t, s);
-        fabric::desired::objects::merge(&mut v, &fabric::desired::objects::clustermesh_values(&t, s));
+        let mut v = fabric::desired::cilium::cilium_values(&t, s);
+        fabric::desired::objects::merge(&mut v, &fabric::desired::cilium::clustermesh_values(&t, s));
         for key in v.as_object().unwrap().keys() {
             assert!(props.contains_key(key), "{}: `{key}` is not a value of the Cilium chart", s.name);
         }

@@ -22,6 +22,7 @@
 
 use serde_json::{Value, json};
 
+use super::cilium::global_service_annotations;
 use super::kai::{KAI_SCHEDULER, sharing_annotations};
 use super::objects::*;
 use crate::topology::Topology;

@@ -16,6 +16,7 @@ use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod charts;
+pub mod cilium;
 pub mod consistency;
 pub mod drbd;
 pub mod gpu_runtime;

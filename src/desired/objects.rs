@@ -131,65 +131,6 @@ pub fn helm_chart_config(t: &Topology, name: &str, values: &Value) -> Value {
 
 // ---- Cilium -------------------------------------------------------------------------------
 
-/// Cilium values of a site without Cluster Mesh (steps A.1/A.2).
-pub fn cilium_values(t: &Topology, s: &Site) -> Value {
-    let mut v = json!({
-        "cluster": { "name": s.cluster.name, "id": s.cluster.id },
-        "ipam": { "mode": "kubernetes" },
-        // K3s without kube-proxy: Cilium reaches the API through K3s's local proxy on every node.
-        "kubeProxyReplacement": !s.cluster.kube_proxy,
-        "k8sServiceHost": "127.0.0.1",
-        "k8sServicePort": 6444,
-        "operator": { "replicas": 1 },
-        // The device MTU Cilium assumes (it subtracts its own VXLAN/Geneve overhead for the pod
-        // routes): the smallest tunnel between the sites, so a pod's packet to the other site
-        // fits through WireGuard (B.1) without fragmenting. Inside a site this costs 80 bytes
-        // of a 1500-byte frame; Cilium has no per-destination MTU for pod traffic.
-        "MTU": inter_site_mtu(t),
-    });
-    if t.mesh.hubble {
-        v["hubble"] = json!({ "enabled": true, "relay": { "enabled": true }, "ui": { "enabled": true } });
-    }
-    if super::drbd::cilium_encryption(t) {
-        // DRBD between the sites through Cilium (`decisions.drbd_cross_site: cilium`): DRBD runs
-        // in the storage hosts' network namespace, which only node-to-node encryption covers.
-        // Every cluster of a Cluster Mesh must run it (see `desired::drbd`).
-        v["encryption"] = json!({ "enabled": true, "type": "wireguard", "nodeEncryption": true });
-    }
-    v
-}
-
-/// The smallest tunnel MTU of the fabric's routers (`sites[].router.wireguard.mtu`).
-pub fn inter_site_mtu(t: &Topology) -> u16 {
-    t.sites.iter().map(|s| s.router.wireguard.tunnel_mtu()).min().unwrap_or(crate::topology::model::DEFAULT_TUNNEL_MTU)
-}
-
-/// Cluster Mesh values of a site (step B.2): its clustermesh-apiserver and every other cluster.
-pub fn clustermesh_values(t: &Topology, s: &Site) -> Value {
-    let peers: Vec<Value> = t
-        .sites
-        .iter()
-        .filter(|p| p.name != s.name)
-        .map(|p| json!({ "name": p.cluster.name, "ips": [p.cluster.api_address.to_string()], "port": t.mesh.clustermesh_port.0 }))
-        .collect();
-    json!({
-        "clustermesh": {
-            "useAPIServer": true,
-            "apiserver": {
-                "service": { "type": "NodePort", "nodePort": t.mesh.clustermesh_port.0 },
-                // Certificates are issued from the shared CA (Secret kube-system/cilium-ca, the
-                // same in every cluster, created by fabric and never rendered).
-                "tls": { "auto": { "enabled": true, "method": "cronJob" } },
-            },
-            "config": { "enabled": true, "clusters": peers },
-            // Remote backends of global services as local EndpointSlices (beta upstream, off by
-            // default): the Kubernetes API then shows what each cluster reaches, which is what
-            // `verify` reads. Only the Services annotated for it are synchronised.
-            "enableEndpointSliceSynchronization": t.placement.iter().any(|c| c.global),
-        },
-    })
-}
-
 /// Deep merge of `b` into `a` (objects merge, everything else is replaced).
 pub fn merge(a: &mut Value, b: &Value) {
     match (a, b) {
@@ -202,52 +143,7 @@ pub fn merge(a: &mut Value, b: &Value) {
     }
 }
 
-pub fn cilium_helm_chart(t: &Topology, s: &Site) -> Value {
-    helm_chart(t, "cilium", &CILIUM_CHART, &t.versions.cilium, "kube-system", &cilium_values(t, s))
-}
-
-pub fn cilium_external_workload(t: &Topology, s: &Site, w: &ExternalWorkload, index: usize) -> Value {
-    // Each workload gets a /30 for its tunnel device and health endpoint from the top /24 of the
-    // site's pod CIDR, which fabric leaves to external workloads.
-    let base = u32::from(s.cluster.pod_cidr.network) | (!0u32 >> s.cluster.pod_cidr.len) & !0xff;
-    let cidr = format!("{}/30", std::net::Ipv4Addr::from(base + 4 * index as u32));
-    with(object(t, "cilium.io/v2", "CiliumExternalWorkload", &w.name, None), "spec", json!({ "ipv4-alloc-cidr": cidr }))
-}
-
-pub fn global_test_service(t: &Topology) -> (Value, Value) {
-    let labels = json!({ "app": "fabric-echo" });
-    let deploy = json!({
-        "replicas": 1,
-        "selector": { "matchLabels": labels },
-        "template": {
-            "metadata": { "labels": labels },
-            "spec": { "containers": [{ "name": "echo", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53", "args": ["netexec", "--http-port=8080"], "ports": [{ "containerPort": 8080 }] }] },
-        },
-    });
-    let mut svc = object(t, "v1", "Service", "fabric-echo", Some("default"));
-    svc["metadata"]["annotations"] = json!({ "service.cilium.io/global": "true", "service.cilium.io/shared": "true" });
-    let svc = with(svc, "spec", json!({ "selector": labels, "ports": [{ "port": 80, "targetPort": 8080 }] }));
-    (with(object(t, "apps/v1", "Deployment", "fabric-echo", Some("default")), "spec", deploy), svc)
-}
-
 // ---- Karmada ------------------------------------------------------------------------------
-
-/// The annotations that make a Service a Cilium global service, as the seed's table has them:
-/// backends of every cluster (`global`), this cluster's shared with the others (`shared`),
-/// local ones preferred and remote ones the fallback (`affinity: local`); and the remote
-/// backends written into local EndpointSlices (`global-sync-endpoint-slices`, with Cluster
-/// Mesh's `enableEndpointSliceSynchronization`), so the Kubernetes API shows them.
-pub fn global_service_annotations() -> Value {
-    json!({
-        "service.cilium.io/global": "true",
-        "service.cilium.io/shared": "true",
-        "service.cilium.io/affinity": "local",
-        GLOBAL_SYNC_ANNOTATION: "true",
-    })
-}
-
-/// Cilium's annotation asking for a global Service's remote backends as local EndpointSlices.
-pub const GLOBAL_SYNC_ANNOTATION: &str = "service.cilium.io/global-sync-endpoint-slices";
 
 /// The taints a GPU service's pods tolerate at a site: the GPU nodes' when the cluster taints
 /// them, the external hosts' when the service says so.

@@ -86,7 +86,7 @@ impl Need {
 /// (`service.cilium.io/global: "true"`; with `shared: "false"` its own cluster's are not even
 /// offered to the others, so a selector matching no local pod is what it is for).
 fn is_global_service(o: &Value) -> bool {
-    o["kind"] == "Service" && o["metadata"]["annotations"]["service.cilium.io/global"] == "true"
+    o["kind"] == "Service" && o["metadata"]["annotations"][super::cilium::GLOBAL_ANNOTATION] == "true"
 }
 
 /// Which API groups a chart installs, where: in the cluster that runs it, or in the Karmada API

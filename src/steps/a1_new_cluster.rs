@@ -11,6 +11,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::cilium;
 use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
 use crate::desired::k3s_install::Role;
 use crate::topology::model::NodeRole;
@@ -98,12 +99,12 @@ pub(super) fn cilium_chart(inst: &Instance, out: &mut Out<'_>) {
         let summary = format!("Cilium {} (cluster {} id {})", t.versions.cilium, s.cluster.name, s.cluster.id);
         out.kube(
             Some(&s.name),
-            o::cilium_helm_chart(t, s),
+            cilium::cilium_helm_chart(t, s),
             summary,
             Some(format!("apps/cilium/helmchart-{}.yaml", s.name)),
         );
-        let mut values = o::cilium_values(t, s);
-        o::merge(&mut values, &o::clustermesh_values(t, s));
+        let mut values = cilium::cilium_values(t, s);
+        o::merge(&mut values, &cilium::clustermesh_values(t, s));
         out.extra(format!("apps/cilium/values-{}.yaml", s.name), yaml::to_string(&values));
     }
 }

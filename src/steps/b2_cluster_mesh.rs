@@ -11,6 +11,7 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
+use crate::desired::cilium;
 use crate::topology::model::Site;
 
 pub struct B2;
@@ -40,7 +41,7 @@ impl Step for B2 {
                 format!("Cluster Mesh CA, copied from {ca_site}")
             };
             out.kube(Some(&s.name), secret, summary, None);
-            let cfg = o::helm_chart_config(t, "cilium", &o::clustermesh_values(t, s));
+            let cfg = o::helm_chart_config(t, "cilium", &cilium::clustermesh_values(t, s));
             let peers: Vec<&str> =
                 t.sites.iter().filter(|p| p.name != s.name).map(|p| p.cluster.name.as_str()).collect();
             let summary =

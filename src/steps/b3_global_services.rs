@@ -8,7 +8,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::Out;
-use crate::desired::objects as o;
+use crate::desired::cilium;
 
 pub struct B3;
 
@@ -24,7 +24,7 @@ impl Step for B3 {
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
         for s in &t.sites {
-            let (deploy, svc) = o::global_test_service(t);
+            let (deploy, svc) = cilium::global_test_service(t);
             let file = Some("apps/tests/global-service.yaml".to_string());
             out.kube(Some(&s.name), deploy, "test backend", file.clone());
             out.kube(Some(&s.name), svc, "service.cilium.io/global: \"true\"", file);
@@ -39,7 +39,7 @@ impl Step for B3 {
 /// The test global service has ready backends in every cluster (its EndpointSlices), so Cilium
 /// can balance it across the mesh.
 async fn global_service(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
-    let (_, svc) = o::global_test_service(cx.t);
+    let (_, svc) = cilium::global_test_service(cx.t);
     let (name, ns) = (
         svc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
         svc["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
@@ -62,7 +62,7 @@ async fn ready_backends(cx: &VerifyCx<'_>, target: &Target, ns: &str, name: &str
     let live = get(cx.targets, target, id("v1", "Service", name, Some(ns)))
         .await?
         .ok_or_else(|| ReadError(format!("Service {ns}/{name} does not exist")))?;
-    if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
+    if live["metadata"]["annotations"][cilium::GLOBAL_ANNOTATION] != "true" {
         return Err(ReadError(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\"")));
     }
     Ok(ready_endpoints(cx.targets, target, ns, name).await?.iter().map(|(_, _, n)| n).sum())

@@ -7,7 +7,7 @@ use super::verify::{ReadError, Verdict, get, id, ready_endpoints};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
-use crate::desired::karmada;
+use crate::desired::{cilium, karmada};
 use crate::desired::{Out, members, namespaces};
 use crate::topology::model::Service;
 
@@ -104,7 +104,7 @@ async fn reach(cx: &VerifyCx<'_>, target: &Target, ns: &str, name: &str, runs_he
     let live = get(cx.targets, target, id("v1", "Service", name, Some(ns)))
         .await?
         .ok_or_else(|| ReadError(format!("Service {ns}/{name} does not exist")))?;
-    if live["metadata"]["annotations"]["service.cilium.io/global"] != "true" {
+    if live["metadata"]["annotations"][cilium::GLOBAL_ANNOTATION] != "true" {
         return Err(ReadError(format!("Service {ns}/{name} is not annotated service.cilium.io/global: \"true\"")));
     }
     if runs_here {

@@ -10,7 +10,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
-use crate::desired::{Out, text};
+use crate::desired::{Out, cilium, text};
 use crate::topology::model::Gateway;
 
 pub struct G1;
@@ -100,7 +100,7 @@ fn gateway_site_services(o: &mut Out<'_>, g: &Gateway) {
                 obj["metadata"] = serde_json::json!({
                     "name": name, "namespace": svc.namespace,
                     "labels": obj["metadata"]["labels"].clone(),
-                    "annotations": { "service.cilium.io/global": "true", "service.cilium.io/shared": (cluster_site == site).to_string() },
+                    "annotations": { cilium::GLOBAL_ANNOTATION: "true", cilium::SHARED_ANNOTATION: (cluster_site == site).to_string() },
                 });
                 obj.insert(
                     "spec".into(),

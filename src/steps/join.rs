@@ -7,6 +7,7 @@ use super::verify::{Verdict, condition, get, id, skip};
 use super::{CheckResult, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
+use crate::desired::cilium;
 use crate::desired::k3s_install::Role;
 use crate::desired::objects as o;
 use crate::desired::{Desired, K3S_NODE_TOKEN, Out, text, yaml};
@@ -53,7 +54,7 @@ fn join(o: &mut Out<'_>, s: &Site, w: &ExternalWorkload, index: usize) {
             super::k3s::install(o, &w.name, &s.name, Role::Agent, None);
         }
         JoinMethod::CiliumExternalWorkloads => {
-            let cew = o::cilium_external_workload(t, s, w, index);
+            let cew = cilium::cilium_external_workload(t, s, w, index);
             o.kube(
                 Some(&s.name),
                 cew,

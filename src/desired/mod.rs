@@ -15,6 +15,7 @@ pub use crate::addr::{Address, Target};
 use crate::transport::shell::Sh;
 use serde_json::Value;
 
+pub mod argocd;
 pub mod charts;
 pub mod cilium;
 pub mod consistency;

@@ -167,45 +167,6 @@ pub fn toleration(text: &str) -> Value {
 
 // ---- ArgoCD -------------------------------------------------------------------------------
 
-/// Where an ArgoCD Application sends what it syncs (C.3): the Karmada API (option A, through
-/// the cluster secret fabric makes) or the cluster ArgoCD runs in (option B).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgoDestination<'a> {
-    Karmada,
-    InCluster { site: &'a str },
-}
-
-/// The ArgoCD Application syncing the repository's services (C.3). Only `federation.argocd.path`
-/// is synced (with option B, its folder for the site): the manifests of the services, never what
-/// fabric renders and applies. Pruning and self-heal are safe because of that split.
-pub fn argocd_application(t: &Topology, to: ArgoDestination<'_>) -> Value {
-    let a = &t.federation.argocd;
-    let base = a.path.trim_matches('/');
-    let (path, destination) = match to {
-        ArgoDestination::Karmada => (base.to_string(), json!({ "name": "karmada", "namespace": "default" })),
-        ArgoDestination::InCluster { site } => {
-            (format!("{base}/{site}"), json!({ "server": "https://kubernetes.default.svc", "namespace": "default" }))
-        }
-    };
-    with(
-        object(t, "argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace)),
-        "spec",
-        json!({
-            "project": "default",
-            "source": { "repoURL": a.repo, "targetRevision": a.revision, "path": path, "directory": { "recurse": true } },
-            "destination": destination,
-            "syncPolicy": { "automated": { "prune": true, "selfHeal": true } },
-        }),
-    )
-}
-
-/// ArgoCD itself (C.3): the argo-cd chart, pinned, installed through the K3s HelmChart with the
-/// chart's defaults (its CRDs included).
-pub fn argocd_helm_chart(t: &Topology) -> Value {
-    let version = t.versions.argocd.as_deref().unwrap_or_default();
-    helm_chart(t, "argocd", &ARGOCD_CHART, version, &t.federation.argocd.namespace, &json!({}))
-}
-
 // ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
 
 /// The RuntimeClass GPU pods run with: K3s's own (k3s-io/k3s manifests/runtimes.yaml, handler

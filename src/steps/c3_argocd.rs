@@ -12,6 +12,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::argocd;
 use crate::desired::{Out, identity, karmada_server, namespaces};
 use crate::topology::model::{ArgoCdChoice, Site};
 
@@ -48,29 +49,23 @@ impl Step for C3 {
             if a.install {
                 let version = t.versions.argocd.as_deref().unwrap_or("(unpinned)");
                 let file = Some(format!("apps/argocd/helmchart-{}.yaml", s.name));
-                out.kube(site, o::argocd_helm_chart(t), format!("ArgoCD (argo-cd {version})"), file);
+                out.kube(site, argocd::argocd_helm_chart(t), format!("ArgoCD (argo-cd {version})"), file);
             }
             let file = Some(format!("apps/argocd/application-{}.yaml", s.name));
             if per_cluster {
                 // Option B: this cluster's ArgoCD syncs the site's folder into the cluster itself,
                 // so a partition leaves each site able to deploy.
-                let app = o::argocd_application(t, o::ArgoDestination::InCluster { site: &s.name });
+                let app = argocd::argocd_application(t, argocd::ArgoDestination::InCluster { site: &s.name });
                 let summary = format!("{} @ {} path {}/{} → this cluster", a.repo, a.revision, a.path, s.name);
                 out.kube(site, app, summary, file);
                 continue;
             }
             let server = karmada_server(t);
-            let mut secret = o::secret_placeholder(t, "karmada-api", &a.namespace, "Opaque");
-            secret["metadata"]["labels"]["argocd.argoproj.io/secret-type"] = serde_json::json!("cluster");
-            secret["metadata"]["annotations"] = serde_json::json!({
-                o::COPY_FROM: Target::Karmada.at("kube-system/argocd-manager-token").to_string(),
-                o::COPY_AS: "argocd-cluster",
-                o::SERVER: server,
-                o::CLUSTER_NAME: "karmada",
-            });
+            let from = Target::Karmada.at("kube-system/argocd-manager-token").to_string();
+            let secret = argocd::karmada_cluster_secret(t, &a.namespace, from, &server);
             out.kube(site, secret, format!("ArgoCD cluster `karmada` at {server}"), None);
             let summary = format!("{} @ {} path {} → Karmada API", a.repo, a.revision, a.path);
-            out.kube(site, o::argocd_application(t, o::ArgoDestination::Karmada), summary, file);
+            out.kube(site, argocd::argocd_application(t, argocd::ArgoDestination::Karmada), summary, file);
         }
     }
 
@@ -89,7 +84,7 @@ async fn argocd(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let mut out = Vec::new();
     for site in sites {
         let target = Target::cluster(site);
-        let app = id("argoproj.io/v1alpha1", "Application", "fabric-apps", Some(&a.namespace));
+        let app = id(argocd::APPLICATION_API, "Application", "fabric-apps", Some(&a.namespace));
         let (verdict, evidence) = match get(cx.targets, &target, app).await {
             Err(e) => (Verdict::Fail, format!("{target}: {e}")),
             Ok(None) => (Verdict::Fail, format!("{target}: Application {}/fabric-apps does not exist", a.namespace)),

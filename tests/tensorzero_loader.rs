@@ -226,7 +226,7 @@ fn run(t: &Topology, toml: &str, mut job: Value) -> Value {
     let mut c = Command::new(python(&version));
     c.arg(Path::new(ROOT).join("tests/tensorzero/harness.py"));
     c.env_remove("TENSORZERO_POSTGRES_URL").env_remove("TENSORZERO_VALKEY_URL").env("RUST_LOG", "error");
-    for e in fabric::desired::objects::gateway_env(gateway(t)) {
+    for e in fabric::desired::tensorzero::gateway_env(gateway(t)) {
         let name = e["name"].as_str().unwrap();
         // The backend URL is passed to the loader itself; the keys are dummies.
         if !name.starts_with("TENSORZERO_") {
@@ -304,7 +304,7 @@ fn with_postgres_the_gateway_needs_the_migrations_its_pod_runs_first() {
     let err = out["error"].as_str().unwrap();
     assert!(err.contains("--run-postgres-migrations"), "{err}");
     // ... which the Deployment's init container runs, with the same URL, before the gateway.
-    let d = fabric::desired::objects::gateway_deployment(&t, g);
+    let d = fabric::desired::tensorzero::gateway_deployment(&t, g);
     let init = &d["spec"]["template"]["spec"]["initContainers"][0];
     assert_eq!(init["args"], json!(["--run-postgres-migrations"]), "{d}");
     assert_eq!(init["image"], d["spec"]["template"]["spec"]["containers"][0]["image"]);
@@ -399,7 +399,7 @@ fn serve(t: &Topology, toml_dir: &TempDir, mut job: Value) -> Served {
     let mut c = Command::new(python(&pin(t)));
     c.arg(Path::new(ROOT).join("tests/tensorzero/harness.py"));
     c.env_remove("TENSORZERO_POSTGRES_URL").env_remove("TENSORZERO_VALKEY_URL").env("RUST_LOG", "error");
-    for e in fabric::desired::objects::gateway_env(gateway(t)) {
+    for e in fabric::desired::tensorzero::gateway_env(gateway(t)) {
         c.env(e["name"].as_str().unwrap(), "dummy-key-never-sent");
     }
     let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();

@@ -30,6 +30,7 @@ pub mod nft;
 pub mod node_migration;
 pub mod objects;
 pub mod refs;
+pub mod tensorzero;
 pub mod text;
 pub mod vyos;
 pub mod yaml;

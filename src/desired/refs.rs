@@ -15,7 +15,7 @@ use petgraph::graph::NodeIndex;
 use serde_json::Value;
 
 use super::kai::KAI_QUEUE_LABEL;
-use super::objects::GATEWAY_NAMESPACE;
+use super::tensorzero::GATEWAY_NAMESPACE;
 use super::{Produced, Resource, Target, k3s_node_labels, workload_labels};
 use crate::catalog::Want;
 use crate::topology::Topology;

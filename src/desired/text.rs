@@ -175,7 +175,7 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
                 v = toml_str(cloud),
                 ty = toml_str(c.provider.tensorzero_type()),
                 name = toml_str(&c.model),
-                key = toml_str(&format!("env::{}", super::objects::cloud_key_env(index))),
+                key = toml_str(&format!("env::{}", super::tensorzero::cloud_key_env(index))),
             );
         }
         let f = toml_str(&m.name);

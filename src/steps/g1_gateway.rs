@@ -10,6 +10,7 @@ use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::tensorzero;
 use crate::desired::{Out, cilium, text};
 use crate::topology::model::Gateway;
 
@@ -36,15 +37,15 @@ impl Step for G1 {
         let cm = o::config_map(t, "tensorzero-config", "tensorzero", "tensorzero.toml", &toml);
         out.kube(site, cm, format!("{} model(s): {}", models.len(), models.join(", ")), file.clone());
         let summary = format!("TensorZero {}", t.versions.tensorzero.as_deref().unwrap_or("(unpinned)"));
-        out.kube(site, o::gateway_deployment(t, g), summary, file.clone());
+        out.kube(site, tensorzero::gateway_deployment(t, g), summary, file.clone());
         // Callers at every site reach the gateway by one name: a global Service in each cluster
         // (with its namespace where the gateway does not run).
         for s in &t.sites {
             if s.name != g.site {
                 out.kube(Some(&s.name), o::namespace(t, "tensorzero"), "gateway namespace", file.clone());
             }
-            let summary = format!("tensorzero-gateway:{} (global), for callers at {}", o::GATEWAY_PORT, s.name);
-            out.kube(Some(&s.name), o::gateway_service(t), summary, file.clone());
+            let summary = format!("tensorzero-gateway:{} (global), for callers at {}", tensorzero::GATEWAY_PORT, s.name);
+            out.kube(Some(&s.name), tensorzero::gateway_service(t), summary, file.clone());
         }
         gateway_site_services(out, g);
     }
@@ -53,7 +54,7 @@ impl Step for G1 {
         Box::pin(async move {
             let Some(g) = &cx.t.gateway else { return vec![] };
             let target = Target::cluster(&g.site);
-            let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some(o::GATEWAY_NAMESPACE));
+            let oid = id("apps/v1", "Deployment", "tensorzero-gateway", Some(tensorzero::GATEWAY_NAMESPACE));
             let mut out = vec![rolled_out(cx.targets, cx.key, &target, "gateway running", oid).await];
             // Each site's backend through the gateway: one inference per (model, site), pinned to
             // the site's variant. The cloud fallback is never called: verify reaches nothing but
@@ -135,7 +136,7 @@ pub fn route_probe(function: &str, variant: &str) -> Value {
 /// `services/proxy` subresource, `POST` among its methods: kubernetes/kubernetes
 /// pkg/registry/core/service/proxy.go), so verify reaches only the cluster's API server.
 pub fn inference_path() -> String {
-    format!("/api/v1/namespaces/{}/services/tensorzero-gateway:{}/proxy/inference", o::GATEWAY_NAMESPACE, o::GATEWAY_PORT)
+    format!("/api/v1/namespaces/{}/services/tensorzero-gateway:{}/proxy/inference", tensorzero::GATEWAY_NAMESPACE, tensorzero::GATEWAY_PORT)
 }
 
 /// One route answers: an inference pinned to `variant` comes back from that variant.

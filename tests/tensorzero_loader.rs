@@ -363,12 +363,12 @@ fn every_rate_limit_and_cloud_provider_fabric_accepts_tensorzero_accepts() {
         g.rate_limit.as_mut().unwrap().limits = all.clone();
         g.rate_limit.as_mut().unwrap().max_tokens = Some(100);
         g.models[0].cloud.as_mut().unwrap().provider = provider;
-        let toml = fabric::desired::text::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
+        let toml = fabric::desired::tensorzero::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
         let out = run(&t, &toml, json!({ "valkey_url": redis.url() }));
         assert_eq!(out["loaded"], true, "{provider:?}: {}", out["error"]);
     }
     // A name outside that grammar: validate refuses it, and so does TensorZero.
-    let toml = fabric::desired::text::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
+    let toml = fabric::desired::tensorzero::tensorzero_toml(&t, t.gateway.as_ref().unwrap());
     assert!(!fabric::topology::gateway::is_rate_limit("requests_per_minute"));
     let bad = toml.replace("tokens_per_day = 1000000", "requests_per_minute = 10");
     assert_ne!(bad, toml);

@@ -243,7 +243,7 @@ pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -
     let per_gpu = s.cluster.nodes.iter().filter_map(|n| n.gpu.as_ref()).map(|g| g.memory_gib).max().unwrap_or(0);
     let mut plaintext = vec![
         json!({ "path": "/spec/template/spec/nodeSelector", "operator": "add", "value": { GPU_MODEL_LABEL: gpu_model } }),
-        // The gateway addresses each site's backends by this label (see `text::site_service`).
+        // The gateway addresses each site's backends by this label (see `tensorzero::site_service`).
         json!({ "path": "/spec/template/metadata/labels/fabric.io~1site", "operator": "add", "value": s.name }),
         // The NVIDIA runtime: K3s sets no default runtime, so a pod without it starts under runc
         // and sees no GPU driver (k3s-io/k3s issue 8700).

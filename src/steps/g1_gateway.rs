@@ -11,7 +11,7 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::tensorzero;
-use crate::desired::{Out, cilium, text};
+use crate::desired::{Out, cilium};
 use crate::topology::model::Gateway;
 
 pub struct G1;
@@ -28,7 +28,7 @@ impl Step for G1 {
     fn desired(&self, _inst: &Instance, out: &mut Out<'_>) {
         let t = out.t;
         let Some(g) = &t.gateway else { return };
-        let toml = text::tensorzero_toml(t, g);
+        let toml = tensorzero::tensorzero_toml(t, g);
         out.extra("apps/tensorzero/tensorzero.toml".into(), toml.clone());
         let site = Some(g.site.as_str());
         let file = Some("apps/tensorzero/gateway.yaml".to_string());
@@ -60,7 +60,7 @@ impl Step for G1 {
             // the site's variant. The cloud fallback is never called: verify reaches nothing but
             // the topology's clusters.
             for m in &g.models {
-                for site in text::gateway_sites(m) {
+                for site in tensorzero::gateway_sites(m) {
                     out.push(route_answers(cx, &target, &m.name, site).await);
                 }
                 if let Some(c) = &m.cloud {
@@ -91,7 +91,7 @@ fn gateway_site_services(o: &mut Out<'_>, g: &Gateway) {
         let sites: Vec<&str> =
             m.routes.iter().map(|r| r.site.as_str()).chain(m.fallback.iter().map(String::as_str)).collect();
         for site in sites {
-            let name = text::site_service(&svc.name, site);
+            let name = tensorzero::site_service(&svc.name, site);
             for cluster_site in [site, g.site.as_str()] {
                 if done.contains(&(cluster_site.to_string(), name.clone())) {
                     continue;

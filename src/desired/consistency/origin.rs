@@ -80,7 +80,7 @@ fn by_kind(t: &Topology, o: &Value) -> Option<Path> {
     }
 }
 
-/// A per-site Service of the gateway (`<service>-<site>`, `text::site_service`): the route (or
+/// A per-site Service of the gateway (`<service>-<site>`, `tensorzero::site_service`): the route (or
 /// fallback) to that site.
 fn by_route(t: &Topology, o: &Value) -> Option<Path> {
     let name = o["metadata"]["name"].as_str()?;

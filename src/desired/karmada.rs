@@ -5,7 +5,9 @@
 //! - The chart's API server NodePort (`apiServer.nodePort`), [`KARMADA_API_NODE_PORT`]; its
 //!   pre-install Job issues the API server's certificate for exactly `certs.auto.hosts`
 //!   (karmada-io/karmada `charts/karmada/templates/_helpers.tpl`, `karmada.certHosts`, used by
-//!   `pre-install-job.yaml`), and a list value replaces the chart's default whole.
+//!   `pre-install-job.yaml`), and a list value replaces the chart's default whole, so the
+//!   chart's default hosts ([`KARMADA_CHART_CERT_HOSTS`], `charts/karmada/values.yaml`) are kept
+//!   ([`karmada_cert_hosts`]); other clusters reach the API at [`karmada_server`].
 //! - Failover and GracefulEviction are feature gates, off by default upstream.
 //! - `propagateDeps`: what a workload's pod template names (ConfigMaps, Secrets, a ServiceAccount
 //!   other than `default`, PVCs of `volumes`) follows it to its clusters (karmada-io/karmada
@@ -25,6 +27,7 @@ use serde_json::{Value, json};
 use super::cilium::global_service_annotations;
 use super::kai::{KAI_SCHEDULER, sharing_annotations};
 use super::objects::*;
+use super::{Target, karmada_host, url_host};
 use crate::topology::Topology;
 use crate::topology::model::*;
 
@@ -41,7 +44,7 @@ pub fn karmada_values(t: &Topology) -> Value {
         // hosts (`karmada.certHosts` in charts/karmada/templates/_helpers.tpl, used by
         // pre-install-job.yaml): a list value replaces the chart's default whole, so the default
         // names are kept and every address a client reaches the API at is added.
-        "certs": { "auto": { "hosts": super::karmada_cert_hosts(t) } },
+        "certs": { "auto": { "hosts": karmada_cert_hosts(t) } },
         "scheduler": { "enableSchedulerEstimator": k.estimator },
         // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
         "controllerManager": { "featureGates": { "Failover": k.failover, "GracefulEviction": k.failover } },
@@ -299,4 +302,53 @@ pub fn cluster_taint_policy(t: &Topology) -> Value {
             "taints": [{ "key": "cluster.karmada.io/not-ready", "effect": "NoExecute" }],
         }),
     )
+}
+
+/// The hosts of the Karmada chart's default `certs.auto.hosts` (karmada-io/karmada
+/// `charts/karmada/values.yaml`; the chart renders them with `tpl`, so the templates stay).
+pub const KARMADA_CHART_CERT_HOSTS: &[&str] = &[
+    "kubernetes.default.svc",
+    "*.etcd.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+    "*.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+    "*.{{ .Release.Namespace }}.svc",
+    "localhost",
+    "127.0.0.1",
+];
+
+/// The Karmada API as other clusters reach it: the host site's API address on the chart's NodePort.
+pub fn karmada_server(t: &Topology) -> String {
+    let host = t.sites.iter().find(|s| s.name == t.federation.karmada.host_site);
+    match (&t.federation.karmada.vm, host) {
+        (Some(vm), _) => format!("https://{}:{}", vm.address, KARMADA_API_NODE_PORT),
+        (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, KARMADA_API_NODE_PORT),
+        (None, None) => String::new(),
+    }
+}
+
+/// Every name a client reaches Karmada's API server at, for its certificate (C.1): the chart's
+/// in-cluster names; the address of [`karmada_server`] (ArgoCD's cluster, the estimators' and
+/// MultiKueue's kubeconfigs); every node of the cluster that hosts it (a NodePort answers on
+/// each); and the host of the operator's `federation.karmada.kubeconfig.server`, when set.
+pub fn karmada_cert_hosts(t: &Topology) -> Vec<String> {
+    let mut hosts: Vec<String> = KARMADA_CHART_CERT_HOSTS.iter().map(|h| h.to_string()).collect();
+    let mut add = |h: String| {
+        if !h.is_empty() && !hosts.contains(&h) {
+            hosts.push(h);
+        }
+    };
+    add(url_host(&karmada_server(t)));
+    let (target, site) = karmada_host(t);
+    match t.federation.karmada.vm.as_ref().filter(|vm| target == Target::cluster(&vm.name)) {
+        Some(vm) => add(vm.address.to_string()),
+        None => {
+            if let Some(s) = t.sites.iter().find(|s| s.name == site) {
+                add(s.cluster.api_address.to_string());
+                s.cluster.nodes.iter().for_each(|n| add(n.address.to_string()));
+            }
+        }
+    }
+    if let Some(server) = &t.federation.karmada.kubeconfig.server {
+        add(url_host(server));
+    }
+    hosts
 }

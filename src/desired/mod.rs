@@ -255,55 +255,6 @@ pub fn karmada_host(t: &Topology) -> (Target, &str) {
     }
 }
 
-/// The Karmada API as other clusters reach it: the host site's API address on the chart's NodePort.
-pub fn karmada_server(t: &Topology) -> String {
-    let host = t.sites.iter().find(|s| s.name == t.federation.karmada.host_site);
-    match (&t.federation.karmada.vm, host) {
-        (Some(vm), _) => format!("https://{}:{}", vm.address, karmada::KARMADA_API_NODE_PORT),
-        (None, Some(s)) => format!("https://{}:{}", s.cluster.api_address, karmada::KARMADA_API_NODE_PORT),
-        (None, None) => String::new(),
-    }
-}
-
-/// The hosts of the Karmada chart's default `certs.auto.hosts` (karmada-io/karmada
-/// `charts/karmada/values.yaml`; the chart renders them with `tpl`, so the templates stay).
-pub const KARMADA_CHART_CERT_HOSTS: &[&str] = &[
-    "kubernetes.default.svc",
-    "*.etcd.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
-    "*.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
-    "*.{{ .Release.Namespace }}.svc",
-    "localhost",
-    "127.0.0.1",
-];
-
-/// Every name a client reaches Karmada's API server at, for its certificate (C.1): the chart's
-/// in-cluster names; the address of [`karmada_server`] (ArgoCD's cluster, the estimators' and
-/// MultiKueue's kubeconfigs); every node of the cluster that hosts it (a NodePort answers on
-/// each); and the host of the operator's `federation.karmada.kubeconfig.server`, when set.
-pub fn karmada_cert_hosts(t: &Topology) -> Vec<String> {
-    let mut hosts: Vec<String> = KARMADA_CHART_CERT_HOSTS.iter().map(|h| h.to_string()).collect();
-    let mut add = |h: String| {
-        if !h.is_empty() && !hosts.contains(&h) {
-            hosts.push(h);
-        }
-    };
-    add(url_host(&karmada_server(t)));
-    let (target, site) = karmada_host(t);
-    match t.federation.karmada.vm.as_ref().filter(|vm| target == Target::cluster(&vm.name)) {
-        Some(vm) => add(vm.address.to_string()),
-        None => {
-            if let Some(s) = t.sites.iter().find(|s| s.name == site) {
-                add(s.cluster.api_address.to_string());
-                s.cluster.nodes.iter().for_each(|n| add(n.address.to_string()));
-            }
-        }
-    }
-    if let Some(server) = &t.federation.karmada.kubeconfig.server {
-        add(url_host(server));
-    }
-    hosts
-}
-
 /// The host of an `https://host:port/path` URL (an IPv6 literal without its brackets).
 pub fn url_host(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);

@@ -13,7 +13,8 @@ use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
 use crate::desired::argocd;
-use crate::desired::{Out, identity, karmada_server, namespaces};
+use crate::desired::karmada::karmada_server;
+use crate::desired::{Out, identity, namespaces};
 use crate::topology::model::{ArgoCdChoice, Site};
 
 pub struct C3;

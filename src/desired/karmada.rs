@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use super::cilium::global_service_annotations;
 use super::kai::{KAI_SCHEDULER, sharing_annotations};
+use super::nvidia::NVIDIA_RUNTIME_CLASS;
 use super::objects::*;
 use super::{Target, karmada_host, url_host};
 use crate::topology::Topology;

@@ -28,6 +28,7 @@ pub mod kinds;
 pub mod kueue;
 pub mod nft;
 pub mod node_migration;
+pub mod nvidia;
 pub mod objects;
 pub mod refs;
 pub mod tensorzero;

@@ -1,8 +1,17 @@
-//! Kubernetes objects and Helm values, built from the topology.
+//! What every Kubernetes object fabric builds shares: the metadata and labels fabric finds its
+//! objects by ([`object`]), fabric's own annotations and node labels, the GPU and external-host
+//! taints, the K3s HelmChart wrapper ([`helm_chart`], helm.cattle.io/v1), and plain core objects
+//! (Namespace, Secret, ServiceAccount, ClusterRoleBinding, ConfigMap).
+//!
+//! Each upstream system's objects, and the upstream facts they rely on, are in a module of its
+//! own: `desired::cilium`, `desired::karmada`, `desired::argocd`, `desired::kueue`,
+//! `desired::kai`, `desired::nvidia`, `desired::tensorzero` (chart sources: `desired::charts`).
+//! They build on this module; it imports none of them.
 //!
 //! Every builder is a pure function of the topology: same input, same bytes. Objects carry the
 //! labels fabric uses to find what it created (and so what it may prune). Field names follow the
-//! upstream schemas in `../shared/specs/crds`; the conformance test validates every object.
+//! upstream schemas in `../shared/specs/crds`; the conformance test validates every object whose
+//! schema is there.
 
 use serde_json::{Map, Value, json};
 
@@ -129,8 +138,6 @@ pub fn helm_chart_config(t: &Topology, name: &str, values: &Value) -> Value {
     with(object(t, "helm.cattle.io/v1", "HelmChartConfig", name, Some("kube-system")), "spec", spec)
 }
 
-// ---- Cilium -------------------------------------------------------------------------------
-
 /// Deep merge of `b` into `a` (objects merge, everything else is replaced).
 pub fn merge(a: &mut Value, b: &Value) {
     match (a, b) {
@@ -142,8 +149,6 @@ pub fn merge(a: &mut Value, b: &Value) {
         (a, b) => *a = b.clone(),
     }
 }
-
-// ---- Karmada ------------------------------------------------------------------------------
 
 /// The taints a GPU service's pods tolerate at a site: the GPU nodes' when the cluster taints
 /// them, the external hosts' when the service says so.
@@ -164,32 +169,6 @@ pub fn toleration(text: &str) -> Value {
     t["operator"] = json!("Equal");
     t
 }
-
-// ---- ArgoCD -------------------------------------------------------------------------------
-
-// ---- GPUs: the NVIDIA runtime and KAI Scheduler ---------------------------------------------
-
-/// The RuntimeClass GPU pods run with: K3s's own (k3s-io/k3s manifests/runtimes.yaml, handler
-/// `nvidia`), whose handler K3s configures in containerd when it starts on a host with
-/// `nvidia-container-runtime` (k3s-io/k3s pkg/agent/containerd/nvidia.go). Without it a pod runs
-/// under runc, without the driver's libraries (k3s-io/k3s issue 8700).
-pub const NVIDIA_RUNTIME_CLASS: &str = "nvidia";
-
-/// Node affinity to the GPU nodes: those with fabric's `gpu.model` label (D.1).
-fn gpu_node_affinity() -> Value {
-    json!({ "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{ "matchExpressions": [{ "key": GPU_MODEL_LABEL, "operator": "Exists" }] }] } } })
-}
-
-/// The NVIDIA device plugin (D.1), which makes `nvidia.com/gpu` allocatable on the GPU nodes.
-/// Its chart selects nodes by NFD/GFD labels by default, which these nodes need not have: it
-/// runs on fabric's GPU nodes instead, with the `nvidia` runtime.
-pub fn nvidia_device_plugin_chart(t: &Topology, version: &str) -> Value {
-    let values = json!({ "runtimeClassName": NVIDIA_RUNTIME_CLASS, "affinity": gpu_node_affinity() });
-    helm_chart(t, "nvidia-device-plugin", &NVIDIA_DEVICE_PLUGIN_CHART, version, "nvidia-device-plugin", &values)
-}
-
-// ---- Kueue --------------------------------------------------------------------------------
 
 // ---- Plain core objects -------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ use super::{CheckResult, Step, VerifyCx, sites_of};
 use crate::addr::Target;
 use crate::catalog::Instance;
 use crate::desired::objects as o;
+use crate::desired::nvidia;
 use crate::desired::kueue;
 use crate::topology::model::LocalQueue;
 use crate::desired::{
@@ -60,7 +61,7 @@ impl Step for D1 {
             // addon it keeps as it ships it): fabric does not write that object, it relies on it.
             if let (true, Some(v)) = (s.cluster.nodes.iter().any(|n| n.gpu.is_some()), &t.versions.nvidia_device_plugin) {
                 let file = Some(format!("apps/nvidia/device-plugin-{}.yaml", s.name));
-                out.kube(site, o::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
+                out.kube(site, nvidia::nvidia_device_plugin_chart(t, v), format!("NVIDIA device plugin {v}"), file);
             }
             let fl = flavor(s);
             out.kube(site, kueue::resource_flavor(t, s, &fl), "GPU flavor of the site", queues_file.clone());

@@ -21,6 +21,9 @@ use super::objects::*;
 use crate::topology::Topology;
 use crate::topology::model::*;
 
+/// KAI Scheduler's API version of `Queue`s.
+pub const QUEUE_API: &str = "scheduling.run.ai/v2";
+
 /// KAI Scheduler's name, which a pod's `schedulerName` gives to have KAI place it.
 pub const KAI_SCHEDULER: &str = "kai-scheduler";
 
@@ -63,5 +66,5 @@ pub fn kai_queue(t: &Topology, name: &str, parent: Option<&str>, gpus: u32) -> V
     if let Some(p) = parent {
         spec["parentQueue"] = json!(p);
     }
-    with(object(t, "scheduling.run.ai/v2", "Queue", name, None), "spec", spec)
+    with(object(t, QUEUE_API, "Queue", name, None), "spec", spec)
 }

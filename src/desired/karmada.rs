@@ -29,6 +29,13 @@ use super::kai::{KAI_SCHEDULER, sharing_annotations};
 use super::nvidia::NVIDIA_RUNTIME_CLASS;
 use super::objects::*;
 use super::{Target, karmada_host, url_host};
+
+/// The namespace of Karmada's control plane (the chart's release namespace, C.1).
+pub const KARMADA_NAMESPACE: &str = "karmada-system";
+/// Karmada's API version of member `Cluster`s.
+pub const CLUSTER_API: &str = "cluster.karmada.io/v1alpha1";
+/// Karmada's API version of PropagationPolicy, OverridePolicy and ClusterTaintPolicy.
+pub const POLICY_API: &str = "policy.karmada.io/v1alpha1";
 use crate::topology::Topology;
 use crate::topology::model::*;
 
@@ -53,7 +60,7 @@ pub fn karmada_values(t: &Topology) -> Value {
 }
 
 pub fn karmada_helm_chart(t: &Topology) -> Value {
-    helm_chart(t, "karmada", &KARMADA_CHART, &t.versions.karmada, "karmada-system", &karmada_values(t))
+    helm_chart(t, "karmada", &KARMADA_CHART, &t.versions.karmada, KARMADA_NAMESPACE, &karmada_values(t))
 }
 
 /// The scheduler estimator of one member (C.4) and its Service, as the Karmada chart would make
@@ -64,7 +71,7 @@ pub fn scheduler_estimator(t: &Topology, cluster: &str) -> (Value, Value) {
     let labels = json!({ "app": "karmada-scheduler-estimator", "cluster": cluster });
     let kubeconfig = format!("/etc/{cluster}-kubeconfig");
     let deploy = with(
-        object(t, "apps/v1", "Deployment", &name, Some("karmada-system")),
+        object(t, "apps/v1", "Deployment", &name, Some(KARMADA_NAMESPACE)),
         "spec",
         json!({
             "replicas": 1,
@@ -103,7 +110,7 @@ pub fn scheduler_estimator(t: &Topology, cluster: &str) -> (Value, Value) {
         }),
     );
     let svc = with(
-        object(t, "v1", "Service", &name, Some("karmada-system")),
+        object(t, "v1", "Service", &name, Some(KARMADA_NAMESPACE)),
         "spec",
         json!({ "selector": labels, "ports": [{ "protocol": "TCP", "port": 10352, "targetPort": 10352 }] }),
     );
@@ -114,7 +121,7 @@ pub fn scheduler_estimator(t: &Topology, cluster: &str) -> (Value, Value) {
 /// ServiceAccount token of the member (never rendered).
 pub fn karmada_cluster(t: &Topology, s: &Site) -> Value {
     with(
-        object(t, "cluster.karmada.io/v1alpha1", "Cluster", &s.cluster.name, None),
+        object(t, CLUSTER_API, "Cluster", &s.cluster.name, None),
         "spec",
         json!({
             "apiEndpoint": format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0),
@@ -193,7 +200,7 @@ pub fn propagation_policy(t: &Topology, c: &PlacementClass, ns: &str, services: 
         spec["failover"] =
             json!({ "application": { "decisionConditions": { "tolerationSeconds": 60 }, "purgeMode": "Gracefully" } });
     }
-    with(object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &c.name, Some(ns)), "spec", spec)
+    with(object(t, POLICY_API, "PropagationPolicy", &c.name, Some(ns)), "spec", spec)
 }
 
 /// Karmada resource selectors of these services' Services.
@@ -207,7 +214,7 @@ fn service_selectors(services: &[&Service]) -> Vec<Value> {
 pub fn global_services_policy(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
     let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
     with(
-        object(t, "policy.karmada.io/v1alpha1", "PropagationPolicy", &format!("{}-services", c.name), Some(ns)),
+        object(t, POLICY_API, "PropagationPolicy", &format!("{}-services", c.name), Some(ns)),
         "spec",
         json!({
             "resourceSelectors": selectors,
@@ -221,7 +228,7 @@ pub fn global_services_policy(t: &Topology, c: &PlacementClass, ns: &str, servic
 pub fn global_services_override(t: &Topology, c: &PlacementClass, ns: &str, services: &[&Service]) -> Value {
     let (selectors, clusters) = (service_selectors(services), cluster_names(t, &t.federation.karmada.members));
     with(
-        object(t, "policy.karmada.io/v1alpha1", "OverridePolicy", &format!("{}-global", c.name), Some(ns)),
+        object(t, POLICY_API, "OverridePolicy", &format!("{}-global", c.name), Some(ns)),
         "spec",
         json!({
             "resourceSelectors": selectors,
@@ -271,13 +278,7 @@ pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -
     let annotations = json!([{ "operator": "add", "value": { "fabric.io/gpu-memory-gib": per_gpu.to_string() } }]);
     let selector = json!({ "apiVersion": "apps/v1", "kind": svc.workload.kind(), "name": svc.name });
     with(
-        object(
-            t,
-            "policy.karmada.io/v1alpha1",
-            "OverridePolicy",
-            &format!("{}-{}", svc.name, s.name),
-            Some(&svc.namespace),
-        ),
+        object(t, POLICY_API, "OverridePolicy", &format!("{}-{}", svc.name, s.name), Some(&svc.namespace)),
         "spec",
         json!({
             "resourceSelectors": [selector],
@@ -294,7 +295,7 @@ pub fn override_policy(t: &Topology, s: &Site, svc: &Service, gpu_model: &str) -
 pub fn cluster_taint_policy(t: &Topology) -> Value {
     let clusters = cluster_names(t, &t.federation.karmada.members);
     with(
-        object(t, "policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "fabric-not-ready", None),
+        object(t, POLICY_API, "ClusterTaintPolicy", "fabric-not-ready", None),
         "spec",
         json!({
             "targetClusters": { "clusterNames": clusters },

@@ -22,12 +22,13 @@ use crate::topology::Topology;
 use crate::topology::model::*;
 use crate::topology::queues::Quota;
 
-const KUEUE: &str = "kueue.x-k8s.io/v1beta2";
+/// Kueue's API version (v1beta2; `topology::rules` refuses a Kueue without it).
+pub const KUEUE_API: &str = "kueue.x-k8s.io/v1beta2";
 
 /// The dispatching queue's flavor at Karmada's VM ([`crate::desired::DISPATCH_FLAVOR`]): no
 /// node labels or tolerations, which Kueue would add to Jobs that run elsewhere.
 pub fn dispatch_flavor(t: &Topology) -> Value {
-    with(object(t, KUEUE, "ResourceFlavor", crate::desired::DISPATCH_FLAVOR, None), "spec", json!({}))
+    with(object(t, KUEUE_API, "ResourceFlavor", crate::desired::DISPATCH_FLAVOR, None), "spec", json!({}))
 }
 
 pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
@@ -40,7 +41,7 @@ pub fn resource_flavor(t: &Topology, s: &Site, flavor: &str) -> Value {
             spec["tolerations"] = json!([toleration(GPU_TAINT)]);
         }
     }
-    with(object(t, KUEUE, "ResourceFlavor", flavor, None), "spec", spec)
+    with(object(t, KUEUE_API, "ResourceFlavor", flavor, None), "spec", spec)
 }
 
 /// A ClusterQueue on one flavor covering cpu, memory and `nvidia.com/gpu` with `quota`
@@ -70,7 +71,7 @@ pub fn cluster_queue(
     if let Some(ac) = admission_check {
         spec["admissionChecksStrategy"] = json!({ "admissionChecks": [{ "name": ac }] });
     }
-    with(object(t, KUEUE, "ClusterQueue", name, None), "spec", spec)
+    with(object(t, KUEUE_API, "ClusterQueue", name, None), "spec", spec)
 }
 
 /// Millicores as a Kubernetes quantity: whole cores when whole (`30`), else `7500m`.
@@ -84,7 +85,7 @@ pub fn memory_quantity(mib: u64) -> String {
 }
 
 pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
-    with(object(t, KUEUE, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
+    with(object(t, KUEUE_API, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
 }
 
 /// The Kueue chart's values of a cluster, `manager` when it is MultiKueue's manager.
@@ -108,7 +109,7 @@ pub fn kueue_helm_chart(t: &Topology, manager: bool) -> Value {
 
 pub fn admission_check(t: &Topology) -> Value {
     with(
-        object(t, KUEUE, "AdmissionCheck", "multikueue", None),
+        object(t, KUEUE_API, "AdmissionCheck", "multikueue", None),
         "spec",
         json!({
             "controllerName": "kueue.x-k8s.io/multikueue",
@@ -118,13 +119,13 @@ pub fn admission_check(t: &Topology) -> Value {
 }
 
 pub fn multikueue_config(t: &Topology, mk: &MultiKueue) -> Value {
-    with(object(t, KUEUE, "MultiKueueConfig", "multikueue", None), "spec", json!({ "clusters": mk.workers }))
+    with(object(t, KUEUE_API, "MultiKueueConfig", "multikueue", None), "spec", json!({ "clusters": mk.workers }))
 }
 
 /// A worker, whose kubeconfig is in a Secret of the manager (referenced, never rendered).
 pub fn multikueue_cluster(t: &Topology, worker: &str) -> Value {
     with(
-        object(t, KUEUE, "MultiKueueCluster", worker, None),
+        object(t, KUEUE_API, "MultiKueueCluster", worker, None),
         "spec",
         json!({ "clusterSource": { "kubeConfig": { "locationType": "Secret", "location": format!("multikueue-{worker}") } } }),
     )

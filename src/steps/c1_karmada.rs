@@ -38,7 +38,7 @@ impl Step for C1 {
             );
             super::k3s::install(out, &vm.name, site, Role::Server, Some(target.clone()));
         }
-        out.kube_at(target.clone(), Some(site), o::namespace(t, "karmada-system"), "Karmada namespace", None);
+        out.kube_at(target.clone(), Some(site), o::namespace(t, karmada::KARMADA_NAMESPACE), "Karmada namespace", None);
         let gate = if t.federation.karmada.failover { "on" } else { "off" };
         let summary = format!("Karmada {} with the Failover feature gate {gate}", t.versions.karmada);
         let file = Some("apps/karmada/helmchart.yaml".into());
@@ -52,7 +52,7 @@ impl Step for C1 {
             let (target, _) = karmada_host(cx.t);
             let mut out = Vec::new();
             for d in ["karmada-apiserver", "karmada-controller-manager", "karmada-scheduler"] {
-                let oid = id("apps/v1", "Deployment", d, Some("karmada-system"));
+                let oid = id("apps/v1", "Deployment", d, Some(karmada::KARMADA_NAMESPACE));
                 out.push(rolled_out(cx.targets, cx.key, &target, &format!("{d} running"), oid).await);
             }
             out

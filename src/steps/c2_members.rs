@@ -47,7 +47,7 @@ impl Step for C2 {
     fn verify<'a>(&'a self, cx: &'a VerifyCx<'a>) -> BoxFuture<'a, Vec<CheckResult>> {
         let objs = members(cx.t)
             .iter()
-            .map(|s| (Target::Karmada, id("cluster.karmada.io/v1alpha1", "Cluster", &s.cluster.name, None)))
+            .map(|s| (Target::Karmada, id(karmada::CLUSTER_API, "Cluster", &s.cluster.name, None)))
             .collect();
         Box::pin(conditions(cx.targets, cx.key, "member Ready", objs, "Ready"))
     }

@@ -38,7 +38,7 @@ impl Step for C4 {
         let file = Some("apps/karmada/estimator.yaml".to_string());
         for s in members(t) {
             let c = &s.cluster.name;
-            let mut kc = o::secret_placeholder(t, &format!("{c}-kubeconfig"), "karmada-system", "Opaque");
+            let mut kc = o::secret_placeholder(t, &format!("{c}-kubeconfig"), karmada::KARMADA_NAMESPACE, "Opaque");
             let server = format!("https://{}:{}", s.cluster.api_address, s.cluster.api_port.0);
             kc["metadata"]["annotations"] = serde_json::json!({
                 o::COPY_FROM: Target::cluster(&s.name).at("karmada-cluster/karmada-member-token").to_string(),
@@ -63,7 +63,7 @@ impl Step for C4 {
             let mut out = Vec::new();
             for m in members(cx.t) {
                 let name = format!("karmada-scheduler-estimator-{}", m.cluster.name);
-                let oid = id("apps/v1", "Deployment", &name, Some("karmada-system"));
+                let oid = id("apps/v1", "Deployment", &name, Some(karmada::KARMADA_NAMESPACE));
                 let check = format!("estimator for {}", m.cluster.name);
                 out.push(rolled_out(cx.targets, cx.key, &target, &check, oid).await);
             }

@@ -66,7 +66,7 @@ async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
 
 /// The taint policy for members that are not Ready, in Karmada.
 async fn taint_policy(cx: &VerifyCx<'_>) -> CheckResult {
-    let policy = id("policy.karmada.io/v1alpha1", "ClusterTaintPolicy", "fabric-not-ready", None);
+    let policy = id(karmada::POLICY_API, "ClusterTaintPolicy", "fabric-not-ready", None);
     let (verdict, evidence) = match get(cx.targets, &Target::Karmada, policy).await {
         Err(e) => (Verdict::Fail, format!("karmada: {e}")),
         Ok(None) => (Verdict::Fail, "karmada: ClusterTaintPolicy fabric-not-ready does not exist".to_string()),

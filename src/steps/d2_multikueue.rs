@@ -56,7 +56,7 @@ impl Step for D2 {
             Some(mk) => mk
                 .workers
                 .iter()
-                .map(|w| (Target::cluster(&mk.manager), id("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", w, None)))
+                .map(|w| (Target::cluster(&mk.manager), id(kueue::KUEUE_API, "MultiKueueCluster", w, None)))
                 .collect(),
         };
         Box::pin(conditions(cx.targets, cx.key, "MultiKueue worker Active", objs, "Active"))

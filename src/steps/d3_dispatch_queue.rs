@@ -47,7 +47,7 @@ impl Step for D3 {
         let objs = match &cx.t.multikueue {
             None => vec![],
             Some(mk) => {
-                vec![(Target::cluster(&mk.manager), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &mk.queue, None))]
+                vec![(Target::cluster(&mk.manager), id(kueue::KUEUE_API, "ClusterQueue", &mk.queue, None))]
             }
         };
         Box::pin(conditions(cx.targets, cx.key, "dispatching ClusterQueue Active", objs, "Active"))

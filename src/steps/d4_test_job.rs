@@ -49,9 +49,9 @@ impl Step for D4 {
 async fn configured(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
     let Some(mk) = &cx.t.multikueue else { return vec![] };
     let manager = Target::cluster(&mk.manager);
-    let cq = vec![(manager.clone(), id("kueue.x-k8s.io/v1beta2", "ClusterQueue", &mk.queue, None))];
+    let cq = vec![(manager.clone(), id(kueue::KUEUE_API, "ClusterQueue", &mk.queue, None))];
     let mut out = conditions(cx.targets, cx.key, "dispatching ClusterQueue Active", cq, "Active").await;
-    let mkcs = mk.workers.iter().map(|w| (manager.clone(), id("kueue.x-k8s.io/v1beta2", "MultiKueueCluster", w, None)));
+    let mkcs = mk.workers.iter().map(|w| (manager.clone(), id(kueue::KUEUE_API, "MultiKueueCluster", w, None)));
     out.extend(conditions(cx.targets, cx.key, "MultiKueue worker Active", mkcs.collect(), "Active").await);
     out
 }

@@ -70,7 +70,7 @@ async fn kai_running(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
         let own = s.queues.iter().filter(|q| !is_dispatch_queue(cx.t, s, q)).map(|q| q.name.as_str());
         let names: Vec<&str> = std::iter::once(s.name.as_str()).chain(own).collect();
         for q in &names {
-            match get(cx.targets, &target, id("scheduling.run.ai/v2", "Queue", q, None)).await {
+            match get(cx.targets, &target, id(kai::QUEUE_API, "Queue", q, None)).await {
                 Ok(Some(_)) => {}
                 Ok(None) => missing.push(q.to_string()),
                 Err(e) => missing.push(format!("{q} ({e})")),

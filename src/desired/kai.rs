@@ -32,7 +32,6 @@ pub const KAI_QUEUE_LABEL: &str = "kai.scheduler/queue";
 
 /// KAI Scheduler's pod annotations for a shared GPU: a share of one device, or MiB of its memory.
 pub const KAI_FRACTION: &str = "gpu-fraction";
-
 pub const KAI_MEMORY: &str = "gpu-memory";
 
 /// The pod annotations of a service that shares a GPU (`gpu-sharing_README.md`).
@@ -44,9 +43,10 @@ pub fn sharing_annotations(svc: &Service) -> Option<Value> {
     }
 }
 
-/// KAI Scheduler's namespace and the values it is installed with (D.5): GPU sharing on.
+/// KAI Scheduler's namespace (D.5).
 pub const KAI_NAMESPACE: &str = "kai-scheduler";
 
+/// KAI Scheduler's chart values (D.5): GPU sharing on.
 pub fn kai_values() -> Value {
     json!({ "global": { "gpuSharing": true } })
 }

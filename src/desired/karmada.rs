@@ -29,6 +29,8 @@ use super::kai::{KAI_SCHEDULER, sharing_annotations};
 use super::nvidia::NVIDIA_RUNTIME_CLASS;
 use super::objects::*;
 use super::{Target, karmada_host, url_host};
+use crate::topology::Topology;
+use crate::topology::model::*;
 
 /// The namespace of Karmada's control plane (the chart's release namespace, C.1).
 pub const KARMADA_NAMESPACE: &str = "karmada-system";
@@ -36,8 +38,6 @@ pub const KARMADA_NAMESPACE: &str = "karmada-system";
 pub const CLUSTER_API: &str = "cluster.karmada.io/v1alpha1";
 /// Karmada's API version of PropagationPolicy, OverridePolicy and ClusterTaintPolicy.
 pub const POLICY_API: &str = "policy.karmada.io/v1alpha1";
-use crate::topology::Topology;
-use crate::topology::model::*;
 
 /// NodePort of the Karmada API server (the chart's `apiServer.nodePort`).
 pub const KARMADA_API_NODE_PORT: u16 = 32443;

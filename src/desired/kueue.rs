@@ -136,7 +136,6 @@ pub const TEST_JOB_NAME: &str = "fabric-multikueue-test";
 
 /// What the D.4 test Job's pod requests besides its GPU.
 pub const TEST_JOB_CPU: &str = "100m";
-
 pub const TEST_JOB_MEMORY: &str = "64Mi";
 
 /// How long the D.4 test Job may hold its GPU at the most (`activeDeadlineSeconds`).

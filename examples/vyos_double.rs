@@ -1305,8 +1305,8 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Commits this session's changes; Ok(Some(previous running)) when something changed.
-    fn commit_locked(&mut self) -> Result<Option<Config>, Failed> {
+    /// The newest running config, and this session's changes replayed on it.
+    fn replayed(&self) -> Result<(Config, Config), Failed> {
         let running = self.st.running().map_err(Failed)?;
         let mut new = running.clone();
         for op in &self.ops {
@@ -1315,6 +1315,12 @@ impl<'a> Session<'a> {
                 Op::Delete(t) => drop(new.apply_delete(t)),
             }
         }
+        Ok((running, new))
+    }
+
+    /// Commits this session's changes; Ok(Some(previous running)) when something changed.
+    fn commit_locked(&mut self) -> Result<Option<Config>, Failed> {
+        let (running, new) = self.replayed()?;
         if new == running {
             say("No configuration changes to commit");
             self.base = running;
@@ -1346,14 +1352,7 @@ impl<'a> Session<'a> {
     /// Whether this session's changes, replayed on the newest running config, change it
     /// (vyatta-cfg's `sessionChanged`, which `commit` and `commit-confirm` ask first).
     fn session_changed(&self) -> Result<bool, Failed> {
-        let running = self.st.running().map_err(Failed)?;
-        let mut new = running.clone();
-        for op in &self.ops {
-            match op {
-                Op::Set(t) => new.apply_set(t),
-                Op::Delete(t) => drop(new.apply_delete(t)),
-            }
-        }
+        let (running, new) = self.replayed()?;
         Ok(new != running)
     }
 

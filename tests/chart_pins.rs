@@ -17,14 +17,9 @@ use fabric_testkit::oci_registry::OciRegistry;
 use fabric_testkit::{kube_api, run};
 use serde_json::Value;
 
-const TOPOLOGIES: &[(&str, &str)] = &[
-    ("example", include_str!("../topology.example.yaml")),
-    ("three-sites", include_str!("data/three-sites.yaml")),
-    ("multikueue-vm", include_str!("data/multikueue-vm.yaml")),
-    ("lab-full", include_str!("data/lab-full.yaml")),
-    ("lab-linux", include_str!("data/lab-linux.yaml")),
-    ("lab-vyos", include_str!("data/lab-vyos.yaml")),
-];
+#[path = "support/topologies.rs"]
+mod topologies;
+use topologies::TOPOLOGIES;
 
 fn data(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/chart-indexes").join(name);

@@ -6,10 +6,7 @@
 //! Kueue unless forced. The API double's behaviours are in
 //! `crates/testkit/src/kube_api.md`, "Built-in kinds".
 
-use std::time::Duration;
-
-use fabric::apply::journal::Journal;
-use fabric::apply::{self, Options, StepWork};
+use fabric::apply::StepWork;
 use fabric::catalog::{Catalog, StepGraph};
 use fabric::live::observe::{self, Targets};
 use fabric::plan::diff;
@@ -19,6 +16,9 @@ use fabric::transport::ssh_config::SshConfig;
 use fabric_testkit::kube_api::{ExampleFabric, TestApiServer};
 use fabric_testkit::{kueue, run};
 use serde_json::{Value, json};
+
+#[path = "support/apply_step.rs"]
+mod apply_step;
 
 /// The Kubernetes steps that need no SSH host: applied here one after the other, as apply does
 /// (their dependencies on the hosts' steps are not applied: no host is reachable here).
@@ -41,23 +41,12 @@ fn plan_args(extra: &[&'static str]) -> Vec<&'static str> {
 async fn apply_steps(f: &ExampleFabric, run: &str) -> (Topology, Vec<StepWork>) {
     let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
-    let targets = Targets::from_topology(&t, &SshConfig::default());
     let mut steps = Vec::new();
     for (i, key) in APPLIED.iter().enumerate() {
-        let step = StepWork::alone(&g, &t, key).unwrap();
-        let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
-        let opts = Options {
-            run: format!("{run}{i:02}Z-1"),
-            state_dir: f.dir.clone(),
-            confirm_timeout: Duration::from_secs(30),
-            force_conflicts: false,
-            wait_timeout: Duration::from_secs(60),
-        };
-        let mut j = Journal::create(&f.dir, &opts.run).unwrap();
-        apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {})
+        apply_step::apply_step(&t, &f.dir, key, &format!("{run}{i:02}Z-1"))
             .await
             .unwrap_or_else(|e| panic!("{key}: {e}"));
-        steps.push(step);
+        steps.push(StepWork::alone(&g, &t, key).unwrap());
     }
     (t, steps)
 }

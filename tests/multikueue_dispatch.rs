@@ -8,33 +8,21 @@
 
 use std::time::Duration;
 
-use fabric::apply::journal::Journal;
-use fabric::apply::{self, Options, StepWork};
+use fabric::apply::StepWork;
 use fabric::catalog::{Catalog, StepGraph};
-use fabric::live::observe::{self, Targets};
 use fabric::topology::Topology;
-use fabric::transport::ssh_config::SshConfig;
 use fabric_testkit::kube_api::{ExampleFabric, TestApiServer, shared_schemas, with_test_kubeconfigs};
 use fabric_testkit::{kueue, run};
 use serde_json::{Value, json};
 
+#[path = "support/apply_step.rs"]
+mod apply_step;
+
 /// fabric applies D.1 at both sites, D.2 and D.3, as `apply` does, one step after the other.
 async fn apply_d_steps(f: &ExampleFabric) -> Topology {
     let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
-    let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
-    let targets = Targets::from_topology(&t, &SshConfig::default());
     for (i, key) in ["D.1@franca", "D.1@sp", "D.2", "D.3"].iter().enumerate() {
-        let step = StepWork::alone(&g, &t, key).unwrap();
-        let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
-        let opts = Options {
-            run: format!("20261201T2000{i:02}Z-1"),
-            state_dir: f.dir.clone(),
-            confirm_timeout: Duration::from_secs(30),
-            force_conflicts: false,
-            wait_timeout: Duration::from_secs(60),
-        };
-        let mut j = Journal::create(&f.dir, &opts.run).unwrap();
-        apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {})
+        apply_step::apply_step(&t, &f.dir, key, &format!("20261201T2000{i:02}Z-1"))
             .await
             .unwrap_or_else(|e| panic!("{key}: {e}"));
     }

@@ -6,14 +6,9 @@ use std::collections::BTreeSet;
 
 use fabric::desired::kinds::{Prune, WRITTEN, classify, is_prunable};
 
-const TOPOLOGIES: &[(&str, &str)] = &[
-    ("example", include_str!("../topology.example.yaml")),
-    ("three-sites", include_str!("data/three-sites.yaml")),
-    ("multikueue-vm", include_str!("data/multikueue-vm.yaml")),
-    ("lab-full", include_str!("data/lab-full.yaml")),
-    ("lab-linux", include_str!("data/lab-linux.yaml")),
-    ("lab-vyos", include_str!("data/lab-vyos.yaml")),
-];
+#[path = "support/topologies.rs"]
+mod topologies;
+use topologies::TOPOLOGIES;
 
 /// The example joined with Cilium External Workloads (the seed's choice, which needs Cilium
 /// 1.17): the one option that writes a kind the others do not.

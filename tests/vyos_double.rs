@@ -9,15 +9,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const PREFIX: &str = "vd";
-const MGMT_NET: &str = "10.249";
+/// The lab's prefix and management range, moved by `FABRIC_LAB_SLOT` like every lab's.
+fn prefix_and_net() -> (String, String) {
+    fabric_testkit::lab::slot_of("vd", "10.249")
+}
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn lab_dir() -> PathBuf {
-    PathBuf::from(format!("/tmp/fabric-lab-{PREFIX}"))
+    PathBuf::from(format!("/tmp/fabric-lab-{}", prefix_and_net().0))
 }
 
 fn is_root() -> bool {
@@ -55,8 +57,8 @@ fn lab(args: &[&str], double: Option<&Path>) -> Output {
     let mut cmd = Command::new("bash");
     cmd.arg(repo().join("tests/lab/lab.sh"))
         .args(args)
-        .env("LAB_PREFIX", PREFIX)
-        .env("LAB_MGMT_NET", MGMT_NET)
+        .env("LAB_PREFIX", prefix_and_net().0)
+        .env("LAB_MGMT_NET", prefix_and_net().1)
         .env_remove("LAB_DIR");
     if let Some(d) = double {
         cmd.env("LAB_VYOS_DOUBLE", d);

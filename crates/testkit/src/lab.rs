@@ -11,6 +11,27 @@ pub struct Lab {
     pub dir: PathBuf,
 }
 
+/// The prefix and management range of a lab in slot `slot` (see [`Lab::up`]). A slot that is not a
+/// digit 1-6 is refused: a typo must not silently share slot 0 with another run.
+pub fn slotted(prefix: &str, mgmt_net: &str, slot: Option<String>) -> (String, String) {
+    let Some(slot) = slot.filter(|s| !s.is_empty()) else {
+        return (prefix.to_string(), mgmt_net.to_string());
+    };
+    let n: u32 = match slot.parse() {
+        Ok(n @ 1..=6) => n,
+        _ => panic!("FABRIC_LAB_SLOT must be a digit 1-6, got {slot:?}"),
+    };
+    let (first, second) = mgmt_net.split_once('.').expect("mgmt_net is two octets");
+    let second: u32 = second.parse().expect("mgmt_net's second octet is a number");
+    assert!(second >= 30 * n, "management range {mgmt_net} cannot move down by {}", 30 * n);
+    (format!("{prefix}{n}"), format!("{first}.{}", second - 30 * n))
+}
+
+/// [`slotted`] with this process's `FABRIC_LAB_SLOT`.
+pub fn slot_of(prefix: &str, mgmt_net: &str) -> (String, String) {
+    slotted(prefix, mgmt_net, std::env::var("FABRIC_LAB_SLOT").ok())
+}
+
 fn script() -> PathBuf {
     crate::repo_root().join("tests/lab/lab.sh")
 }
@@ -28,10 +49,15 @@ pub fn require_root() {
 impl Lab {
     /// Brings up a lab named `prefix` on management range `mgmt_net` (e.g. "10.241"), with
     /// extra `up` arguments (`--hosts N`, `--delay-ms MS`) and environment.
+    ///
+    /// With `FABRIC_LAB_SLOT=N` (1-6) in the environment, the prefix gets the digit N and the
+    /// management range moves down by 30·N in its second octet, so N copies of the suite (one per
+    /// worktree) can run their labs at once without taking down each other's.
     pub fn up(prefix: &str, mgmt_net: &str, args: &[&str], env: &[(&str, &str)]) -> Lab {
         require_root();
+        let (prefix, mgmt_net) = slot_of(prefix, mgmt_net);
         let dir = PathBuf::from(format!("/tmp/fabric-lab-{prefix}"));
-        let lab = Lab { prefix: prefix.into(), mgmt_net: mgmt_net.into(), dir };
+        let lab = Lab { prefix, mgmt_net, dir };
         // A lab left over from a crashed run is removed first.
         let _ = lab.cmd(&["down"]);
         let out = lab.cmd_env(&[&["up"], args].concat(), env);
@@ -127,5 +153,23 @@ impl Lab {
 impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.cmd(&["down"]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slotted;
+
+    #[test]
+    fn a_slot_moves_prefix_and_range() {
+        assert_eq!(slotted("ap", "10.242", None), ("ap".into(), "10.242".into()));
+        assert_eq!(slotted("ap", "10.242", Some(String::new())), ("ap".into(), "10.242".into()));
+        assert_eq!(slotted("ap", "10.242", Some("2".into())), ("ap2".into(), "10.182".into()));
+    }
+
+    #[test]
+    #[should_panic(expected = "FABRIC_LAB_SLOT must be a digit 1-6")]
+    fn a_bad_slot_is_refused() {
+        slotted("ap", "10.242", Some("9".into()));
     }
 }

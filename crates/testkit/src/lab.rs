@@ -12,14 +12,14 @@ pub struct Lab {
 }
 
 /// The prefix and management range of a lab in slot `slot` (see [`Lab::up`]). A slot that is not a
-/// digit 1-6 is refused: a typo must not silently share slot 0 with another run.
+/// digit 1-7 is refused: a typo must not silently share slot 0 with another run.
 pub fn slotted(prefix: &str, mgmt_net: &str, slot: Option<String>) -> (String, String) {
     let Some(slot) = slot.filter(|s| !s.is_empty()) else {
         return (prefix.to_string(), mgmt_net.to_string());
     };
     let n: u32 = match slot.parse() {
-        Ok(n @ 1..=6) => n,
-        _ => panic!("FABRIC_LAB_SLOT must be a digit 1-6, got {slot:?}"),
+        Ok(n @ 1..=7) => n,
+        _ => panic!("FABRIC_LAB_SLOT must be a digit 1-7, got {slot:?}"),
     };
     let (first, second) = mgmt_net.split_once('.').expect("mgmt_net is two octets");
     let second: u32 = second.parse().expect("mgmt_net's second octet is a number");
@@ -50,7 +50,7 @@ impl Lab {
     /// Brings up a lab named `prefix` on management range `mgmt_net` (e.g. "10.241"), with
     /// extra `up` arguments (`--hosts N`, `--delay-ms MS`) and environment.
     ///
-    /// With `FABRIC_LAB_SLOT=N` (1-6) in the environment, the prefix gets the digit N and the
+    /// With `FABRIC_LAB_SLOT=N` (1-7) in the environment, the prefix gets the digit N and the
     /// management range moves down by 30·N in its second octet, so N copies of the suite (one per
     /// worktree) can run their labs at once without taking down each other's.
     pub fn up(prefix: &str, mgmt_net: &str, args: &[&str], env: &[(&str, &str)]) -> Lab {
@@ -168,8 +168,8 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "FABRIC_LAB_SLOT must be a digit 1-6")]
+    #[should_panic(expected = "FABRIC_LAB_SLOT must be a digit 1-7")]
     fn a_bad_slot_is_refused() {
-        slotted("ap", "10.242", Some("9".into()));
+        slotted("ap", "10.242", Some("8".into()));
     }
 }

@@ -42,6 +42,14 @@ pub const POLICY_API: &str = "policy.karmada.io/v1alpha1";
 /// NodePort of the Karmada API server (the chart's `apiServer.nodePort`).
 pub const KARMADA_API_NODE_PORT: u16 = 32443;
 
+/// The Secret in [`KARMADA_NAMESPACE`] that holds the certificates the chart issued (release
+/// `karmada`: `{{ $name }}-cert`, written by the `<release>-pre-install` Job of
+/// karmada-io/karmada `charts/karmada/templates/pre-install-job.yaml`), and its key with the
+/// certificate the API server serves (`karmada-apiserver.yaml`: `--tls-cert-file=.../karmada.crt`).
+/// The Secret also holds private keys: only this key is ever looked at.
+pub const KARMADA_CERT_SECRET: &str = "karmada-cert";
+pub const KARMADA_CERT_KEY: &str = "karmada.crt";
+
 /// Helm values of the Karmada control plane (C.1), with the estimator (C.4) and failover (C.7).
 pub fn karmada_values(t: &Topology) -> Value {
     let k = &t.federation.karmada;
@@ -353,4 +361,11 @@ pub fn karmada_cert_hosts(t: &Topology) -> Vec<String> {
         add(url_host(server));
     }
     hosts
+}
+
+/// The hosts of [`karmada_cert_hosts`] a client connects to, which the certificate Karmada's API
+/// server serves must name: all but the chart's templated in-cluster names (its wildcards for
+/// the release namespace, which every certificate the chart issued has).
+pub fn karmada_client_hosts(t: &Topology) -> Vec<String> {
+    karmada_cert_hosts(t).into_iter().filter(|h| !h.contains("{{")).collect()
 }

@@ -5,4 +5,5 @@ pub mod locks;
 pub mod observe;
 pub mod pool;
 pub mod prune;
+pub mod served_cert;
 pub mod snapshot;

@@ -102,6 +102,10 @@ pub struct Live {
     /// (see `desired::gpu_runtime`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub gpu_runtime: BTreeMap<Target, GpuRuntime>,
+    /// The certificate Karmada's API server serves, when C.1 is planned (its names and expiry:
+    /// public; see `live::served_cert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub karmada_cert: Option<super::served_cert::ServedCert>,
 }
 
 /// A GPU node's NVIDIA driver and container toolkit, as read over SSH.

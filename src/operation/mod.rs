@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod charts;
+pub mod karmada_cert;
 pub mod lock;
 pub mod plan;
 pub mod read;

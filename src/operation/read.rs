@@ -78,6 +78,7 @@ impl Workspace {
         let selected = self.select(&sel, pending)?;
         let mut live = live;
         live.gpu_runtime = observe::read_gpu_runtimes(&self.gpu_nodes_of(&selected), targets).await;
+        live.karmada_cert = self.read_karmada_cert(&selected, targets, &live).await;
         Ok(Observation { selection: sel, selected, live, orphans, report })
     }
 
@@ -87,6 +88,7 @@ impl Workspace {
         let mut inputs = self.plan_inputs(&o.selected, &o.selection, &o.orphans);
         let mut warnings = key_warnings(self.topology(), &o.live);
         self.refuse_gpu_steps(&mut inputs, &o.live, &mut warnings);
+        self.refuse_karmada_cert(&mut inputs, &o.live, &mut warnings);
         let mut plan = plan::build(header, inputs, Some(&o.live));
         plan.warnings = warnings;
         plan

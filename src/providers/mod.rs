@@ -7,6 +7,7 @@
 
 pub mod airgap;
 pub mod bundle;
+pub mod cert;
 pub mod charts;
 pub mod kube;
 pub mod lease;

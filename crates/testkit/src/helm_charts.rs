@@ -1,7 +1,8 @@
 //! What the charts fabric installs create, for the simulated helm-controller of
 //! [`crate::kube_api`]: once a HelmChart's install Job completes, the release's workloads appear,
-//! rendered from the HelmChart's values by the rules of the chart's own templates. Only the objects
-//! fabric's waits and verifies read are rendered (see "Charts" in `kube_api.md` for the list and
+//! rendered from the HelmChart's values by the rules of the chart's own templates, and on install
+//! what its `pre-install` hooks make ([`pre_install`]). Only the objects fabric's waits, verifies
+//! and plan's checks read are rendered (see "Charts" in `kube_api.md` for the list and
 //! the limits). Names, conditions and defaults come from the upstream templates cited beside each
 //! rule, never from fabric's modules: a value fabric gets wrong makes the object missing here as
 //! it would be in a real cluster.
@@ -79,6 +80,19 @@ pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) 
         m["labels"][MANAGED_BY] = json!("Helm");
     }
     Ok(Some(objs))
+}
+
+/// What the chart's `pre-install` hooks leave in the cluster beside the release (not part of it:
+/// no Helm annotations, so an upgrade never deletes it), for release `release` in `namespace`.
+/// Helm runs them only when the release does not exist yet: klipper-helm's `entry`
+/// (`helm_update`) installs when `helm ls` finds no release of that name and upgrades it
+/// otherwise, and Helm runs `pre-install` hooks on install only (helm/helm
+/// `pkg/action/install.go`, `upgrade.go` runs `pre-upgrade`).
+pub fn pre_install(spec_chart: &str, release: &str, namespace: &str, values: &Value) -> Result<Vec<Value>, String> {
+    match chart_name(spec_chart) {
+        "karmada" => karmada_pre_install(release, namespace, values),
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// The kinds [`render`] makes (the helm-controller deletes a release's objects of these kinds
@@ -212,4 +226,99 @@ fn karmada(release: &str, ns: &str, v: &Value) -> Vec<Value> {
             deployment(&name, ns, int(v, &[key, "replicaCount"], 1), json!({ "app": name }), &name)
         })
         .collect()
+}
+
+/// karmada-io/karmada charts/karmada/templates/pre-install-job.yaml: with `installMode: host` and
+/// `certs.mode: auto` (the `values.yaml` defaults), the `<release>-pre-install` Job (a
+/// `pre-install` hook only) makes a CA and, with cfssl, a certificate for
+/// `tpl (toJson .Values.certs.auto.hosts)` valid for `certs.auto.expiry` (default `43800h`), and
+/// `kubectl apply --server-side`s Secret `<release>-cert` with `server-ca.crt`, `server-ca.key`,
+/// `karmada.crt`, `karmada.key`, `front-proxy-ca.crt`, `front-proxy-client.crt`,
+/// `front-proxy-client.key`, each the base64 of a PEM. cfssl puts a host that parses as an IP
+/// address in the IP SANs and any other in the DNS SANs (cloudflare/cfssl `csr/csr.go`,
+/// `Generate`). Other values (`certs.mode: custom`: `karmada-cert.yaml` renders the Secret from
+/// the values instead) make nothing here. Not simulated: the `<release>-webhook-cert` and
+/// `<release>-kubeconfig` Secrets and the ConfigMaps of the same Job; RSA keys (the double's are
+/// ECDSA P-256); the front-proxy pair is a copy of the server pair.
+fn karmada_pre_install(release: &str, ns: &str, v: &Value) -> Result<Vec<Value>, String> {
+    if text(v, &["installMode"], "host") != "host" || text(v, &["certs", "mode"], "auto") != "auto" {
+        return Ok(Vec::new());
+    }
+    let default_hosts = json!([
+        "kubernetes.default.svc",
+        "*.etcd.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+        "*.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}",
+        "*.{{ .Release.Namespace }}.svc",
+        "localhost",
+        "127.0.0.1"
+    ]);
+    let hosts = at(v, &["certs", "auto", "hosts"]).unwrap_or(&default_hosts);
+    let Some(hosts) = hosts.as_array() else { return Err("certs.auto.hosts: not a list".into()) };
+    let domain = text(v, &["clusterDomain"], "cluster.local");
+    let hosts = hosts
+        .iter()
+        .map(|h| tpl(h.as_str().unwrap_or_default(), release, ns, domain))
+        .collect::<Result<Vec<String>, String>>()?;
+    let hours = expiry_hours(text(v, &["certs", "auto", "expiry"], "43800h"))?;
+    let (ca_crt, ca_key, crt, key) = karmada_certs(&hosts, hours).map_err(|e| format!("cfssl: {e}"))?;
+    let b64 = |s: &str| json!(base64::engine::general_purpose::STANDARD.encode(s));
+    Ok(vec![json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": format!("{release}-cert"), "namespace": ns},
+        "data": {"server-ca.crt": b64(&ca_crt), "server-ca.key": b64(&ca_key), "karmada.crt": b64(&crt),
+            "karmada.key": b64(&key), "front-proxy-ca.crt": b64(&ca_crt), "front-proxy-client.crt": b64(&crt),
+            "front-proxy-client.key": b64(&key)}})])
+}
+
+/// Helm's `tpl` on one host of `certs.auto.hosts`, for the expressions the chart's defaults use;
+/// any other expression fails the install (the double cannot render it).
+fn tpl(host: &str, release: &str, ns: &str, domain: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = host;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let Some(j) = rest[i..].find("}}") else {
+            return Err(format!("certs.auto.hosts: unclosed action in {host:?}"));
+        };
+        out.push_str(match rest[i + 2..i + j].trim() {
+            ".Release.Namespace" => ns,
+            ".Release.Name" => release,
+            ".Values.clusterDomain" => domain,
+            other => return Err(format!("certs.auto.hosts: `{other}` is not simulated")),
+        });
+        rest = &rest[i + j + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `certs.auto.expiry` as whole hours (cfssl reads it with Go's `time.ParseDuration`; the chart's
+/// values use hours).
+fn expiry_hours(expiry: &str) -> Result<u64, String> {
+    expiry
+        .strip_suffix('h')
+        .and_then(|h| h.parse().ok())
+        .ok_or_else(|| format!("certs.auto.expiry {expiry:?}: not simulated"))
+}
+
+/// A CA (`CN=ca`, as the Job's `openssl req -x509`) and a certificate it signs for `hosts`
+/// (`CN=system:admin`, `O=system:masters`), valid `hours`: (CA cert, CA key, cert, key), PEM.
+fn karmada_certs(hosts: &[String], hours: u64) -> Result<(String, String, String, String), rcgen::Error> {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let now = std::time::SystemTime::now();
+    let until = now + std::time::Duration::from_secs(hours * 3600);
+    let ca_key = KeyPair::generate()?;
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name.push(DnType::CommonName, "ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.not_before = now.into();
+    ca.not_after = until.into();
+    let ca_cert = ca.self_signed(&ca_key)?;
+    let key = KeyPair::generate()?;
+    let mut leaf = CertificateParams::new(hosts.to_vec())?;
+    leaf.distinguished_name.push(DnType::CommonName, "system:admin");
+    leaf.distinguished_name.push(DnType::OrganizationName, "system:masters");
+    leaf.not_before = now.into();
+    leaf.not_after = until.into();
+    let cert = leaf.signed_by(&key, &Issuer::from_params(&ca, &ca_key))?;
+    Ok((ca_cert.pem(), ca_key.serialize_pem(), cert.pem(), key.serialize_pem()))
 }

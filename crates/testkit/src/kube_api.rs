@@ -3602,7 +3602,17 @@ impl Shared {
         });
         if installed {
             match helm_render(st, ns, name) {
-                Ok(Some((target, objs))) => written.extend(self.helm_release(st, name, Some((&target, objs)))),
+                Ok(Some((target, objs))) => {
+                    // A release that does not exist yet is installed: the chart's `pre-install`
+                    // hooks run first, and what they make is no part of the release
+                    // (`crate::helm_charts::pre_install`).
+                    if !release_exists(st, name, &target) {
+                        for obj in helm_pre_install(st, ns, name).unwrap_or_default() {
+                            written.extend(self.ctl_put(st, obj, "kubectl"));
+                        }
+                    }
+                    written.extend(self.helm_release(st, name, Some((&target, objs))))
+                }
                 Ok(None) => {}
                 // The Job's install would have failed (`job_controller`); the values changed since.
                 Err(e) => {
@@ -3672,7 +3682,7 @@ impl Shared {
         } || (!chart.is_empty() && helm_install_cannot_fetch(&job).is_some())
             // Helm fails the install when the values do not parse or the chart's templates fail
             // on them (`crate::helm_charts`).
-            || (!chart.is_empty() && helm_render(st, &key.2, chart).is_err());
+            || (!chart.is_empty() && (helm_render(st, &key.2, chart).is_err() || helm_pre_install(st, &key.2, chart).is_err()));
         st.fail_helm.retain(|_, n| *n > 0);
         let now = now_rfc3339();
         let mut status = status_of(&job);
@@ -4235,6 +4245,13 @@ fn kubeconfig_problem(bytes: &[u8]) -> Option<String> {
 /// `Ok(None)` for a chart the double does not render, or no such HelmChart; `Err` when Helm
 /// would fail on the values.
 fn helm_render(st: &State, ns: &str, name: &str) -> Result<Option<(String, Vec<Value>)>, String> {
+    let Some((chart, target, values)) = helm_inputs(st, ns, name)? else { return Ok(None) };
+    Ok(crate::helm_charts::render(&chart, name, &target, &values)?.map(|objs| (target, objs)))
+}
+
+/// HelmChart `ns/name`'s chart, release namespace (`spec.targetNamespace`, else the chart's) and
+/// values (its HelmChartConfig's layered over its own); None when there is no such HelmChart.
+fn helm_inputs(st: &State, ns: &str, name: &str) -> Result<Option<(String, String, Value)>, String> {
     let Some(chart) = st.objects.get(&mk_key(HELM_GROUP, "HelmChart", ns, name)) else { return Ok(None) };
     let spec = chart.obj.get("spec").cloned().unwrap_or_else(|| json!({}));
     let config =
@@ -4244,7 +4261,24 @@ fn helm_render(st: &State, ns: &str, name: &str) -> Result<Option<(String, Vec<V
         t => t.to_string(),
     };
     let values = crate::helm_charts::values(&spec, config.as_ref())?;
-    Ok(crate::helm_charts::render(text_at(&spec, "/chart"), name, &target, &values)?.map(|objs| (target, objs)))
+    Ok(Some((text_at(&spec, "/chart").to_string(), target, values)))
+}
+
+/// What the chart of HelmChart `ns/name` makes in its `pre-install` hooks, from the same values
+/// as [`helm_render`].
+fn helm_pre_install(st: &State, ns: &str, name: &str) -> Result<Vec<Value>, String> {
+    let Some((chart, target, values)) = helm_inputs(st, ns, name)? else { return Ok(Vec::new()) };
+    crate::helm_charts::pre_install(&chart, name, &target, &values)
+}
+
+/// Whether release `release` exists in `target` (Helm's release record, stood for here by the
+/// objects carrying its release annotations): klipper-helm then upgrades it.
+fn release_exists(st: &State, release: &str, target: &str) -> bool {
+    use crate::helm_charts::{RELEASE_NAME, RELEASE_NAMESPACE};
+    st.objects.values().any(|o| {
+        meta_str(&o.obj, "annotations", RELEASE_NAME) == release
+            && meta_str(&o.obj, "annotations", RELEASE_NAMESPACE) == target
+    })
 }
 
 /// Why klipper-helm's install (the Job's `entry`) cannot fetch the Job's chart, if it cannot.

@@ -39,6 +39,14 @@ fn served(s: &TestApiServer) -> CertNames {
     cert::parse(decoded(&cert_secret(s), "karmada.crt").as_bytes()).unwrap()
 }
 
+/// Writes `secret` (as read) back, as an operator's `kubectl apply` would.
+fn replace_secret(s: &TestApiServer, mut secret: Value) {
+    for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp"] {
+        secret["metadata"].as_object_mut().unwrap().remove(k);
+    }
+    s.put_raw(secret);
+}
+
 fn fabric(f: &ExampleFabric, args: &[&str]) -> (bool, String) {
     let o = run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), args);
     (o.status.success(), run::out(&o))
@@ -70,6 +78,9 @@ const PLAN: &[&str] = &["plan", "--step", "C.1", "--with-deps", "-vv"];
 async fn a_fresh_install_names_every_client_address_and_plan_goes_on() {
     let f = ExampleFabric::start("kcert-fresh");
     let t = topology(&f.text);
+    // Before the install there is no certificate: its install issues it, nothing to refuse.
+    let (_, text) = fabric(&f, PLAN);
+    assert!(!c1(&text).contains("refused") && !text.contains("certificate"), "{text}");
     apply_step::apply_step(&t, &f.dir, "C.1", "20261202T0900Z-1").await.unwrap();
     let names = served(&f.franca);
     let clients = karmada_client_hosts(&t);
@@ -81,6 +92,17 @@ async fn a_fresh_install_names_every_client_address_and_plan_goes_on() {
     let block = c1(&text);
     assert!(!block.contains("refused") && !text.contains("certificate"), "{text}");
     never_printed(&text, &cert_secret(&f.franca));
+
+    // A certificate that cannot be read is said so, as a warning: C.1 is not refused for it.
+    let mut secret = cert_secret(&f.franca);
+    secret["data"]["karmada.crt"] = json!(base64::engine::general_purpose::STANDARD.encode("not a certificate"));
+    replace_secret(&f.franca, secret);
+    let (_, text) = fabric(&f, PLAN);
+    assert!(!c1(&text).contains("refused"), "{text}");
+    assert!(
+        text.contains("C.1: the certificate Karmada's API server serves was not checked: Secret karmada-system/karmada-cert, key karmada.crt: not a PEM certificate"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,10 +162,7 @@ async fn an_install_made_with_old_hosts_is_caught_and_apply_refuses_it() {
     let key = rcgen::KeyPair::generate().unwrap();
     let pem = rcgen::CertificateParams::new(hosts).unwrap().self_signed(&key).unwrap().pem();
     secret["data"]["karmada.crt"] = json!(base64::engine::general_purpose::STANDARD.encode(pem));
-    for k in ["resourceVersion", "managedFields", "uid", "creationTimestamp"] {
-        secret["metadata"].as_object_mut().unwrap().remove(k);
-    }
-    f.franca.put_raw(secret);
+    replace_secret(&f.franca, secret);
     let (_, text) = fabric(&f, PLAN);
     assert!(!c1(&text).contains("refused"), "{text}");
 }

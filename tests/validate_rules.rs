@@ -936,6 +936,29 @@ fn a_gateway_route_listed_as_a_fallback_is_an_error_at_the_fallback() {
     );
 }
 
+/// A cloud model's `api_base` (an OpenAI-compatible endpoint): a URL TensorZero parses
+/// (`parse_optional_url` in tensorzero-core/src/model.rs), without the path it appends
+/// (`get_chat_url` in providers/openai/mod.rs), and without credentials, which would be written
+/// into the gateway's ConfigMap; refused at its line, the credentials never repeated.
+#[test]
+fn a_cloud_api_base_is_checked_at_its_line() {
+    let anchor = "        api_key: { secret: tensorzero-cloud, key: api_key }\n";
+    let with = |base: &str| mutate("", anchor, &format!("{anchor}        api_base: \"{base}\"\n"));
+    let ok = valid(&with("https://llm.example/v1"));
+    let cloud = ok.topology.gateway.as_ref().unwrap().models[0].cloud.as_ref().unwrap();
+    assert_eq!(cloud.api_base.as_deref(), Some("https://llm.example/v1"));
+    for (base, msg) in [
+        ("llm.example/v1", "is not an http:// or https:// URL"),
+        ("https://llm.example/v1/chat/completions", "already ends with `/chat/completions`"),
+        ("https://user:s3cret@llm.example/v1", "carries credentials"),
+    ] {
+        let text = with(base);
+        let d = errors(&text);
+        let e = expect_one(&d, "topology::gateway", msg, pos(&text, "api_base:", "\""));
+        assert!(!e.problem.message.contains("s3cret"), "{}", e.problem.message);
+    }
+}
+
 /// Rate limits: only `<model_inferences|tokens>_per_<second…month>` (TensorZero's
 /// `parse_resource` and `RateLimitInterval`), positive; a token limit needs `max_tokens`.
 #[test]

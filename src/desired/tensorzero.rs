@@ -11,6 +11,14 @@
 //! - With Postgres the gateway refuses to start until its migrations are applied
 //!   (`tensorzero-core/src/db/postgres/mod.rs`, `check_migrations`); `--run-postgres-migrations`
 //!   applies them and exits (`crates/gateway/src/cli.rs`, `main.rs`).
+//! - A failed variant is dropped and the rest sampled again: by weight among the remaining
+//!   `candidate_variants`, then `fallback_variants` in order (`tensorzero-core/src/endpoints/
+//!   inference.rs` `inference`; `experimentation/static_experimentation.rs` `sample_weighted`).
+//!   So the cloud model, last of the fallbacks, is called only once every site failed
+//!   (`tests/tensorzero_loader.rs` shows it with the real gateway).
+//! - The `openai` and `anthropic` providers take an optional `api_base`, to which they append
+//!   `chat/completions` or `/messages` (`tensorzero-core/src/model.rs`
+//!   `UninitializedProviderConfig`; `providers/openai/mod.rs` `get_chat_url`).
 //! - In `tensorzero.toml`, a variant in both `candidate_variants` and `fallback_variants` is
 //!   refused (`tensorzero-core/src/experimentation/mod.rs`, `check_duplicates_across`); rate
 //!   limits are `<resource>_per_<interval>` keys (`tensorzero-core/src/config/rate_limiting.rs`).
@@ -198,6 +206,11 @@ pub fn tensorzero_toml(t: &Topology, g: &Gateway) -> String {
                 name = toml_str(&c.model),
                 key = toml_str(&format!("env::{}", cloud_key_env(index))),
             );
+            // Optional in TensorZero's `openai` and `anthropic` providers (`api_base` of
+            // `UninitializedProviderConfig` in tensorzero-core/src/model.rs); validate checked it.
+            if let Some(base) = &c.api_base {
+                let _ = writeln!(out, "api_base = {}", toml_str(base));
+            }
         }
         let f = toml_str(&m.name);
         let _ = write!(out, "\n[functions.{f}]\ntype = \"chat\"\n");

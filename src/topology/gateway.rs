@@ -2,9 +2,11 @@
 //! the version `versions.tensorzero` pins, 2026.4.1): what the rendered `tensorzero.toml` must
 //! satisfy for the gateway to start, checked here at the topology's lines.
 
-use super::model::{RateLimit, SecretKeyRef, Topology};
+use super::airgap::url_problem;
+use super::model::{CloudProvider, RateLimit, SecretKeyRef, Topology};
 use super::problem::Problem;
 use super::tree::Path;
+use super::userinfo::redact;
 use crate::path;
 
 /// The variant (and model) name of a model's cloud fallback in `tensorzero.toml`; the other
@@ -42,6 +44,37 @@ pub fn is_secret_name(s: &str) -> bool {
             && b[b.len() - 1] != b'-'
     };
     s.len() <= 253 && !s.is_empty() && s.split('.').all(label)
+}
+
+/// The path TensorZero appends to a provider's `api_base`: `get_chat_url` in
+/// tensorzero-core/src/providers/openai/mod.rs (`chat/completions`, after a `/`), `/messages` in
+/// providers/anthropic.rs.
+pub fn api_path(p: CloudProvider) -> &'static str {
+    match p {
+        CloudProvider::Openai => "/chat/completions",
+        CloudProvider::Anthropic => "/messages",
+    }
+}
+
+/// Why `url` cannot be a cloud model's `api_base`, if it cannot. TensorZero parses it as a URL
+/// (`parse_optional_url` in tensorzero-core/src/model.rs) and appends [`api_path`]: a base that
+/// already ends with it would be called at `…/chat/completions/chat/completions`
+/// (`check_api_base_suffix` in providers/openai/mod.rs only warns). Credentials in the URL would
+/// sit in the rendered ConfigMap in the clear: the key belongs in the Secret.
+pub fn api_base_problem(p: CloudProvider, url: &str) -> Option<String> {
+    if let Some(why) = url_problem(url) {
+        return Some(why.into());
+    }
+    if redact(url) != url {
+        return Some(
+            "carries credentials (`user:password@`), which would be written into the gateway's ConfigMap".into(),
+        );
+    }
+    let path = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = &path[..path.find(['?', '#']).unwrap_or(path.len())];
+    let path = path.trim_end_matches('/');
+    let suffix = api_path(p);
+    path.ends_with(suffix).then(|| format!("already ends with `{suffix}`, which TensorZero appends"))
 }
 
 /// `<resource>_per_<interval>` of [`RATE_LIMIT_RESOURCES`] and [`RATE_LIMIT_INTERVALS`].
@@ -103,6 +136,23 @@ pub fn check(t: &Topology, out: &mut Vec<Problem>) {
                 );
             }
             secret_ref(&c.api_key, cp.key("api_key"), out);
+            if let Some(base) = &c.api_base
+                && let Some(why) = api_base_problem(c.provider, base)
+            {
+                out.push(
+                    Problem::error(
+                        "topology::gateway",
+                        cp.key("api_base"),
+                        format!("`{}` {why}", redact(base)),
+                    )
+                    .label("not an API base")
+                    .help(format!(
+                        "give the API's base URL without credentials or the endpoint's path, e.g. `https://llm.example/v1` \
+                         (TensorZero appends `{}`; the key goes in the `api_key` Secret)",
+                        api_path(c.provider)
+                    )),
+                );
+            }
         }
     }
     if let Some(rl) = &g.rate_limit {
@@ -192,5 +242,32 @@ fn secret_ref(r: &SecretKeyRef, p: Path, out: &mut Vec<Problem>) {
                 .label("bad key")
                 .help("a Secret's key is letters, digits, '-', '_' and '.', e.g. `api_key`"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_bases_tensorzero_can_call() {
+        let ok = |p, u| assert_eq!(api_base_problem(p, u), None, "{u}");
+        ok(CloudProvider::Openai, "https://llm.example/v1");
+        ok(CloudProvider::Openai, "http://10.0.0.5:8000/v1/");
+        ok(CloudProvider::Anthropic, "https://proxy.example/anthropic/v1/");
+        let bad = |p, u: &str, want: &str| {
+            let why = api_base_problem(p, u).unwrap_or_else(|| panic!("{u} accepted"));
+            assert!(why.contains(want), "{u}: {why}");
+        };
+        bad(CloudProvider::Openai, "llm.example/v1", "http:// or https://");
+        bad(CloudProvider::Openai, "https://", "does not parse");
+        bad(CloudProvider::Openai, "https://llm.example/v1/chat/completions", "`/chat/completions`");
+        bad(CloudProvider::Openai, "https://llm.example/v1/chat/completions/", "`/chat/completions`");
+        bad(CloudProvider::Anthropic, "https://proxy.example/v1/messages", "`/messages`");
+        // The other provider's path is just a path.
+        ok(CloudProvider::Anthropic, "https://llm.example/v1/chat/completions");
+        // Credentials are refused, and the reason never repeats them.
+        let why = api_base_problem(CloudProvider::Openai, "https://u:s3cret@llm.example/v1").unwrap();
+        assert!(why.contains("credentials") && !why.contains("s3cret"), "{why}");
     }
 }

@@ -906,6 +906,11 @@ pub struct CloudModel {
     pub model: String,
     /// Where the API key is: a Secret the operator creates (fabric never does).
     pub api_key: SecretKeyRef,
+    /// The API's base URL when it is not the provider's own, e.g. an OpenAI-compatible
+    /// endpoint `https://llm.example/v1` (TensorZero appends `/chat/completions`, or
+    /// `/messages` for Anthropic). The provider's public API when unset.
+    #[serde(default)]
+    pub api_base: Option<String>,
 }
 
 /// Rate-limit backend TensorZero keeps its buckets in.

@@ -5,8 +5,11 @@
 //! scripts/tensorzero-venv.sh; a missing or different install fails here, loudly. The rate
 //! limit's backend is a real server started from Debian's packages (redis-server as Valkey,
 //! PostgreSQL 15), on 127.0.0.1 only; the vLLM backends are loopback stubs
-//! (tests/tensorzero/harness.py). Nothing reaches beyond this machine: the cloud fallback is
-//! loaded (TensorZero reads its key at start) but never called.
+//! (tests/tensorzero/harness.py), and so is the cloud model when a test gives it an `api_base`
+//! (its key a dummy in the environment, as the Secret gives it in a cluster). With Postgres,
+//! the pinned version's own migrations are applied first, as the gateway's
+//! `--run-postgres-migrations` applies them (tests/support/tensorzero_migrations.rs). Nothing
+//! reaches beyond this machine.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -17,8 +20,12 @@ use std::time::{Duration, Instant};
 use fabric::catalog::{Catalog, StepGraph};
 use fabric::operation::render;
 use fabric::topology::Topology;
-use fabric::topology::model::{CloudProvider, Gateway};
+use fabric::topology::gateway::CLOUD_VARIANT;
+use fabric::topology::model::{CloudProvider, Gateway, GatewayModel, RateLimit};
 use serde_json::{Value, json};
+
+#[path = "support/tensorzero_migrations.rs"]
+mod tensorzero_migrations;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -37,14 +44,30 @@ fn pin(t: &Topology) -> String {
 }
 
 /// The venv scripts/tensorzero-venv.sh installs the pinned package into.
-fn python(version: &str) -> PathBuf {
-    let venv = match std::env::var_os("FABRIC_TENSORZERO_VENV") {
+fn venv(version: &str) -> PathBuf {
+    match std::env::var_os("FABRIC_TENSORZERO_VENV") {
         Some(v) => PathBuf::from(v),
         None => PathBuf::from(std::env::var_os("HOME").expect("HOME is set"))
             .join(".cache/fabric")
             .join(format!("tensorzero-{version}")),
-    };
-    let py = venv.join("bin/python");
+    }
+}
+
+/// The pinned version's source release, of which scripts/tensorzero-venv.sh keeps the Postgres
+/// migrations; a missing or different one fails here.
+fn tensorzero_src(version: &str) -> PathBuf {
+    let src = venv(version).join("share/tensorzero-src");
+    let info = std::fs::read_to_string(src.join("PKG-INFO")).unwrap_or_default();
+    assert!(
+        info.lines().any(|l| l == format!("Version: {version}")),
+        "TensorZero {version}'s Postgres migrations are not in {} (run scripts/tensorzero-venv.sh); this test does not skip",
+        src.display()
+    );
+    src
+}
+
+fn python(version: &str) -> PathBuf {
+    let py = venv(version).join("bin/python");
     assert!(
         py.exists(),
         "TensorZero's loader is not installed: no {} (run scripts/tensorzero-venv.sh, which scripts/test.sh runs); this test does not skip",
@@ -175,6 +198,26 @@ impl Postgres {
     fn url(&self) -> String {
         format!("postgres://fabric@127.0.0.1:{}/postgres", self.port)
     }
+
+    /// `sql` through psql (stops at the first error; in one transaction when `tx`), returning
+    /// what it printed, unaligned and without headers.
+    fn exec(&self, sql: &str, tx: bool) -> Result<String, String> {
+        use std::io::Write;
+        let mut c = Command::new(self.bin.join("psql"));
+        c.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-U", "fabric", "-d", "postgres"])
+            .args(["-p", &self.port.to_string()]);
+        if tx {
+            c.arg("--single-transaction");
+        }
+        let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(sql.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        if o.status.success() {
+            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    }
 }
 
 impl Drop for Postgres {
@@ -202,7 +245,8 @@ fn rendered_toml(t: &Topology) -> String {
 }
 
 /// Each site's backend URL as the config must name it (the Cilium global service of the
-/// model's service at that site, `<service>-<site>.<namespace>`).
+/// model's service at that site, `<service>-<site>.<namespace>`), and the cloud model's
+/// `api_base` when it has one (the harness serves each from a loopback stub).
 fn backends(t: &Topology) -> Value {
     let mut out = serde_json::Map::new();
     for m in &gateway(t).models {
@@ -211,9 +255,16 @@ fn backends(t: &Topology) -> Value {
             let url = format!("http://{}-{site}.{}.svc.cluster.local:{}/v1/", svc.name, svc.namespace, svc.port.0);
             out.insert(site.clone(), json!(url));
         }
+        if let Some(base) = m.cloud.as_ref().and_then(|c| c.api_base.as_ref()) {
+            out.insert(CLOUD_VARIANT.into(), json!(base));
+        }
     }
     Value::Object(out)
 }
+
+/// The cloud API key the gateway's environment gets in these tests (the Secret's value in a
+/// cluster); the cloud stub checks it arrives as `Authorization: Bearer …`.
+const DUMMY_KEY: &str = "dummy-cloud-key";
 
 /// Runs the harness on `toml` with the job's other fields; the environment the gateway's
 /// Deployment gives it (the cloud keys; dummies here) is set from the rendered Deployment.
@@ -223,6 +274,7 @@ fn run(t: &Topology, toml: &str, mut job: Value) -> Value {
     let cfg = dir.0.join("tensorzero.toml");
     std::fs::write(&cfg, toml).unwrap();
     job["config"] = json!(cfg);
+    job["bearer"] = json!(DUMMY_KEY);
     let mut c = Command::new(python(&version));
     c.arg(Path::new(ROOT).join("tests/tensorzero/harness.py"));
     c.env_remove("TENSORZERO_POSTGRES_URL").env_remove("TENSORZERO_VALKEY_URL").env("RUST_LOG", "error");
@@ -230,7 +282,7 @@ fn run(t: &Topology, toml: &str, mut job: Value) -> Value {
         let name = e["name"].as_str().unwrap();
         // The backend URL is passed to the loader itself; the keys are dummies.
         if !name.starts_with("TENSORZERO_") {
-            c.env(name, "dummy-key-never-sent");
+            c.env(name, DUMMY_KEY);
         }
     }
     let mut child = c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
@@ -259,8 +311,7 @@ fn the_rendered_example_loads_and_each_route_answers_through_the_gateway_with_th
     let per_minute = rl.limits["model_inferences_per_minute"] as usize;
     let redis = Redis::start();
     let mut requests: Vec<Value> = m.routes.iter().map(|r| json!({ "function": m.name, "variant": r.site })).collect();
-    requests.push(json!({ "function": m.name, "tags": { (rl.tag.clone()): "alice" }, "repeat": per_minute + 1 }));
-    requests.push(json!({ "function": m.name, "tags": { (rl.tag.clone()): "bob" } }));
+    requests.extend(per_user_requests(m, rl, per_minute));
     let out = run(
         &t,
         &rendered_toml(&t),
@@ -274,10 +325,16 @@ fn the_rendered_example_loads_and_each_route_answers_through_the_gateway_with_th
         assert_eq!(res["variant"], r.site.as_str(), "{res}");
         assert_eq!(res["text"], format!("from {}", r.site), "{res}");
     }
-    // The A/B split serves alice until her bucket is empty, then refuses her (429) ... (buckets
-    // refill by whole intervals, a minute here: tensorzero-core/src/db/valkey/lua/
+    // (buckets refill by whole intervals, a minute here: tensorzero-core/src/db/valkey/lua/
     // tensorzero_ratelimit.lua `apply_refill`, so these quick requests see no refill)
-    let alice = &results[m.routes.len()..m.routes.len() + per_minute + 1];
+    served_until_the_limit(m, &results[m.routes.len()..], per_minute);
+}
+
+/// The requests of [`per_user_requests`]: the A/B split serves alice until her bucket is empty,
+/// then refuses her with TensorZero's rate-limit error (429), while bob, another value of the
+/// tag, has his own bucket.
+fn served_until_the_limit(m: &GatewayModel, results: &[Value], per_minute: usize) {
+    let alice = &results[..per_minute + 1];
     for (i, res) in alice[..per_minute].iter().enumerate() {
         assert_eq!(res["ok"], true, "alice's request {i} within the limit: {res}");
         let v = res["variant"].as_str().unwrap();
@@ -286,16 +343,33 @@ fn the_rendered_example_loads_and_each_route_answers_through_the_gateway_with_th
     let refused = &alice[per_minute];
     assert_eq!(refused["ok"], false, "request {} of alice is over the limit: {refused}", per_minute + 1);
     assert_eq!(refused["status"], 429, "{refused}");
-    assert!(refused["error"].as_str().unwrap().contains("rate limit"), "{refused}");
-    // ... while bob, another user, has his own bucket.
-    let bob = results.last().unwrap();
+    assert!(refused["error"].as_str().unwrap().contains("TensorZero rate limit exceeded"), "{refused}");
+    let bob = &results[per_minute + 1];
     assert_eq!(bob["ok"], true, "{bob}");
 }
 
+/// One more request of alice than the limit allows, then one of bob.
+fn per_user_requests(m: &GatewayModel, rl: &RateLimit, per_minute: usize) -> Vec<Value> {
+    vec![
+        json!({ "function": m.name, "tags": { (rl.tag.clone()): "alice" }, "repeat": per_minute + 1 }),
+        json!({ "function": m.name, "tags": { (rl.tag.clone()): "bob" } }),
+    ]
+}
+
+/// The Postgres backend end to end: the gateway refuses a database without its migrations, the
+/// Deployment's init container runs them first, and after them (applied as the gateway's
+/// `--run-postgres-migrations` does, tests/support/tensorzero_migrations.rs) the gateway starts
+/// and keeps each user's bucket in Postgres (tensorzero-core/src/db/postgres/rate_limiting.rs,
+/// calling the `consume_multiple_resource_tickets` function of migration
+/// 20250909185348_rate-limiting.sql).
 #[test]
-fn with_postgres_the_gateway_needs_the_migrations_its_pod_runs_first() {
+fn with_postgres_the_gateway_starts_after_its_migrations_and_limits_each_user() {
     let t = example();
     let g = gateway(&t);
+    let m = &g.models[0];
+    let rl = g.rate_limit.as_ref().unwrap();
+    assert_eq!(rl.backend, fabric::topology::model::RateLimitBackend::Postgres, "the example's backend");
+    let per_minute = rl.limits["model_inferences_per_minute"] as usize;
     let pg = Postgres::start();
     let out = run(&t, &rendered_toml(&t), json!({ "postgres_url": pg.url() }));
     // The gateway reads the URL and refuses a database without its migrations
@@ -308,11 +382,111 @@ fn with_postgres_the_gateway_needs_the_migrations_its_pod_runs_first() {
     let init = &d["spec"]["template"]["spec"]["initContainers"][0];
     assert_eq!(init["args"], json!(["--run-postgres-migrations"]), "{d}");
     assert_eq!(init["image"], d["spec"]["template"]["spec"]["containers"][0]["image"]);
-    let url = &g.rate_limit.as_ref().unwrap().url;
+    let url = &rl.url;
     assert_eq!(
         init["env"],
         json!([{ "name": "TENSORZERO_POSTGRES_URL", "valueFrom": { "secretKeyRef": { "name": url.secret, "key": url.key } } }])
     );
+    // The migrations of the pinned version; a second run (the next Pod's) applies nothing.
+    let src = tensorzero_src(&pin(&t));
+    let mut exec = |sql: &str, tx: bool| pg.exec(sql, tx);
+    let applied = tensorzero_migrations::run_postgres_migrations(&src, &mut exec).unwrap();
+    assert!(applied > 0, "no migration applied");
+    assert_eq!(tensorzero_migrations::run_postgres_migrations(&src, &mut exec), Ok(0));
+    // Now the gateway starts, and limits each user with its buckets in Postgres.
+    let out = run(
+        &t,
+        &rendered_toml(&t),
+        json!({ "backends": backends(&t), "postgres_url": pg.url(), "requests": per_user_requests(m, rl, per_minute) }),
+    );
+    assert_eq!(out["loaded"], true, "TensorZero refused the migrated database: {}", out["error"]);
+    served_until_the_limit(m, out["results"].as_array().unwrap(), per_minute);
+    let buckets = pg.exec("SELECT key FROM resource_bucket ORDER BY key;", true).unwrap();
+    assert!(buckets.contains("alice") && buckets.contains("bob"), "no bucket of each user in Postgres: {buckets}");
+}
+
+/// The example with an OpenAI-compatible `api_base` for its cloud model (the harness serves it
+/// from a loopback stub, as it does each site's backend).
+fn with_cloud_api_base() -> Topology {
+    let mut t = example();
+    let cloud = t.gateway.as_mut().unwrap().models[0].cloud.as_mut().expect("the example has a cloud fallback");
+    cloud.api_base = Some("https://llm.fallback.test/v1".into());
+    t
+}
+
+/// The seed's "fallback para cloud se ambos os sites estao lotados", in TensorZero's own
+/// gateway: `inference` in tensorzero-core/src/endpoints/inference.rs samples a variant, and on
+/// its failure samples again from those left (static_experimentation.rs `sample_weighted`: by
+/// weight among the remaining `candidate_variants`, and only when none is left, the first
+/// remaining of `fallback_variants`). So with one site failing, the other answers and the
+/// cloud is never called; with both failing (a 5xx, a closed port), the cloud answers, with the
+/// key from the gateway's environment.
+#[test]
+fn the_cloud_answers_only_when_both_sites_fail() {
+    let t = with_cloud_api_base();
+    let g = gateway(&t);
+    let m = &g.models[0];
+    let toml = fabric::desired::tensorzero::tensorzero_toml(&t, g);
+    assert!(toml.contains("api_base = \"https://llm.fallback.test/v1\""), "{toml}");
+    assert!(!toml.contains(DUMMY_KEY), "the key is never in the config");
+    let redis = Redis::start();
+    let n = 8;
+    let job = |down: &[&str], closed: &[&str]| {
+        json!({
+            "backends": backends(&t), "valkey_url": redis.url(), "down": down, "closed": closed,
+            "requests": [{ "function": m.name, "repeat": n }],
+        })
+    };
+    let hits = |out: &Value, site: &str| out["hits"][site].as_u64().unwrap_or(0);
+    // One site fails (a 5xx, then a closed port): every request is served by the other site.
+    for (down, closed, up) in
+        [(&["franca"][..], &[][..], "sp"), (&[][..], &["franca"][..], "sp"), (&["sp"][..], &[][..], "franca")]
+    {
+        let out = run(&t, &toml, job(down, closed));
+        assert_eq!(out["loaded"], true, "{}", out["error"]);
+        for res in out["results"].as_array().unwrap() {
+            assert_eq!(res["ok"], true, "{res}");
+            assert_eq!(res["variant"], up, "down {down:?}, closed {closed:?}: {res}");
+        }
+        assert_eq!(hits(&out, CLOUD_VARIANT), 0, "the cloud was called while `{up}` was up: {out}");
+    }
+    // Both fail: the cloud answers every request, after both sites were tried.
+    let out = run(&t, &toml, job(&["franca"], &["sp"]));
+    assert_eq!(out["loaded"], true, "{}", out["error"]);
+    for res in out["results"].as_array().unwrap() {
+        assert_eq!(res["ok"], true, "{res}");
+        assert_eq!(res["variant"], CLOUD_VARIANT, "{res}");
+        assert_eq!(res["text"], "from cloud", "{res}");
+    }
+    assert_eq!(hits(&out, "franca"), n as u64, "each request tried franca first: {out}");
+    assert_eq!(hits(&out, CLOUD_VARIANT), n as u64, "{out}");
+    assert_eq!(out["bearer_ok"][CLOUD_VARIANT], n as u64, "the cloud got the key from the environment: {out}");
+    // And when the cloud fails too, the client gets every variant's error.
+    let out = run(&t, &toml, job(&["franca", CLOUD_VARIANT], &["sp"]));
+    let res = &out["results"][0];
+    assert_eq!(res["ok"], false, "{res}");
+    assert!(res["error"].as_str().unwrap().contains("All variants failed"), "{res}");
+}
+
+/// The init container itself: the gateway image's `--run-postgres-migrations` (with durable's
+/// own migrations, which tests/support/tensorzero_migrations.rs stands in for) prepares a
+/// database the gateway then starts on. Needs the pinned `tensorzero/gateway` image in a local
+/// Docker, which this machine cannot pull.
+#[test]
+#[ignore = "NOT COVERED: the gateway image's own --run-postgres-migrations (the init container) needs the tensorzero/gateway image, which no registry this machine reaches serves; the suite applies the same version's migrations in the same order instead (tests/support/tensorzero_migrations.rs)"]
+fn the_gateway_images_own_migrations_prepare_the_database() {
+    let t = example();
+    let image = format!("tensorzero/gateway:{}", pin(&t));
+    let pg = Postgres::start();
+    let o = Command::new("docker")
+        .args(["run", "--rm", "--network", "host", "-e"])
+        .arg(format!("TENSORZERO_POSTGRES_URL={}", pg.url()))
+        .args([&image, "--run-postgres-migrations"])
+        .output()
+        .expect("docker");
+    assert!(o.status.success(), "{image}: {}", String::from_utf8_lossy(&o.stderr));
+    let out = run(&t, &rendered_toml(&t), json!({ "postgres_url": pg.url() }));
+    assert_eq!(out["loaded"], true, "{}", out["error"]);
 }
 
 #[test]

@@ -4,16 +4,22 @@ gateway exactly as the `tensorzero/gateway` image does). Used by tests/tensorzer
 
 Reads one JSON job on stdin:
   config       path of the rendered tensorzero.toml
-  backends     {site: "http://<service>-<site>.<ns>.svc.cluster.local:<port>/v1/"}: each is
-               replaced in the config by a loopback OpenAI-compatible stub answering
-               "from <site>" (nothing leaves this machine)
+  backends     {site: "<URL as the config names it>"}: each is replaced in the config by a
+               loopback OpenAI-compatible stub answering "from <site>" (nothing leaves this
+               machine): a site's `http://<service>-<site>.<ns>.svc.cluster.local:<port>/v1/`,
+               or the cloud model's `api_base` (its name: "cloud")
+  down         [site]: those stubs answer 500
+  closed       [site]: those URLs become a loopback port nothing listens on
+  bearer       the API key the cloud stub expects as `Authorization: Bearer …` (a dummy)
   valkey_url / postgres_url   the rate-limit backend (a server the test started)
   requests     [{variant?, tags?, repeat?}]: inference requests (dryrun: nothing is stored)
-Prints one JSON object: {"version", "loaded", "error"?, "results": [{ok, variant, text, status, error}]}.
+Prints one JSON object: {"version", "loaded", "error"?, "results": [{ok, variant, text, status, error}],
+"hits": {site: requests its stub received}, "bearer_ok": {site: requests that carried `bearer`}}.
 """
 
 import json
 import os
+import socket
 import sys
 import tempfile
 import threading
@@ -28,7 +34,12 @@ class Stub(BaseHTTPRequestHandler):
         if not self.path.endswith("/chat/completions"):
             self.send_error(404)
             return
-        if self.server.site in DOWN:
+        site = self.server.site
+        with LOCK:
+            HITS[site] = HITS.get(site, 0) + 1
+            if BEARER and self.headers.get("authorization") == "Bearer " + BEARER:
+                BEARER_OK[site] = BEARER_OK.get(site, 0) + 1
+        if site in DOWN:
             self.send_error(500, "backend down")
             return
         out = {
@@ -57,6 +68,10 @@ class Stub(BaseHTTPRequestHandler):
 
 
 DOWN = set()
+HITS = {}
+BEARER_OK = {}
+BEARER = None
+LOCK = threading.Lock()
 
 
 def stub(site):
@@ -64,6 +79,15 @@ def stub(site):
     s.site = site
     threading.Thread(target=s.serve_forever, daemon=True).start()
     return "http://127.0.0.1:%d/v1/" % s.server_address[1]
+
+
+def closed_port():
+    """A loopback URL whose port was free a moment ago and has no listener: connecting is refused."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return "http://127.0.0.1:%d/v1/" % port
 
 
 # The gateway logs to stdout: the result goes to the real stdout, everything else to stderr.
@@ -122,8 +146,11 @@ def serve(client, out):
 
 
 def main():
+    global BEARER
     job = json.load(sys.stdin)
     DOWN.update(job.get("down", []))
+    closed = set(job.get("closed", []))
+    BEARER = job.get("bearer")
     out = {"version": version("tensorzero"), "loaded": False, "results": []}
     import tensorzero
 
@@ -133,7 +160,7 @@ def main():
             out["error"] = "the config has no backend URL %s for %s" % (url, site)
             emit(out)
             return
-        text = text.replace(url, stub(site))
+        text = text.replace(url, closed_port() if site in closed else stub(site))
     cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
     cfg.write(text)
     cfg.close()
@@ -168,6 +195,8 @@ def main():
             except Exception as e:
                 r = {"ok": False, "error": str(e)[:500]}
             out["results"].append(r)
+    out["hits"] = HITS
+    out["bearer_ok"] = BEARER_OK
     emit(out)
 
 

@@ -281,7 +281,7 @@ fn phases_a_to_d_end_to_end() {
         "cluster.sp: Service data/qdrant global, backends: 1 from franca",
         "batch/fabric-multikueue-test dispatched to sp",
         "dispatching ClusterQueue Active: ClusterQueue/gpu-batch",
-        "the Karmada chart turns the Failover feature gate on",
+        "the Karmada chart turns the Failover gate and NoExecute eviction on",
         "ClusterTaintPolicy fabric-not-ready covers 2 member(s)",
     ] {
         assert!(text.contains(check), "missing `{check}` in:\n{text}");

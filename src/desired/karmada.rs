@@ -8,7 +8,9 @@
 //!   `pre-install-job.yaml`), and a list value replaces the chart's default whole, so the
 //!   chart's default hosts ([`KARMADA_CHART_CERT_HOSTS`], `charts/karmada/values.yaml`) are kept
 //!   ([`karmada_cert_hosts`]); other clusters reach the API at [`karmada_server`].
-//! - Failover and GracefulEviction are feature gates, off by default upstream.
+//! - The controller-manager's flags come from the chart's values ([`controller_manager_values`]):
+//!   the chart turns PropagateDeps off and Karmada evicts nothing on a NoExecute taint unless
+//!   told to, so fabric turns both on (tests/karmada_chart_flags.rs holds the chart's defaults).
 //! - `propagateDeps`: what a workload's pod template names (ConfigMaps, Secrets, a ServiceAccount
 //!   other than `default`, PVCs of `volumes`) follows it to its clusters (karmada-io/karmada
 //!   `pkg/resourceinterpreter/default/native/dependencies.go`, `pkg/util/helper/pod.go`).
@@ -62,9 +64,31 @@ pub fn karmada_values(t: &Topology) -> Value {
         // names are kept and every address a client reaches the API at is added.
         "certs": { "auto": { "hosts": karmada_cert_hosts(t) } },
         "scheduler": { "enableSchedulerEstimator": k.estimator },
-        // Failover is off by default upstream; GracefulEviction moves workloads without a gap.
-        "controllerManager": { "featureGates": { "Failover": k.failover, "GracefulEviction": k.failover } },
+        "controllerManager": controller_manager_values(k.failover),
     })
+}
+
+/// The controller-manager's part of the chart's values. The chart renders every key of
+/// `featureGates` into `--feature-gates` and every key of `extraCommandArgs` into a `--K=V` flag
+/// (karmada-io/karmada `charts/karmada/templates/_helpers.tpl`,
+/// `karmada.controllerManager.featureGates` and `karmada.controllerManager.extraCommandArgs`).
+/// - PropagateDeps: the chart's `values.yaml` turns it off (`featureGates: {PropagateDeps:
+///   false}`), and without it `propagateDeps: true` in a policy does nothing: the dependencies
+///   distributor starts only with the gate (`cmd/controller-manager/app/controllermanager.go`).
+///   Every workload policy fabric writes relies on it, so it is always on.
+/// - Failover (off by default, `pkg/features/features.go`) starts the taint manager and the
+///   ClusterTaintPolicy controller; GracefulEviction (on by default) is kept explicit.
+/// - `--enable-no-execute-taint-eviction` (default false, `cmd/controller-manager/app/options/failover.go`):
+///   without it the taint manager evicts nothing from a member C.7's ClusterTaintPolicy taints
+///   NoExecute. Checked by tests/karmada_chart_flags.rs against the chart's defaults.
+fn controller_manager_values(failover: bool) -> Value {
+    let mut cm = json!({
+        "featureGates": { "PropagateDeps": true, "Failover": failover, "GracefulEviction": failover },
+    });
+    if failover {
+        cm["extraCommandArgs"] = json!({ "enable-no-execute-taint-eviction": true });
+    }
+    cm
 }
 
 pub fn karmada_helm_chart(t: &Topology) -> Value {

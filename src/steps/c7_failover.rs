@@ -1,6 +1,7 @@
 //! C.7 — failover (seed: "Policies + failover"): a ClusterTaintPolicy that taints members that
-//! are not Ready, when `federation.karmada.failover` is on (Karmada's Failover feature gate is
-//! off by default upstream; C.1's chart values turn it on).
+//! are not Ready, when `federation.karmada.failover` is on (Karmada's Failover feature gate and
+//! its NoExecute eviction are off by default upstream; C.1's chart values turn both on, see
+//! `desired::karmada::controller_manager_values`).
 
 use futures::future::BoxFuture;
 use serde_json::json;
@@ -41,8 +42,10 @@ impl Step for C7 {
     }
 }
 
-/// The Failover feature gate in the Karmada chart's values. Whether workloads move is the
-/// runbook's drill (it takes a member down), not something a read can show.
+/// The Failover feature gate and `--enable-no-execute-taint-eviction` in the Karmada chart's
+/// values (without the flag a NoExecute taint evicts nothing: karmada-io/karmada
+/// `cmd/controller-manager/app/options/failover.go`). Whether workloads move is the runbook's
+/// drill (it takes a member down), not something a read can show.
 async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
     let (host, _) = crate::desired::karmada_host(cx.t);
     let chart = id("helm.cattle.io/v1", "HelmChart", "karmada", Some("kube-system"));
@@ -52,12 +55,19 @@ async fn gate(cx: &VerifyCx<'_>) -> CheckResult {
         Ok(Some(c)) => {
             let values = c["spec"]["valuesContent"].as_str().unwrap_or_default();
             let on = serde_saphyr::from_str::<crate::topology::tree::Node>(values)
-                .map(|n| n.to_json()["controllerManager"]["featureGates"]["Failover"] == json!(true))
+                .map(|n| {
+                    let cm = &n.to_json()["controllerManager"];
+                    cm["featureGates"]["Failover"] == json!(true)
+                        && cm["extraCommandArgs"]["enable-no-execute-taint-eviction"] == json!(true)
+                })
                 .unwrap_or(false);
             if on {
-                (Verdict::Pass, format!("{host}: the Karmada chart turns the Failover feature gate on"))
+                (Verdict::Pass, format!("{host}: the Karmada chart turns the Failover gate and NoExecute eviction on"))
             } else {
-                (Verdict::Fail, format!("{host}: the Karmada chart does not turn the Failover feature gate on"))
+                (
+                    Verdict::Fail,
+                    format!("{host}: the Karmada chart does not turn the Failover gate and NoExecute eviction on"),
+                )
             }
         }
     };

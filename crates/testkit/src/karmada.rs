@@ -21,7 +21,10 @@
 //! policy says `propagateDeps: true` (`pkg/dependenciesdistributor`, feature PropagateDeps): the
 //! ConfigMaps, Secrets, non-default ServiceAccount and PersistentVolumeClaims the pod template
 //! names ([`dependencies`], `pkg/util/helper/pod.go` `GetDependenciesFromPodTemplate`), to the
-//! same clusters.
+//! same clusters. The double runs the dependencies distributor as if the PropagateDeps gate were
+//! on; in Karmada it starts only with the gate (`cmd/controller-manager/app/controllermanager.go`),
+//! which the chart's `values.yaml` turns off, so fabric's chart values are held against the
+//! chart's defaults instead (tests/karmada_chart_flags.rs).
 //! Each member's status of a Deployment or StatefulSet is summed back into the template's
 //! (`pkg/resourceinterpreter/default/native/aggregatestatus.go`), `observedGeneration` the
 //! template's once every member observed its own. Not modelled: dynamic weights, spread

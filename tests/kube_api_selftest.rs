@@ -1988,3 +1988,33 @@ fn not_covered_finalizers_and_terminating_namespaces() {
 fn not_covered_version_conversion() {
     panic!("not covered by the API double: needs a real kube-apiserver with the CRDs' conversion");
 }
+
+/// The `services/proxy` subresource proxies the methods kube-apiserver's `proxyMethods` lists
+/// (kubernetes/kubernetes `pkg/registry/core/service/proxy.go`: GET, POST, PUT, PATCH, DELETE,
+/// HEAD, OPTIONS) and refuses others with `405`.
+#[tokio::test]
+async fn the_service_proxy_forwards_patch_and_refuses_trace() {
+    use std::io::{Read, Write};
+    let s = server().await;
+    let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo", "namespace": "default"},
+        "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80}]}});
+    assert_eq!(apply(&s, "/api/v1/namespaces/default/services/echo", "t", "", &svc).await.status, 201);
+    // A loopback endpoint that answers with the method it was asked with.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut c in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let n = c.read(&mut buf).unwrap_or(0);
+            let method = String::from_utf8_lossy(&buf[..n]).split_whitespace().next().unwrap_or_default().to_string();
+            let body = format!("\"{method}\"");
+            let _ = write!(c, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    s.set_service_endpoint("default", "echo", addr);
+    let path = "/api/v1/namespaces/default/services/echo:80/proxy/x";
+    let r = s.request("PATCH", path, Some("application/merge-patch+json"), Some("{}")).await.unwrap();
+    assert_eq!((r.status, r.body.clone()), (200, json!("PATCH")), "{:#}", r.body);
+    let r = s.request("TRACE", path, None, None).await.unwrap();
+    assert_status(&r, 405, "MethodNotAllowed");
+}

@@ -581,7 +581,8 @@ async fn service_proxy(shared: &Arc<Shared>, r: &Req) -> Option<Response<Full<By
     if !authorized && !shared.anonymous.load(Ordering::SeqCst) {
         return failure(401, "Unauthorized", "Unauthorized".into());
     }
-    if !["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"].contains(&r.method.as_str()) {
+    // `proxyMethods` of kubernetes/kubernetes pkg/registry/core/service/proxy.go.
+    if !["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"].contains(&r.method.as_str()) {
         return failure(
             405,
             "MethodNotAllowed",

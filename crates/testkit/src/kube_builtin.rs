@@ -333,7 +333,7 @@ pub fn canonical_quantity(text: &str, milli: bool) -> Result<String, String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Defaults (pkg/apis/{apps,batch,core}/v1/defaults.go)
+// Defaults (pkg/apis/{apps,batch,core,rbac}/v1/defaults.go)
 // ---------------------------------------------------------------------------------------------
 
 fn set_if_absent(m: &mut Map<String, Value>, k: &str, v: Value) {

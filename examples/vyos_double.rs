@@ -1273,6 +1273,22 @@ impl<'a> Session<'a> {
                 "\n  Value validation failed\n  {failed}\n\n[vyos_double] {label} rejected by fault injection (state file reject_set)"
             )));
         }
+        // VyOS 1.4 (sagitta) has no `system config-management commit-confirm`: sagitta's
+        // vyos-1x `interface-definitions/system_config-management.xml.in` defines only
+        // `commit-archive` and `commit-revisions`; the node (`action reload|reboot`) came with
+        // T5976 (vyos-1x PR #4128, October 2024) on `current`, whose definitions
+        // ../shared/specs holds. Playing sagitta the double refuses it as 1.4 does; playing the
+        // newer vyatta-cfg (2026, `no-prompt`) it has it.
+        let commit_confirm_node = ["system", "config-management", "commit-confirm"];
+        if !self.st.no_prompt_form()
+            && words.len() > 3
+            && words[1..4].iter().zip(commit_confirm_node).all(|(w, n)| w.as_str() == n)
+        {
+            return Err(Failed(format!(
+                "\n  Configuration path: [{path_text}] is not valid\n  {failed}\n\n[vyos_double] {label} rejected: \
+                 VyOS 1.4 (sagitta) has no `system config-management commit-confirm` (vyos-1x T5976 is newer)"
+            )));
+        }
         // The partial definitions decide a valid command quickly; a rejected one is re-checked
         // against all of them (complete error message, no false rejection).
         let partial_ok = words.len() > 1

@@ -405,8 +405,7 @@ fn plan_selection() {
             "router.sp/vyos:firewall ipv4 input filter rule 51",
             "router.sp/vyos:firewall ipv4 forward filter rule 50",
             "router.sp/vyos:firewall ipv4 forward filter rule 51",
-            "router.sp/vyos:nat source rule 50",
-            "router.sp/vyos:system config-management commit-confirm"
+            "router.sp/vyos:nat source rule 50"
         ]
     );
     // Unknown names get a suggestion.

@@ -185,7 +185,6 @@ fn wg_script(me: &Site, peer: &Site, peer_name: &str, peer_key: &str) -> String 
          set interfaces wireguard wg0 peer {peer_name} port '51820'\n\
          set interfaces wireguard wg0 peer {peer_name} public-key '{peer_key}'\n\
          set protocols static route 172.30.{p}.0/24 interface wg0\n\
-         set system config-management commit-confirm action 'reload'\n\
          commit\n\
          save\n\
          exit\n"
@@ -250,7 +249,6 @@ fn vyos_double_in_the_lab() {
          set interfaces wireguard wg0 port '51820'\n\
          set interfaces wireguard wg0 private-key '{franca_private}'\n\
          set protocols static route 172.30.2.0/24 interface wg0\n\
-         set system config-management commit-confirm action 'reload'\n\
          set system config-management commit-revisions '100'\n\
          set system host-name 'vyos'\n",
         public[1]
@@ -330,10 +328,11 @@ fn vyos_double_in_the_lab() {
     assert_eq!(show_config(FRANCA.router), franca_config);
     step("d: invalid commands rejected, running config unchanged", started);
 
-    // b. commit-confirm that breaks the tunnel, never confirmed: reverted (reload) and realized.
+    // b. commit-confirm that breaks the tunnel, never confirmed: reverted and realized. VyOS 1.4
+    // reverts by a reboot to the saved configuration, which (a) saved.
     let before = show_config(FRANCA.router);
     let cc = ok(FRANCA.router, "configure\ndelete interfaces wireguard wg0 peer sp\ncommit-confirm 5 <<< y\nexit\n");
-    assert!(cc.contains("Initialized commit-confirm; 5 minutes to confirm before reload"), "{cc}");
+    assert!(cc.contains("Initialized commit-confirm; 5 minutes to confirm before reboot"), "{cc}");
     let t0 = Instant::now();
     assert!(!show_config(FRANCA.router).contains("peer sp"), "the change was not committed");
     assert!(
@@ -362,7 +361,7 @@ fn vyos_double_in_the_lab() {
     assert!(second.all().contains("Another confirm is pending"), "{}", second.all());
     assert!(!second.all().contains("Proceed"), "{}", second.all());
     let confirmed = ok(FRANCA.router, "configure\nconfirm\nexit\n");
-    assert!(confirmed.contains("Reload timer stopped"), "{confirmed}");
+    assert!(confirmed.contains("Reboot timer stopped"), "{confirmed}");
     std::thread::sleep(Duration::from_secs(7));
     let after = show_config(FRANCA.router);
     assert!(after.contains("set interfaces wireguard wg0 description 'confirmed change'"), "{after}");
@@ -574,6 +573,45 @@ fn fabric_answers_commit_confirm_in_both_forms() {
     let script = format!("{TEMPLATE}configure\nset system host-name 'x'\ncommit-confirm 30 no-prompt <<< y\nexit\n");
     let (code, out) = local(&double, &st, &script, quick);
     assert_eq!(code, Some(1), "{out}");
+}
+
+/// VyOS 1.4 (sagitta) has no `system config-management commit-confirm` (vyos-1x T5976, PR #4128,
+/// is on `current` only): the double playing sagitta refuses it as VyOS does, playing the newer
+/// vyatta-cfg it accepts it, and every line fabric's B.1 sends for the example is accepted by
+/// sagitta (`set` only, discarded by `exit`: nothing is committed or realized).
+#[test]
+fn sagitta_has_no_commit_confirm_action_and_fabric_sends_none() {
+    use fabric::desired::Desired;
+    let double = double_binary();
+    let st = local_state("sagitta-nodes");
+    let quick = Duration::from_secs(30);
+    let action = format!("{TEMPLATE}configure\nset system config-management commit-confirm action 'reload'\nexit\n");
+    let (_, out) = local(&double, &st, &action, quick);
+    assert!(out.contains("is not valid"), "{out}");
+    assert!(fabric::providers::vyos_error(&out, "").is_some(), "fabric would not see the refusal: {out}");
+    std::fs::write(st.join("commit_confirm_form"), "no-prompt").expect("form");
+    let (_, out) = local(&double, &st, &action, quick);
+    assert_eq!(fabric::providers::vyos_error(&out, ""), None, "{out}");
+    std::fs::remove_file(st.join("commit_confirm_form")).expect("form");
+
+    let l = fabric::topology::load_str("example", include_str!("../topology.example.yaml").to_string()).unwrap();
+    let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), &l.topology).unwrap();
+    let mut script = format!("{TEMPLATE}configure\n");
+    let mut sent = 0;
+    for r in g.instances().flat_map(|i| fabric::steps::for_instance(i, &l.topology)) {
+        if let Desired::Vyos(lines) = r.desired {
+            // The peers' public keys are placeholders until apply fills them in.
+            for line in lines.iter().filter(|l| !l.contains("<public-key:")) {
+                script.push_str(line);
+                script.push('\n');
+                sent += 1;
+            }
+        }
+    }
+    script.push_str("exit\n");
+    assert!(sent > 10, "no VyOS lines rendered");
+    let (_, out) = local(&double, &st, &script, quick);
+    assert_eq!(fabric::providers::vyos_error(&out, ""), None, "VyOS 1.4 refuses a line of B.1:\n{out}");
 }
 
 #[test]

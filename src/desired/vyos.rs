@@ -85,9 +85,13 @@ pub fn commands(t: &Topology, s: &Site) -> Vec<String> {
         out.push(format!("set protocols static route {prefix} interface {}", word(&wg.interface)));
     }
     out.extend(underlay::commands(t, s));
-    // commit-confirm reverts a change that cut the management path; reload instead of the
-    // default reboot.
-    out.push("set system config-management commit-confirm action 'reload'".into());
+    // No `system config-management commit-confirm action reload`: VyOS 1.4 (sagitta) has no
+    // such node (vyos-1x `interface-definitions/system_config-management.xml.in` on sagitta
+    // defines only commit-archive and commit-revisions; `action` came with T5976, PR #4128, on
+    // `current`), so the line would be `is not valid` there, which fails the step
+    // (`providers::vyos_error`). An unconfirmed commit-confirm then reverts as 1.4 always does:
+    // a reboot to the saved configuration (`config_mgmt.py` `commit_confirm`), which is the one
+    // before the step, since fabric saves only after `confirm` (`apply::confirm`).
     out
 }
 

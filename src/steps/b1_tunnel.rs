@@ -180,15 +180,6 @@ fn vyos_tunnel(o: &mut Out<'_>, s: &Site) {
             file: file.clone(),
         });
     }
-    o.push(Resource {
-        address: target.at("vyos:system config-management commit-confirm"),
-        site: Some(s.name.clone()),
-        provider: ProviderKind::Vyos,
-        summary: "commit-confirm reverts by reload".into(),
-        sensitive: false,
-        desired: Desired::Vyos(pick("system config-management commit-confirm")),
-        file,
-    });
     // The whole file, comments included, is what render writes.
     o.extra(format!("config/vyos/wireguard/{}.conf", s.name), vyos::conf_file(t, s));
 }

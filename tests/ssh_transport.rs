@@ -13,7 +13,8 @@ use fabric::transport::ssh_config::SshConfig;
 
 fn endpoint(lab: &lab::Lab, host: &str) -> Endpoint {
     let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
-    Endpoint::resolve(&format!("host.{host}"), &SshAccess { host: host.into(), ..Default::default() }, &cfg)
+    let access = SshAccess { host: host.into(), ..Default::default() };
+    Endpoint::resolve(&format!("host.{host}"), &access, &cfg, &mut vec![]).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -224,7 +225,7 @@ async fn proxy_jump(lab: &lab::Lab) {
     let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
     let access =
         SshAccess { host: "172.30.1.10".into(), proxy_jump: Some("franca-router".into()), ..Default::default() };
-    let mut ep = Endpoint::resolve("host.franca-lan", &access, &cfg);
+    let mut ep = Endpoint::resolve("host.franca-lan", &access, &cfg, &mut vec![]).unwrap();
     let known = lab.dir.join("known_hosts.jump");
     let key = lab.host_key_pub("franca-lan");
     let fields: Vec<&str> = key.split_whitespace().collect();

@@ -14,7 +14,7 @@ use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertific
 use russh::{ChannelMsg, Disconnect};
 
 use super::shell::Sh;
-use super::ssh_config::SshConfig;
+use super::ssh_config::{self, ConfigError, Local, Query, SshConfig};
 use crate::topology::model::SshAccess;
 
 /// Everything needed to reach one host.
@@ -27,50 +27,100 @@ pub struct Endpoint {
     pub port: u16,
     pub user: String,
     pub identity_files: Vec<PathBuf>,
+    /// The user's known-hosts files, then the system's (OpenSSH reads both).
     pub known_hosts: Vec<PathBuf>,
     pub proxy_jump: Option<Box<Endpoint>>,
     pub connect_timeout: Duration,
 }
 
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
+/// More hops than this is a ProxyJump loop through the hops' own configs (OpenSSH would spawn
+/// one `ssh` per hop without end).
+const MAX_HOPS: usize = 8;
 
 fn home() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
 }
 
 impl Endpoint {
-    /// Resolves an endpoint: topology values first, then the ssh config, then OpenSSH defaults.
-    pub fn resolve(target: &str, access: &SshAccess, config: &SshConfig) -> Endpoint {
-        let c = config.resolve(&access.host);
-        let mut identity_files: Vec<PathBuf> = access.identity_file.iter().map(PathBuf::from).collect();
-        identity_files.extend(c.identity_files.clone());
-        let known_hosts = if c.user_known_hosts.is_empty() {
-            vec![home().join(".ssh/known_hosts"), home().join(".ssh/known_hosts2")]
-        } else {
-            c.user_known_hosts.clone()
+    /// Resolves an endpoint as `ssh` resolves `access.host`: the topology's values win (as `-l`,
+    /// `-p`, `-i` and `-J` do), then the ssh config, then OpenSSH's defaults. Each jump host is
+    /// resolved with its own config, as the `ssh -W` OpenSSH runs for it would be: ProxyJump
+    /// `a,b` is `b` reached with `-J a` (`ssh_config::last_hop`). What the config asks that fabric
+    /// does not do goes to `warnings`, naming file and line.
+    pub fn resolve(
+        target: &str,
+        access: &SshAccess,
+        config: &SshConfig,
+        warnings: &mut Vec<String>,
+    ) -> Result<Endpoint, ConfigError> {
+        let query = Query {
+            host: access.host.clone(),
+            user: access.user.clone(),
+            port: access.port.map(|p| p.0),
+            identity_files: access.identity_file.iter().map(PathBuf::from).collect(),
+            proxy_jump: access.proxy_jump.clone(),
         };
-        let jump = access.proxy_jump.clone().or(c.proxy_jump.clone()).map(|j| {
-            let (user, rest) = match j.split_once('@') {
-                Some((u, r)) => (Some(u.to_string()), r.to_string()),
-                None => (None, j.clone()),
-            };
-            let (host, port) = match rest.rsplit_once(':') {
-                Some((h, p)) if p.parse::<u16>().is_ok() => (h.to_string(), p.parse().ok()),
-                _ => (rest, None),
-            };
-            let a = SshAccess { host, port: port.map(crate::topology::model::Port), user, ..Default::default() };
-            Box::new(Endpoint::resolve(&format!("{target} (jump host)"), &a, config))
-        });
-        Endpoint {
-            target: target.to_string(),
-            host: c.hostname.clone().unwrap_or_else(|| access.host.clone()),
-            port: access.port.map(|p| p.0).or(c.port).unwrap_or(22),
-            user: access.user.clone().or(c.user.clone()).unwrap_or_else(|| "root".into()),
-            identity_files,
-            known_hosts,
-            proxy_jump: jump,
-            connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        Self::resolve_query(target, &query, config, &Local::current(), warnings, 0)
+    }
+
+    fn resolve_query(
+        target: &str,
+        q: &Query,
+        config: &SshConfig,
+        local: &Local,
+        warnings: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<Endpoint, ConfigError> {
+        let c = config.resolve_as(q, local)?;
+        for w in &c.warnings {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
         }
+        let proxy_jump = match &c.proxy_jump {
+            None => None,
+            Some(list) => {
+                let at = || format!("{target}: ProxyJump `{list}`");
+                let Some((hop, rest)) = ssh_config::last_hop(list) else {
+                    return Err(ConfigError { at: at(), message: "a hop is not `[user@]host[:port]`".into() });
+                };
+                if depth >= MAX_HOPS {
+                    return Err(ConfigError {
+                        at: at(),
+                        message: format!("more than {MAX_HOPS} jump hosts: do the hops' own ProxyJumps loop?"),
+                    });
+                }
+                // ssh.c: a hop that is the destination itself is a loop.
+                if hop.host == c.hostname
+                    && hop.port.unwrap_or(22) == c.port
+                    && hop.user.as_deref().unwrap_or(&c.user) == c.user
+                {
+                    return Err(ConfigError { at: at(), message: format!("a jump host loop via {}", hop.host) });
+                }
+                let jq = Query {
+                    host: hop.host.clone(),
+                    user: hop.user,
+                    port: hop.port,
+                    identity_files: vec![],
+                    proxy_jump: rest,
+                };
+                let name = format!("{target} (jump host {})", hop.host);
+                Some(Box::new(Self::resolve_query(&name, &jq, config, local, warnings, depth + 1)?))
+            }
+        };
+        let mut known_hosts = c.user_known_hosts;
+        known_hosts.extend(c.global_known_hosts);
+        Ok(Endpoint {
+            target: target.to_string(),
+            host: c.hostname,
+            port: c.port,
+            user: c.user,
+            identity_files: c.identity_files,
+            known_hosts,
+            proxy_jump,
+            connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        })
     }
 
     fn addr(&self) -> String {

@@ -147,6 +147,8 @@ pub enum SshError {
     Auth { target: String, addr: String, user: String, tried: String },
     #[error("{target}: `{command}` did not finish within {secs} s")]
     CommandTimeout { target: String, command: String, secs: u64 },
+    #[error("{target}: `{command}` printed more than {cap_mib} MiB: fabric stopped reading it")]
+    OutputTooLarge { target: String, command: String, cap_mib: usize },
     #[error("{target}: ssh: {reason}")]
     Protocol { target: String, reason: String },
 }
@@ -162,6 +164,7 @@ impl SshError {
             | SshError::HostKeyChanged { target, .. }
             | SshError::Auth { target, .. }
             | SshError::CommandTimeout { target, .. }
+            | SshError::OutputTooLarge { target, .. }
             | SshError::Protocol { target, .. } => target,
         }
     }
@@ -192,6 +195,9 @@ impl SshError {
             ),
             SshError::CommandTimeout { .. } => {
                 "the host is overloaded or the link dropped; re-run plan to see the state".into()
+            }
+            SshError::OutputTooLarge { .. } => {
+                "no command fabric runs prints that much: run it on the host by hand to see what it prints".into()
             }
             SshError::Protocol { .. } => "check the host's sshd and its log".into(),
         }
@@ -276,6 +282,41 @@ impl Output {
     }
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
+}
+
+/// The most a command may print on each of stdout and stderr. Every command fabric runs prints
+/// a few KiB (a router's configuration, a kubeconfig, a key); a host that prints more is broken or
+/// hostile, and reading on would take fabric's memory with it.
+pub const OUTPUT_CAP: usize = 16 << 20;
+
+/// A command's output as it arrives, each stream bounded by `cap`.
+struct Collected {
+    cap: usize,
+    out: Vec<u8>,
+    err: Vec<u8>,
+}
+
+/// The output passed its cap.
+#[derive(Debug, PartialEq)]
+struct Full;
+
+impl Collected {
+    fn new(cap: usize) -> Collected {
+        Collected { cap, out: Vec::new(), err: Vec::new() }
+    }
+    fn stdout(&mut self, data: &[u8]) -> Result<(), Full> {
+        Self::push(&mut self.out, data, self.cap)
+    }
+    fn stderr(&mut self, data: &[u8]) -> Result<(), Full> {
+        Self::push(&mut self.err, data, self.cap)
+    }
+    fn push(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> Result<(), Full> {
+        if buf.len() + data.len() > cap {
+            return Err(Full);
+        }
+        buf.extend_from_slice(data);
+        Ok(())
     }
 }
 
@@ -366,7 +407,20 @@ impl Session {
 
     /// Runs `command` in a new channel, feeding `stdin`, within `timeout`.
     pub async fn run(&self, command: &Sh, stdin: Option<&[u8]>, timeout: Duration) -> Result<Output, SshError> {
+        self.run_input(command, stdin, timeout).await
+    }
+
+    /// Runs `command` with its standard input read from `stdin` as it goes: russh sends it in
+    /// pieces as the channel's window opens (`Channel::data` copies the reader), so a file of any
+    /// size is never held whole. Its output is kept up to [`OUTPUT_CAP`] bytes per stream.
+    pub async fn run_input<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        command: &Sh,
+        stdin: Option<R>,
+        timeout: Duration,
+    ) -> Result<Output, SshError> {
         let ep = &self.endpoint;
+        let shown = || command.as_str().chars().take(80).collect::<String>();
         let fut = async {
             let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
             let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
@@ -375,29 +429,43 @@ impl Session {
                 ch.data(data).await.map_err(proto)?;
             }
             ch.eof().await.map_err(proto)?;
-            let (mut stdout, mut stderr, mut status) = (Vec::new(), Vec::new(), None);
+            let mut out = Collected::new(OUTPUT_CAP);
+            let mut status = None;
             while let Some(msg) = ch.wait().await {
-                match msg {
-                    ChannelMsg::Data { data } => stdout.extend_from_slice(&data),
-                    ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
-                    ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
-                    ChannelMsg::ExitSignal { .. } => status = status.or(Some(255)),
-                    _ => {}
+                let full = match msg {
+                    ChannelMsg::Data { data } => out.stdout(&data),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr(&data),
+                    ChannelMsg::ExitStatus { exit_status } => {
+                        status = Some(exit_status);
+                        Ok(())
+                    }
+                    ChannelMsg::ExitSignal { .. } => {
+                        status = status.or(Some(255));
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                };
+                if full.is_err() {
+                    // Closing the channel stops the command's output at the server.
+                    let _ = ch.close().await;
+                    return Err(SshError::OutputTooLarge {
+                        target: ep.target.clone(),
+                        command: shown(),
+                        cap_mib: OUTPUT_CAP >> 20,
+                    });
                 }
             }
             let status = status.ok_or_else(|| SshError::Protocol {
                 target: ep.target.clone(),
                 reason: "the connection closed before the command finished".into(),
             })?;
-            Ok(Output { status, stdout, stderr })
+            Ok(Output { status, stdout: out.out, stderr: out.err })
         };
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(SshError::CommandTimeout {
-                target: ep.target.clone(),
-                command: command.as_str().chars().take(80).collect(),
-                secs: timeout.as_secs(),
-            }),
+            Err(_) => {
+                Err(SshError::CommandTimeout { target: ep.target.clone(), command: shown(), secs: timeout.as_secs() })
+            }
         }
     }
 
@@ -448,4 +516,29 @@ async fn authenticate(handle: &mut client::Handle<Client>, ep: &Endpoint) -> Res
         user: ep.user.clone(),
         tried: if tried.is_empty() { "no key found".into() } else { format!("tried {}", tried.join(", ")) },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_kept_up_to_its_cap_on_each_stream() {
+        let mut c = Collected::new(10);
+        assert_eq!(c.stdout(b"12345"), Ok(()));
+        assert_eq!(c.stdout(b"67890"), Ok(()), "exactly the cap is fine");
+        assert_eq!(c.stderr(b"0123456789"), Ok(()), "each stream has its own cap");
+        assert_eq!(c.stdout(b"x"), Err(Full));
+        assert_eq!(c.out, b"1234567890", "nothing past the cap is kept");
+    }
+
+    #[test]
+    fn the_cap_error_names_host_command_and_cap() {
+        let e = SshError::OutputTooLarge {
+            target: "router.sp".into(),
+            command: "cat /x".into(),
+            cap_mib: OUTPUT_CAP >> 20,
+        };
+        assert_eq!(e.to_string(), "router.sp: `cat /x` printed more than 16 MiB: fabric stopped reading it");
+    }
 }

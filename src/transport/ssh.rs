@@ -532,6 +532,51 @@ mod tests {
         assert_eq!(c.out, b"1234567890", "nothing past the cap is kept");
     }
 
+    fn config(name: &str, text: &str) -> SshConfig {
+        let f = std::env::temp_dir().join(format!("fabric-ssh-ep-{name}-{}", std::process::id()));
+        std::fs::write(&f, text).unwrap();
+        SshConfig::load(&f).unwrap()
+    }
+
+    fn resolve(c: &SshConfig, access: SshAccess) -> Result<Endpoint, ConfigError> {
+        Endpoint::resolve("router.x", &access, c, &mut vec![])
+    }
+
+    /// `ProxyJump a,op@b:2200`: the router through b, b (as op, port 2200, its own HostName and
+    /// key) through a, a with its own config; b's own ProxyJump gives way to the chain's.
+    #[test]
+    fn each_hop_is_resolved_with_its_own_config() {
+        let c = config(
+            "chain",
+            "Host r\n  HostName 10.9.0.1\n  ProxyJump a,op@b:2200\n\
+             Host b\n  HostName 10.8.0.2\n  User ignored\n  IdentityFile /k/b\n  ProxyJump elsewhere\n\
+             Host a\n  HostName 10.7.0.3\n  Port 2022\n",
+        );
+        let ep = resolve(&c, SshAccess { host: "r".into(), user: Some("vyos".into()), ..Default::default() }).unwrap();
+        let b = ep.proxy_jump.as_deref().unwrap();
+        let a = b.proxy_jump.as_deref().unwrap();
+        assert_eq!((ep.host.as_str(), ep.user.as_str()), ("10.9.0.1", "vyos"));
+        assert_eq!((b.host.as_str(), b.port, b.user.as_str()), ("10.8.0.2", 2200, "op"));
+        assert_eq!(b.identity_files, [PathBuf::from("/k/b")]);
+        assert_eq!((a.host.as_str(), a.port, a.proxy_jump.is_none()), ("10.7.0.3", 2022, true));
+        assert_eq!(a.target, "router.x (jump host b) (jump host a)");
+        assert!(
+            ep.known_hosts.ends_with(&[PathBuf::from("/etc/ssh/ssh_known_hosts"), "/etc/ssh/ssh_known_hosts2".into()])
+        );
+    }
+
+    #[test]
+    fn jump_loops_and_bad_hops_are_errors() {
+        let c = config("loop", "Host a\n  ProxyJump b\nHost b\n  ProxyJump a\nHost self\n  ProxyJump self\n");
+        let e = resolve(&c, SshAccess { host: "a".into(), ..Default::default() }).unwrap_err();
+        assert!(e.message.contains("more than 8 jump hosts"), "{e}");
+        let e = resolve(&c, SshAccess { host: "self".into(), ..Default::default() }).unwrap_err();
+        assert!(e.message.contains("a jump host loop via self"), "{e}");
+        let bad = SshAccess { host: "x".into(), proxy_jump: Some("a:99999".into()), ..Default::default() };
+        let e = resolve(&c, bad).unwrap_err();
+        assert_eq!(e.to_string(), "router.x: ProxyJump `a:99999`: a hop is not `[user@]host[:port]`");
+    }
+
     #[test]
     fn the_cap_error_names_host_command_and_cap() {
         let e = SshError::OutputTooLarge {

@@ -121,4 +121,15 @@ fn fabric_plan_reads_both_routers(lab: &lab::Lab, config: &Path) {
         assert!(text.contains(&format!("{t}/")), "{t} is not in the plan: {text}");
     }
     assert!(text.contains("warning: ssh config: ") && text.contains("`identitiesonly` is not supported"), "{text}");
+
+    // A Match fabric cannot evaluate, deciding for the routers: refused, naming file and line,
+    // before anything is read.
+    let refused = config.with_file_name("config-exec");
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(&refused, format!("Match host *-router exec \"true\"\n    Port 2222\n{text}")).unwrap();
+    let o = run::fabric_in(&lab.dir, &topology, &refused, &["plan", "--step", "B.1"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let said = format!("{}:1: fabric cannot evaluate `Match exec` for franca-router", refused.display());
+    assert!(text.contains(&said), "{text}");
 }

@@ -144,13 +144,7 @@ pub fn workspace(g: &Global) -> Result<Workspace, Report> {
 /// topology's kubeconfigs. What the ssh config asks that fabric does not do is a warning (unless
 /// -q), naming its file and line.
 pub fn targets(g: &Global, ws: &Workspace) -> Result<Targets, Report> {
-    let t = Targets::from_topology(ws.topology(), &ssh_config(g)?).map_err(|e| {
-        usage(
-            "fabric::ssh-config",
-            e.to_string(),
-            "fix that line of the ssh config, or name another file with --ssh-config",
-        )
-    })?;
+    let t = Targets::from_topology(ws.topology(), &ssh_config(g)?).map_err(bad_ssh_config)?;
     if !g.quiet {
         for w in &t.warnings {
             eprintln!("warning: ssh config: {}", terminal_safe(w, false));
@@ -162,15 +156,8 @@ pub fn targets(g: &Global, ws: &Workspace) -> Result<Targets, Report> {
 /// The ssh config fabric reads, as `ssh` reads it: --ssh-config / $FABRIC_SSH_CONFIG alone (as
 /// `ssh -F`), else ~/.ssh/config then /etc/ssh/ssh_config.
 pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
-    let bad = |e: crate::transport::ssh_config::ConfigError| {
-        usage(
-            "fabric::ssh-config",
-            e.to_string(),
-            "fix that line of the ssh config, or name another file with --ssh-config",
-        )
-    };
     let Some(path) = &g.ssh_config else {
-        return SshConfig::load_default(&crate::transport::ssh_config::Local::current()).map_err(bad);
+        return SshConfig::load_default(&crate::transport::ssh_config::Local::current()).map_err(bad_ssh_config);
     };
     if !path.exists() {
         return Err(usage(
@@ -179,7 +166,16 @@ pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
             "check the path given with --ssh-config",
         ));
     }
-    SshConfig::load(path).map_err(bad)
+    SshConfig::load(path).map_err(bad_ssh_config)
+}
+
+/// An ssh config fabric cannot use: where and why (the file's text made terminal-safe).
+fn bad_ssh_config(e: crate::transport::ssh_config::ConfigError) -> Report {
+    usage(
+        "fabric::ssh-config",
+        terminal_safe(&e.to_string(), false),
+        "fix that line of the ssh config, or name another file with --ssh-config",
+    )
 }
 
 /// `-v`: what was read and how long it took; `-vv`: every resource's state (never a secret's

@@ -308,7 +308,7 @@ pub struct HostConfig {
 /// Options obtained so far; the first value obtained wins.
 #[derive(Debug, Default)]
 struct Obtained {
-    hostname: Option<(String, Option<Origin>)>,
+    hostname: Option<(String, Origin)>,
     user: Option<String>,
     port: Option<u16>,
     identity_files: Vec<(String, Option<Origin>)>,
@@ -402,7 +402,7 @@ impl Resolver<'_> {
                         return Err(err(at, format!("`Match {name}` has no argument")));
                     };
                     match name.as_str() {
-                        "host" => Some(pattern::matches_hostname(&self.match_host(at)?, &arg)),
+                        "host" => Some(pattern::matches_hostname(&self.match_host()?, &arg)),
                         "originalhost" => Some(pattern::matches_hostname(&self.query.host, &arg)),
                         "user" => Some(pattern::matches_list(self.user(), &arg, false)),
                         "localuser" => Some(pattern::matches_list(&self.local.user, &arg, false)),
@@ -436,9 +436,9 @@ impl Resolver<'_> {
     }
 
     /// The name `Match host` sees: HostName obtained so far with `%h` expanded, else the name given.
-    fn match_host(&self, at: &Origin) -> Result<String, ConfigError> {
+    fn match_host(&self) -> Result<String, ConfigError> {
         match &self.got.hostname {
-            Some((h, origin)) => self.expand_hostname(h, origin.as_ref().unwrap_or(at)),
+            Some((h, origin)) => self.expand_hostname(h, origin),
             None => Ok(self.query.host.clone()),
         }
     }
@@ -457,7 +457,7 @@ impl Resolver<'_> {
         let first = || w.args[0].clone();
         let g = &mut self.got;
         match w.keyword.as_str() {
-            "hostname" if g.hostname.is_none() => g.hostname = Some((first(), Some(at.clone()))),
+            "hostname" if g.hostname.is_none() => g.hostname = Some((first(), at.clone())),
             "user" if g.user.is_none() => g.user = Some(first()),
             "port" => {
                 let p = first().parse::<u16>().ok().filter(|p| *p > 0);
@@ -514,7 +514,7 @@ impl Resolver<'_> {
         let q = self.query;
         let g = &self.got;
         let hostname = match &g.hostname {
-            Some((h, at)) => self.expand_hostname(h, at.as_ref().expect("from a file"))?,
+            Some((h, at)) => self.expand_hostname(h, at)?,
             None => q.host.clone(),
         };
         // ssh lowercases a name, not an address.

@@ -497,6 +497,8 @@ impl Resolver<'_> {
                 g.connect_timeout = Some(t);
             }
             "hostname" | "user" | "userknownhostsfile" | "globalknownhostsfile" | "connecttimeout" => {}
+            // OpenSSH's default since 8.5 (`no`) is what fabric does: the key is looked up by name.
+            "checkhostip" if first().eq_ignore_ascii_case("no") => {}
             "stricthostkeychecking" if first().eq_ignore_ascii_case("yes") => {}
             "stricthostkeychecking" => self.warnings.push(format!(
                 "{at}: StrictHostKeyChecking {}: fabric always checks host keys strictly and never adds one",

@@ -179,7 +179,7 @@ fn match_exec_is_refused_where_it_decides_and_ignored_where_it_cannot() {
 
 #[test]
 fn unsupported_keywords_are_warnings_naming_file_and_line() {
-    let text = "Host a\n  HostKeyAlias other\n  SendEnv LANG\n  StrictHostKeyChecking accept-new\n  ProxyCommand nc %h %p\n  ProxyJump j\nHost b\n  HostKeyAlias not-for-a\n";
+    let text = "Host a\n  HostKeyAlias other\n  SendEnv LANG\n  StrictHostKeyChecking accept-new\n  ProxyCommand nc %h %p\n  ProxyJump j\n  CheckHostIP no\nHost b\n  HostKeyAlias not-for-a\n";
     let l = home("warn", text, &[]);
     let r = resolve(&l, "a");
     let file = l.home.join(".ssh/config").display().to_string();

@@ -42,7 +42,7 @@ fn main() {
         .collect();
     let one: Vec<Resource> = all.iter().take(1).cloned().collect();
     // Only Kubernetes targets are read: no SSH host of the example is contacted.
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let time = |rs: &[Resource]| {
         median(

@@ -109,7 +109,7 @@ fn main() {
     let mut slowest = Duration::ZERO;
     for r in ["franca-router", "sp-router"] {
         let access = fabric::topology::model::SshAccess { host: r.into(), ..Default::default() };
-        let ep = fabric::transport::ssh::Endpoint::resolve(r, &access, &cfg);
+        let ep = fabric::transport::ssh::Endpoint::resolve(r, &access, &cfg, &mut vec![]).unwrap();
         let mut times = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();

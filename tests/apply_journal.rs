@@ -47,7 +47,7 @@ impl Env {
         let t = &l.topology;
         let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
         let step = StepWork::alone(&g, t, "D.1@sp").unwrap();
-        let targets = Targets::from_topology(t, &SshConfig::default());
+        let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
         let opts = Options {
             run: RUN.into(),
             state_dir: self.dir.clone(),

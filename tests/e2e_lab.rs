@@ -387,7 +387,8 @@ fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
     let targets = fabric::live::observe::Targets::from_topology(
         t,
         &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
-    );
+    )
+    .unwrap();
     let source = format!("host.franca-lan/file:{}", fabric::desired::K3S_NODE_TOKEN);
     let step = StepWork {
         key: "A.3@sp".into(),

@@ -95,7 +95,7 @@ async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
 
     let g = StepGraph::build(&Catalog::embedded().unwrap(), &t).unwrap();
     let step = StepWork::alone(&g, &t, "D.1@sp").unwrap();
-    let targets = Targets::from_topology(&t, &SshConfig::default());
+    let targets = Targets::from_topology(&t, &SshConfig::default()).unwrap();
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     // pve-ippri-34 has not joined: its labels are refused, not a Node created.
     let refused: Vec<String> = live.refusals.values().map(|e| e.to_string()).collect();

@@ -29,7 +29,7 @@ async fn a_stop_during_a_step_puts_it_back_and_ends_the_journal() {
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let step = StepWork::alone(&g, t, "D.1@sp").unwrap();
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     let run = "20261201T071500Z-1";
     let opts = Options {
         run: run.into(),

@@ -285,7 +285,8 @@ fn karmada_on_a_dedicated_vm() {
     let targets = fabric::live::observe::Targets::from_topology(
         t,
         &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
-    );
+    )
+    .unwrap();
     let opts = fabric::apply::Options {
         run: "20261201T210000Z-1".into(),
         state_dir: dir.clone(),

@@ -53,7 +53,7 @@ async fn apply_steps(f: &ExampleFabric, run: &str) -> (Topology, Vec<StepWork>) 
 
 /// Every change the plan of `steps` has (address, action, diff), read live.
 async fn changes(t: &Topology, steps: &[StepWork]) -> Vec<String> {
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     let mut out = Vec::new();
     for step in steps {
         let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;

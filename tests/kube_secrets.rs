@@ -40,7 +40,7 @@ async fn member_credentials_are_copied_from_the_token() {
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let step = StepWork::alone(&g, t, "C.2").unwrap();
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     // Karmada has its own namespace for member credentials; in the members it exists with the
     // ServiceAccount's token (created by a token controller, which the test double does not run).
     for server in [&karmada, &franca, &sp] {

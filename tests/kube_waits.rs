@@ -45,7 +45,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
     let t = &l.topology;
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let step = StepWork::alone(&g, t, "D.1@sp").unwrap();
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     let opts = |run: &str, wait: u64| Options {
         run: run.into(),
         state_dir: dir.clone(),

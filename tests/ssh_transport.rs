@@ -13,7 +13,8 @@ use fabric::transport::ssh_config::SshConfig;
 
 fn endpoint(lab: &lab::Lab, host: &str) -> Endpoint {
     let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
-    Endpoint::resolve(&format!("host.{host}"), &SshAccess { host: host.into(), ..Default::default() }, &cfg)
+    let access = SshAccess { host: host.into(), ..Default::default() };
+    Endpoint::resolve(&format!("host.{host}"), &access, &cfg, &mut vec![]).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -37,7 +38,76 @@ fn ssh_transport_against_real_sshd() {
         key_from_ssh_agent(&lab).await;
         sudo_for_a_non_root_operator(&lab).await;
         dead_link_fails_within_the_timeout(&lab).await;
+        output_past_the_cap_is_an_error(&lab).await;
+        a_large_bundle_file_is_hashed_and_sent_as_a_stream(&lab).await;
     });
+}
+
+/// A command printing more than `OUTPUT_CAP` fails with an error naming host, command and cap,
+/// and the connection stays usable.
+async fn output_past_the_cap_is_an_error(lab: &lab::Lab) {
+    use fabric::transport::ssh::OUTPUT_CAP;
+    let s = Session::connect(&endpoint(lab, "sp-lan")).await.unwrap();
+    let at_cap = Sh::fill("head -c {} /dev/zero", &[&OUTPUT_CAP.to_string()]);
+    let o = s.run(&at_cap, None, Duration::from_secs(60)).await.unwrap();
+    assert_eq!(o.stdout.len(), OUTPUT_CAP, "exactly the cap is read whole");
+    let past = Sh::fill("head -c {} /dev/zero; echo never-read >&2", &[&(OUTPUT_CAP + 1).to_string()]);
+    let e = s.run(&past, None, Duration::from_secs(60)).await.unwrap_err();
+    assert!(matches!(e, SshError::OutputTooLarge { .. }), "{e}");
+    let said = format!("host.sp-lan: `{}` printed more than 16 MiB: fabric stopped reading it", past.as_str());
+    assert_eq!(e.to_string(), said);
+    let o = s.run(&Sh::lit("echo still-here"), None, Duration::from_secs(5)).await.unwrap();
+    assert_eq!(o.stdout_str().trim(), "still-here");
+}
+
+/// The peak resident memory of this process since the last reset, and a reset (Linux's
+/// `/proc/self/clear_refs`, `5`: the peak becomes the current size).
+fn peak_rss_kib(reset: bool) -> u64 {
+    if reset {
+        std::fs::write("/proc/self/clear_refs", "5").unwrap();
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// A 300 MiB bundle file (sparse: no disk is used here) is hashed and copied to a host as
+/// streams: what the host receives has the file's digest, and this process's peak memory grows by
+/// far less than the file (read whole, it would grow by 300 MiB at least).
+async fn a_large_bundle_file_is_hashed_and_sent_as_a_stream(lab: &lab::Lab) {
+    use fabric::desired::k3s_install::{Source, Upload};
+    use fabric::desired::{Desired, ProviderKind, Resource};
+    const SIZE: u64 = 300 << 20;
+    let path = lab.dir.join("k3s-airgap-images-amd64.tar.zst");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(SIZE).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let zeros = "17a88af83717f68b8bd97873ffcf022c8aed703416fe9b08e0fa9e3287692bf0"; // `head -c 300M /dev/zero | sha256sum`
+    let r = Resource {
+        address: "host.sp-lan/command:k3s-install".parse().unwrap(),
+        site: Some("sp".into()),
+        provider: ProviderKind::Command,
+        summary: "k3s".into(),
+        sensitive: false,
+        desired: Desired::File(String::new()),
+        file: None,
+    };
+    let u = Upload { name: "images".into(), from: Source::Path(path.display().to_string()), sha256: zeros.into() };
+    let s = Session::connect(&endpoint(lab, "sp-lan")).await.unwrap();
+    let before = peak_rss_kib(true);
+    let checked = fabric::providers::airgap::check(&r, &u, &lab.dir).unwrap_or_else(|e| panic!("{e}"));
+    let file = tokio::fs::File::open(&checked).await.unwrap();
+    let o = s.run_input(&Sh::lit("sha256sum"), Some(file), Duration::from_secs(600)).await.unwrap();
+    let grew_mib = (peak_rss_kib(false) - before) >> 10;
+    eprintln!("hashing and sending {} MiB grew the peak memory by {grew_mib} MiB", SIZE >> 20);
+    let out = o.stdout_str();
+    assert_eq!(out.split_whitespace().next(), Some(zeros), "the host received the whole file: {out}");
+    assert!(grew_mib < 64, "peak memory grew by {grew_mib} MiB while hashing and sending a 300 MiB file");
+    assert_eq!(fabric::providers::airgap::times_hashed(&checked), 1);
+    fabric::providers::airgap::check(&r, &u, &lab.dir).unwrap();
+    assert_eq!(fabric::providers::airgap::times_hashed(&checked), 1, "a second host's install hashes nothing");
+    std::fs::remove_file(&path).unwrap();
 }
 
 /// An operator account that may use sudo (`fabricop`): fabric's root commands go through
@@ -224,7 +294,7 @@ async fn proxy_jump(lab: &lab::Lab) {
     let cfg = SshConfig::load(&lab.ssh_config()).unwrap();
     let access =
         SshAccess { host: "172.30.1.10".into(), proxy_jump: Some("franca-router".into()), ..Default::default() };
-    let mut ep = Endpoint::resolve("host.franca-lan", &access, &cfg);
+    let mut ep = Endpoint::resolve("host.franca-lan", &access, &cfg, &mut vec![]).unwrap();
     let known = lab.dir.join("known_hosts.jump");
     let key = lab.host_key_pub("franca-lan");
     let fields: Vec<&str> = key.split_whitespace().collect();

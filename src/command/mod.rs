@@ -141,33 +141,41 @@ pub fn workspace(g: &Global) -> Result<Workspace, Report> {
 }
 
 /// The targets of a workspace: SSH endpoints from the ssh config the flags name, and the
-/// topology's kubeconfigs.
+/// topology's kubeconfigs. What the ssh config asks that fabric does not do is a warning (unless
+/// -q), naming its file and line.
 pub fn targets(g: &Global, ws: &Workspace) -> Result<Targets, Report> {
-    Ok(Targets::from_topology(ws.topology(), &ssh_config(g)?))
+    let t = Targets::from_topology(ws.topology(), &ssh_config(g)?).map_err(bad_ssh_config)?;
+    if !g.quiet {
+        for w in &t.warnings {
+            eprintln!("warning: ssh config: {}", terminal_safe(w, false));
+        }
+    }
+    Ok(t)
 }
 
-/// The ssh config fabric reads: --ssh-config / $FABRIC_SSH_CONFIG, else ~/.ssh/config.
+/// The ssh config fabric reads, as `ssh` reads it: --ssh-config / $FABRIC_SSH_CONFIG alone (as
+/// `ssh -F`), else ~/.ssh/config then /etc/ssh/ssh_config.
 pub fn ssh_config(g: &Global) -> Result<SshConfig, Report> {
-    let path = match &g.ssh_config {
-        Some(p) => p.clone(),
-        None => match std::env::var_os("HOME") {
-            Some(h) => std::path::Path::new(&h).join(".ssh/config"),
-            None => return Ok(SshConfig::default()),
-        },
+    let Some(path) = &g.ssh_config else {
+        return SshConfig::load_default(&crate::transport::ssh_config::Local::current()).map_err(bad_ssh_config);
     };
     if !path.exists() {
-        if g.ssh_config.is_some() {
-            return Err(usage(
-                "fabric::ssh-config",
-                format!("cannot read {}", path.display()),
-                "check the path given with --ssh-config",
-            ));
-        }
-        return Ok(SshConfig::default());
+        return Err(usage(
+            "fabric::ssh-config",
+            format!("cannot read {}", path.display()),
+            "check the path given with --ssh-config",
+        ));
     }
-    SshConfig::load(&path).map_err(|e| {
-        usage("fabric::ssh-config", format!("cannot read {}: {e}", path.display()), "check the file's permissions")
-    })
+    SshConfig::load(path).map_err(bad_ssh_config)
+}
+
+/// An ssh config fabric cannot use: where and why (the file's text made terminal-safe).
+fn bad_ssh_config(e: crate::transport::ssh_config::ConfigError) -> Report {
+    usage(
+        "fabric::ssh-config",
+        terminal_safe(&e.to_string(), false),
+        "fix that line of the ssh config, or name another file with --ssh-config",
+    )
 }
 
 /// `-v`: what was read and how long it took; `-vv`: every resource's state (never a secret's

@@ -12,7 +12,7 @@ use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed, WgKey};
 use crate::topology::Topology;
 use crate::transport::ssh::{Endpoint, Session};
-use crate::transport::ssh_config::SshConfig;
+use crate::transport::ssh_config::{ConfigError, SshConfig};
 
 /// Every SSH target of a topology, resolved.
 #[derive(Debug, Clone, Default)]
@@ -22,10 +22,15 @@ pub struct Targets {
     pub kube: BTreeMap<Target, crate::providers::kube::KubeAccess>,
     /// Provider and WireGuard interface of each router target (for reading its public key).
     pub router_kind: BTreeMap<Target, (ProviderKind, String)>,
+    /// What the ssh config asks that fabric does not do, each naming its file and line.
+    pub warnings: Vec<String>,
 }
 
 impl Targets {
-    pub fn from_topology(t: &Topology, config: &SshConfig) -> Targets {
+    /// Every target of `t`, its SSH endpoints resolved with `config`; an ssh config fabric
+    /// cannot apply as written is an error naming its file and line.
+    pub fn from_topology(t: &Topology, config: &SshConfig) -> Result<Targets, ConfigError> {
+        let mut warnings = config.warnings.clone();
         let mut ssh = BTreeMap::new();
         let mut router_kind = BTreeMap::new();
         let mut kube = BTreeMap::new();
@@ -46,7 +51,7 @@ impl Targets {
                 );
             }
             let target = Target::router(&s.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &s.router.ssh, config));
+            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &s.router.ssh, config, &mut warnings)?);
             let kind = match s.router.kind {
                 crate::topology::model::RouterKind::Vyos => ProviderKind::Vyos,
                 crate::topology::model::RouterKind::Linux => ProviderKind::Wireguard,
@@ -55,24 +60,24 @@ impl Targets {
             for n in &s.cluster.nodes {
                 if let Some(a) = &n.ssh {
                     let target = Target::host(&n.name);
-                    ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), a, config));
+                    ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), a, config, &mut warnings)?);
                 }
             }
             for w in &s.external_workloads {
                 let target = Target::host(&w.name);
-                ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &w.ssh, config));
+                ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &w.ssh, config, &mut warnings)?);
             }
         }
         if let Some(vm) = &t.federation.karmada.vm {
             let target = Target::host(&vm.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &vm.ssh, config));
+            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &vm.ssh, config, &mut warnings)?);
             let k = &vm.kubeconfig;
             kube.insert(
                 Target::cluster(&vm.name),
                 crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
             );
         }
-        Targets { ssh, kube, router_kind }
+        Ok(Targets { ssh, kube, router_kind, warnings })
     }
 }
 

@@ -191,12 +191,15 @@ fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), O
             continue;
         }
         match &u.from {
-            // Checked as it is written into the cache.
+            // Checked as it is written into the cache (or read back from it): the installs
+            // then take it as checked (`airgap::check` hashes each file once per run).
             Source::Url(url) => {
-                fetcher.fetch(url, &u.sha256).map_err(|e| OpError::Bundle(format!("{}: {e}", r.address)))?;
+                let (path, _) =
+                    fetcher.fetch(url, &u.sha256).map_err(|e| OpError::Bundle(format!("{}: {e}", r.address)))?;
+                crate::providers::airgap::mark_checked(&path, &u.sha256);
             }
             Source::Path(_) => {
-                crate::providers::airgap::read_checked(r, u, fetcher.state_dir())
+                crate::providers::airgap::check(r, u, fetcher.state_dir())
                     .map_err(|e| OpError::Bundle(e.to_string()))?;
             }
         }
@@ -264,8 +267,9 @@ mod tests {
                 "install.sh" => script,
                 _ => images,
             };
-            let copied = crate::providers::airgap::read_checked(res, u, &state).unwrap();
-            assert_eq!(copied, want, "{}", u.name);
+            let path = crate::providers::airgap::check(res, u, &state).unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), want, "{}", u.name);
+            assert!(crate::providers::airgap::times_hashed(&path) <= 1, "{}: hashed once per run at most", u.name);
         }
         // The next run: everything is in the cache.
         bundle_preflight(&ws, &r, &Fetcher::direct(&state)).unwrap();

@@ -7,6 +7,7 @@
 //! install command checks each digest again and the binary's version before it installs
 //! anything, and the staging directory is removed whatever happened.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,18 +31,67 @@ pub fn local_path(u: &Upload, state_dir: &Path) -> PathBuf {
     }
 }
 
-/// Reads a bundle file and checks it against the topology's digest.
-pub fn read_checked(r: &Resource, u: &Upload, state_dir: &Path) -> Result<Vec<u8>, ProviderError> {
+/// Files whose digest this process has checked, by identity: hashing an images tarball of
+/// hundreds of MB once per host would read it once per host, so each file is hashed once per run
+/// (a run is one process) and again only when it changed (another inode, size or modification
+/// time). Should it change between the check and the copy, the install checks each digest again
+/// on the host before it installs anything (`desired::k3s_install`).
+static CHECKED: std::sync::Mutex<Checked> =
+    std::sync::Mutex::new(Checked { files: BTreeSet::new(), hashed: BTreeMap::new() });
+
+struct Checked {
+    files: BTreeSet<(Identity, String)>,
+    /// How many times each path was hashed (the tests count them).
+    hashed: BTreeMap<PathBuf, usize>,
+}
+
+/// What tells one file from another, or from itself changed.
+type Identity = (PathBuf, u64, u64, u64, i64, i64);
+
+fn identity(path: &Path) -> Option<Identity> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((path.to_path_buf(), m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+/// Records that `path` was found to have digest `sha256` by another reader (the preflight's
+/// download, `providers::bundle`, hashes what it writes).
+pub fn mark_checked(path: &Path, sha256: &str) {
+    if let Some(id) = identity(path) {
+        CHECKED.lock().unwrap_or_else(|p| p.into_inner()).files.insert((id, sha256.to_string()));
+    }
+}
+
+/// How many times this process hashed the file at `path`.
+pub fn times_hashed(path: &Path) -> usize {
+    CHECKED.lock().unwrap_or_else(|p| p.into_inner()).hashed.get(path).copied().unwrap_or(0)
+}
+
+/// Checks a bundle file against the topology's digest, reading it as a stream (never whole),
+/// once per run; returns its path.
+pub fn check(r: &Resource, u: &Upload, state_dir: &Path) -> Result<PathBuf, ProviderError> {
     let path = local_path(u, state_dir);
     let shown = match &u.from {
         Source::Path(_) => path.display().to_string(),
         Source::Url(_) => format!("fetched from {} ({})", u.shown(), path.display()),
     };
-    let bytes = std::fs::read(&path).map_err(|e| ProviderError::Unsupported {
+    let unreadable = |e: String| ProviderError::Unsupported {
         address: r.address.clone(),
         message: format!("cannot read the K3s bundle file {shown}: {e}"),
-    })?;
-    let got = super::bundle::sha256_hex(&bytes);
+    };
+    let id = identity(&path).ok_or_else(|| unreadable("no such file".into()))?;
+    let known = (id, u.sha256.clone());
+    if CHECKED.lock().unwrap_or_else(|p| p.into_inner()).files.contains(&known) {
+        return Ok(path);
+    }
+    let got = super::bundle::digest_of(&path).ok_or_else(|| unreadable("it could not be read".into()))?;
+    {
+        let mut c = CHECKED.lock().unwrap_or_else(|p| p.into_inner());
+        *c.hashed.entry(path.clone()).or_default() += 1;
+        if got == u.sha256 {
+            c.files.insert(known);
+        }
+    }
     if got != u.sha256 {
         return Err(ProviderError::Unsupported {
             address: r.address.clone(),
@@ -52,14 +102,14 @@ pub fn read_checked(r: &Resource, u: &Upload, state_dir: &Path) -> Result<Vec<u8
             ),
         });
     }
-    Ok(bytes)
+    Ok(path)
 }
 
 /// Installs `k`; bundle files given by URL are read from `state_dir`'s cache, where the apply's
 /// preflight fetched them.
 pub async fn apply(s: &Session, r: &Resource, k: &K3sInstall, state_dir: &Path) -> Result<(), ProviderError> {
-    let files = k.uploads().map(|u| read_checked(r, u, state_dir).map(|b| (u, b)));
-    let files: Vec<(&Upload, Vec<u8>)> = files.into_iter().collect::<Result<_, _>>()?;
+    let files = k.uploads().map(|u| check(r, u, state_dir).map(|p| (u, p)));
+    let files: Vec<(&Upload, PathBuf)> = files.into_iter().collect::<Result<_, _>>()?;
     let o = s.run(&root(s, &K3sInstall::stage()), None, STAGE_TIMEOUT).await?;
     if o.status != 0 {
         return Err(failed(r, "make a staging directory", &o));
@@ -78,14 +128,58 @@ async fn install(
     r: &Resource,
     k: &K3sInstall,
     stage: &Stage,
-    files: &[(&Upload, Vec<u8>)],
+    files: &[(&Upload, PathBuf)],
 ) -> Result<(), ProviderError> {
-    for (u, bytes) in files {
-        let o = s.run(&root(s, &K3sInstall::upload(stage, &u.name)), Some(bytes), UPLOAD_TIMEOUT).await?;
+    for (u, path) in files {
+        // Streamed from the file: an images tarball goes in pieces, never whole in memory.
+        let file = tokio::fs::File::open(path).await.map_err(|e| ProviderError::Unsupported {
+            address: r.address.clone(),
+            message: format!("cannot read the K3s bundle file {}: {e}", path.display()),
+        })?;
+        let o = s.run_input(&root(s, &K3sInstall::upload(stage, &u.name)), Some(file), UPLOAD_TIMEOUT).await?;
         if o.status != 0 {
             return Err(failed(r, &format!("copy {}", u.name), &o));
         }
     }
     let o = s.run(&root(s, &k.install(stage)), None, INSTALL_TIMEOUT).await?;
     if o.status != 0 { Err(failed(r, "install K3s", &o)) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::bundle::tests::{sha, state_dir};
+
+    fn upload(path: &Path, sha256: &str) -> Upload {
+        Upload { name: "k3s".into(), from: Source::Path(path.display().to_string()), sha256: sha256.into() }
+    }
+
+    /// Hashed once however many hosts install it; hashed again once it changed, and refused.
+    #[test]
+    fn each_file_is_hashed_once_per_run_and_again_when_it_changes() {
+        let dir = state_dir("airgap-once");
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("k3s");
+        std::fs::write(&f, b"binary").unwrap();
+        let r = Resource {
+            address: "host.a/command:k3s-install".into(),
+            site: Some("s".into()),
+            provider: crate::desired::ProviderKind::Command,
+            summary: "k3s".into(),
+            sensitive: false,
+            desired: crate::desired::Desired::File(String::new()),
+            file: None,
+        };
+        let u = upload(&f, &sha(b"binary"));
+        for _ in 0..3 {
+            assert_eq!(check(&r, &u, &dir).unwrap(), f);
+        }
+        assert_eq!(times_hashed(&f), 1);
+        std::fs::write(&f, b"another binary").unwrap();
+        let e = check(&r, &u, &dir).unwrap_err().to_string();
+        assert!(e.contains("has SHA-256") && e.contains("nothing was copied or run"), "{e}");
+        assert_eq!(times_hashed(&f), 2);
+        let e = check(&r, &upload(&dir.join("absent"), &u.sha256), &dir).unwrap_err().to_string();
+        assert!(e.contains("cannot read the K3s bundle file") && e.contains("no such file"), "{e}");
+    }
 }

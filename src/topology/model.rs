@@ -283,7 +283,8 @@ pub struct SshAccess {
     /// Private key file; otherwise ssh-agent and the default keys are tried.
     #[serde(default)]
     pub identity_file: Option<String>,
-    /// A jump host, `user@host:port`, as OpenSSH's ProxyJump.
+    /// Jump hosts, `[user@]host[:port]` each, comma-separated from the first hop, as OpenSSH's
+    /// ProxyJump (each hop is resolved with its own ssh config entry).
     #[serde(default)]
     pub proxy_jump: Option<String>,
 }

@@ -260,10 +260,13 @@ fn ssh_hosts(t: &Topology, out: &mut Vec<Problem>) {
             check(u, "user", "ssh user");
         }
         if let Some(j) = &a.proxy_jump {
-            let host = j.rsplit_once('@').map_or(j.as_str(), |(_, h)| h);
             check(j, "proxy_jump", "proxy_jump");
-            if host.starts_with('-') {
-                check(host, "proxy_jump", "proxy_jump's host");
+            // Each hop of `a,b`: its host must not read as an option either.
+            for hop in j.split(',') {
+                let host = hop.rsplit_once('@').map_or(hop, |(_, h)| h);
+                if host.starts_with('-') {
+                    check(host, "proxy_jump", "proxy_jump's host");
+                }
             }
         }
     }

@@ -14,7 +14,7 @@ use russh::keys::{HashAlg, PrivateKeyWithHashAlg, PublicKey, PublicKeyOrCertific
 use russh::{ChannelMsg, Disconnect};
 
 use super::shell::Sh;
-use super::ssh_config::SshConfig;
+use super::ssh_config::{self, ConfigError, Local, Query, SshConfig};
 use crate::topology::model::SshAccess;
 
 /// Everything needed to reach one host.
@@ -27,50 +27,100 @@ pub struct Endpoint {
     pub port: u16,
     pub user: String,
     pub identity_files: Vec<PathBuf>,
+    /// The user's known-hosts files, then the system's (OpenSSH reads both).
     pub known_hosts: Vec<PathBuf>,
     pub proxy_jump: Option<Box<Endpoint>>,
     pub connect_timeout: Duration,
 }
 
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(8);
+/// More hops than this is a ProxyJump loop through the hops' own configs (OpenSSH would spawn
+/// one `ssh` per hop without end).
+const MAX_HOPS: usize = 8;
 
 fn home() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
 }
 
 impl Endpoint {
-    /// Resolves an endpoint: topology values first, then the ssh config, then OpenSSH defaults.
-    pub fn resolve(target: &str, access: &SshAccess, config: &SshConfig) -> Endpoint {
-        let c = config.resolve(&access.host);
-        let mut identity_files: Vec<PathBuf> = access.identity_file.iter().map(PathBuf::from).collect();
-        identity_files.extend(c.identity_files.clone());
-        let known_hosts = if c.user_known_hosts.is_empty() {
-            vec![home().join(".ssh/known_hosts"), home().join(".ssh/known_hosts2")]
-        } else {
-            c.user_known_hosts.clone()
+    /// Resolves an endpoint as `ssh` resolves `access.host`: the topology's values win (as `-l`,
+    /// `-p`, `-i` and `-J` do), then the ssh config, then OpenSSH's defaults. Each jump host is
+    /// resolved with its own config, as the `ssh -W` OpenSSH runs for it would be: ProxyJump
+    /// `a,b` is `b` reached with `-J a` (`ssh_config::last_hop`). What the config asks that fabric
+    /// does not do goes to `warnings`, naming file and line.
+    pub fn resolve(
+        target: &str,
+        access: &SshAccess,
+        config: &SshConfig,
+        warnings: &mut Vec<String>,
+    ) -> Result<Endpoint, ConfigError> {
+        let query = Query {
+            host: access.host.clone(),
+            user: access.user.clone(),
+            port: access.port.map(|p| p.0),
+            identity_files: access.identity_file.iter().map(PathBuf::from).collect(),
+            proxy_jump: access.proxy_jump.clone(),
         };
-        let jump = access.proxy_jump.clone().or(c.proxy_jump.clone()).map(|j| {
-            let (user, rest) = match j.split_once('@') {
-                Some((u, r)) => (Some(u.to_string()), r.to_string()),
-                None => (None, j.clone()),
-            };
-            let (host, port) = match rest.rsplit_once(':') {
-                Some((h, p)) if p.parse::<u16>().is_ok() => (h.to_string(), p.parse().ok()),
-                _ => (rest, None),
-            };
-            let a = SshAccess { host, port: port.map(crate::topology::model::Port), user, ..Default::default() };
-            Box::new(Endpoint::resolve(&format!("{target} (jump host)"), &a, config))
-        });
-        Endpoint {
-            target: target.to_string(),
-            host: c.hostname.clone().unwrap_or_else(|| access.host.clone()),
-            port: access.port.map(|p| p.0).or(c.port).unwrap_or(22),
-            user: access.user.clone().or(c.user.clone()).unwrap_or_else(|| "root".into()),
-            identity_files,
-            known_hosts,
-            proxy_jump: jump,
-            connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        Self::resolve_query(target, &query, config, &Local::current(), warnings, 0)
+    }
+
+    fn resolve_query(
+        target: &str,
+        q: &Query,
+        config: &SshConfig,
+        local: &Local,
+        warnings: &mut Vec<String>,
+        depth: usize,
+    ) -> Result<Endpoint, ConfigError> {
+        let c = config.resolve_as(q, local)?;
+        for w in &c.warnings {
+            if !warnings.contains(w) {
+                warnings.push(w.clone());
+            }
         }
+        let proxy_jump = match &c.proxy_jump {
+            None => None,
+            Some(list) => {
+                let at = || format!("{target}: ProxyJump `{list}`");
+                let Some((hop, rest)) = ssh_config::last_hop(list) else {
+                    return Err(ConfigError { at: at(), message: "a hop is not `[user@]host[:port]`".into() });
+                };
+                if depth >= MAX_HOPS {
+                    return Err(ConfigError {
+                        at: at(),
+                        message: format!("more than {MAX_HOPS} jump hosts: do the hops' own ProxyJumps loop?"),
+                    });
+                }
+                // ssh.c: a hop that is the destination itself is a loop.
+                if hop.host == c.hostname
+                    && hop.port.unwrap_or(22) == c.port
+                    && hop.user.as_deref().unwrap_or(&c.user) == c.user
+                {
+                    return Err(ConfigError { at: at(), message: format!("a jump host loop via {}", hop.host) });
+                }
+                let jq = Query {
+                    host: hop.host.clone(),
+                    user: hop.user,
+                    port: hop.port,
+                    identity_files: vec![],
+                    proxy_jump: rest,
+                };
+                let name = format!("{target} (jump host {})", hop.host);
+                Some(Box::new(Self::resolve_query(&name, &jq, config, local, warnings, depth + 1)?))
+            }
+        };
+        let mut known_hosts = c.user_known_hosts;
+        known_hosts.extend(c.global_known_hosts);
+        Ok(Endpoint {
+            target: target.to_string(),
+            host: c.hostname,
+            port: c.port,
+            user: c.user,
+            identity_files: c.identity_files,
+            known_hosts,
+            proxy_jump,
+            connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
+        })
     }
 
     fn addr(&self) -> String {
@@ -97,6 +147,8 @@ pub enum SshError {
     Auth { target: String, addr: String, user: String, tried: String },
     #[error("{target}: `{command}` did not finish within {secs} s")]
     CommandTimeout { target: String, command: String, secs: u64 },
+    #[error("{target}: `{command}` printed more than {cap_mib} MiB: fabric stopped reading it")]
+    OutputTooLarge { target: String, command: String, cap_mib: usize },
     #[error("{target}: ssh: {reason}")]
     Protocol { target: String, reason: String },
 }
@@ -112,6 +164,7 @@ impl SshError {
             | SshError::HostKeyChanged { target, .. }
             | SshError::Auth { target, .. }
             | SshError::CommandTimeout { target, .. }
+            | SshError::OutputTooLarge { target, .. }
             | SshError::Protocol { target, .. } => target,
         }
     }
@@ -142,6 +195,9 @@ impl SshError {
             ),
             SshError::CommandTimeout { .. } => {
                 "the host is overloaded or the link dropped; re-run plan to see the state".into()
+            }
+            SshError::OutputTooLarge { .. } => {
+                "no command fabric runs prints that much: run it on the host by hand to see what it prints".into()
             }
             SshError::Protocol { .. } => "check the host's sshd and its log".into(),
         }
@@ -226,6 +282,41 @@ impl Output {
     }
     pub fn stderr_str(&self) -> String {
         String::from_utf8_lossy(&self.stderr).trim().to_string()
+    }
+}
+
+/// The most a command may print on each of stdout and stderr. Every command fabric runs prints
+/// a few KiB (a router's configuration, a kubeconfig, a key); a host that prints more is broken or
+/// hostile, and reading on would take fabric's memory with it.
+pub const OUTPUT_CAP: usize = 16 << 20;
+
+/// A command's output as it arrives, each stream bounded by `cap`.
+struct Collected {
+    cap: usize,
+    out: Vec<u8>,
+    err: Vec<u8>,
+}
+
+/// The output passed its cap.
+#[derive(Debug, PartialEq)]
+struct Full;
+
+impl Collected {
+    fn new(cap: usize) -> Collected {
+        Collected { cap, out: Vec::new(), err: Vec::new() }
+    }
+    fn stdout(&mut self, data: &[u8]) -> Result<(), Full> {
+        Self::push(&mut self.out, data, self.cap)
+    }
+    fn stderr(&mut self, data: &[u8]) -> Result<(), Full> {
+        Self::push(&mut self.err, data, self.cap)
+    }
+    fn push(buf: &mut Vec<u8>, data: &[u8], cap: usize) -> Result<(), Full> {
+        if buf.len() + data.len() > cap {
+            return Err(Full);
+        }
+        buf.extend_from_slice(data);
+        Ok(())
     }
 }
 
@@ -316,7 +407,20 @@ impl Session {
 
     /// Runs `command` in a new channel, feeding `stdin`, within `timeout`.
     pub async fn run(&self, command: &Sh, stdin: Option<&[u8]>, timeout: Duration) -> Result<Output, SshError> {
+        self.run_input(command, stdin, timeout).await
+    }
+
+    /// Runs `command` with its standard input read from `stdin` as it goes: russh sends it in
+    /// pieces as the channel's window opens (`Channel::data` copies the reader), so a file of any
+    /// size is never held whole. Its output is kept up to [`OUTPUT_CAP`] bytes per stream.
+    pub async fn run_input<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        command: &Sh,
+        stdin: Option<R>,
+        timeout: Duration,
+    ) -> Result<Output, SshError> {
         let ep = &self.endpoint;
+        let shown = || command.as_str().chars().take(80).collect::<String>();
         let fut = async {
             let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
             let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
@@ -325,29 +429,43 @@ impl Session {
                 ch.data(data).await.map_err(proto)?;
             }
             ch.eof().await.map_err(proto)?;
-            let (mut stdout, mut stderr, mut status) = (Vec::new(), Vec::new(), None);
+            let mut out = Collected::new(OUTPUT_CAP);
+            let mut status = None;
             while let Some(msg) = ch.wait().await {
-                match msg {
-                    ChannelMsg::Data { data } => stdout.extend_from_slice(&data),
-                    ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
-                    ChannelMsg::ExitStatus { exit_status } => status = Some(exit_status),
-                    ChannelMsg::ExitSignal { .. } => status = status.or(Some(255)),
-                    _ => {}
+                let full = match msg {
+                    ChannelMsg::Data { data } => out.stdout(&data),
+                    ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr(&data),
+                    ChannelMsg::ExitStatus { exit_status } => {
+                        status = Some(exit_status);
+                        Ok(())
+                    }
+                    ChannelMsg::ExitSignal { .. } => {
+                        status = status.or(Some(255));
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                };
+                if full.is_err() {
+                    // Closing the channel stops the command's output at the server.
+                    let _ = ch.close().await;
+                    return Err(SshError::OutputTooLarge {
+                        target: ep.target.clone(),
+                        command: shown(),
+                        cap_mib: OUTPUT_CAP >> 20,
+                    });
                 }
             }
             let status = status.ok_or_else(|| SshError::Protocol {
                 target: ep.target.clone(),
                 reason: "the connection closed before the command finished".into(),
             })?;
-            Ok(Output { status, stdout, stderr })
+            Ok(Output { status, stdout: out.out, stderr: out.err })
         };
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
-            Err(_) => Err(SshError::CommandTimeout {
-                target: ep.target.clone(),
-                command: command.as_str().chars().take(80).collect(),
-                secs: timeout.as_secs(),
-            }),
+            Err(_) => {
+                Err(SshError::CommandTimeout { target: ep.target.clone(), command: shown(), secs: timeout.as_secs() })
+            }
         }
     }
 
@@ -398,4 +516,74 @@ async fn authenticate(handle: &mut client::Handle<Client>, ep: &Endpoint) -> Res
         user: ep.user.clone(),
         tried: if tried.is_empty() { "no key found".into() } else { format!("tried {}", tried.join(", ")) },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_kept_up_to_its_cap_on_each_stream() {
+        let mut c = Collected::new(10);
+        assert_eq!(c.stdout(b"12345"), Ok(()));
+        assert_eq!(c.stdout(b"67890"), Ok(()), "exactly the cap is fine");
+        assert_eq!(c.stderr(b"0123456789"), Ok(()), "each stream has its own cap");
+        assert_eq!(c.stdout(b"x"), Err(Full));
+        assert_eq!(c.out, b"1234567890", "nothing past the cap is kept");
+    }
+
+    fn config(name: &str, text: &str) -> SshConfig {
+        let f = std::env::temp_dir().join(format!("fabric-ssh-ep-{name}-{}", std::process::id()));
+        std::fs::write(&f, text).unwrap();
+        SshConfig::load(&f).unwrap()
+    }
+
+    fn resolve(c: &SshConfig, access: SshAccess) -> Result<Endpoint, ConfigError> {
+        Endpoint::resolve("router.x", &access, c, &mut vec![])
+    }
+
+    /// `ProxyJump a,op@b:2200`: the router through b, b (as op, port 2200, its own HostName and
+    /// key) through a, a with its own config; b's own ProxyJump gives way to the chain's.
+    #[test]
+    fn each_hop_is_resolved_with_its_own_config() {
+        let c = config(
+            "chain",
+            "Host r\n  HostName 10.9.0.1\n  ProxyJump a,op@b:2200\n\
+             Host b\n  HostName 10.8.0.2\n  User ignored\n  IdentityFile /k/b\n  ProxyJump elsewhere\n\
+             Host a\n  HostName 10.7.0.3\n  Port 2022\n",
+        );
+        let ep = resolve(&c, SshAccess { host: "r".into(), user: Some("vyos".into()), ..Default::default() }).unwrap();
+        let b = ep.proxy_jump.as_deref().unwrap();
+        let a = b.proxy_jump.as_deref().unwrap();
+        assert_eq!((ep.host.as_str(), ep.user.as_str()), ("10.9.0.1", "vyos"));
+        assert_eq!((b.host.as_str(), b.port, b.user.as_str()), ("10.8.0.2", 2200, "op"));
+        assert_eq!(b.identity_files, [PathBuf::from("/k/b")]);
+        assert_eq!((a.host.as_str(), a.port, a.proxy_jump.is_none()), ("10.7.0.3", 2022, true));
+        assert_eq!(a.target, "router.x (jump host b) (jump host a)");
+        assert!(
+            ep.known_hosts.ends_with(&[PathBuf::from("/etc/ssh/ssh_known_hosts"), "/etc/ssh/ssh_known_hosts2".into()])
+        );
+    }
+
+    #[test]
+    fn jump_loops_and_bad_hops_are_errors() {
+        let c = config("loop", "Host a\n  ProxyJump b\nHost b\n  ProxyJump a\nHost self\n  ProxyJump self\n");
+        let e = resolve(&c, SshAccess { host: "a".into(), ..Default::default() }).unwrap_err();
+        assert!(e.message.contains("more than 8 jump hosts"), "{e}");
+        let e = resolve(&c, SshAccess { host: "self".into(), ..Default::default() }).unwrap_err();
+        assert!(e.message.contains("a jump host loop via self"), "{e}");
+        let bad = SshAccess { host: "x".into(), proxy_jump: Some("a:99999".into()), ..Default::default() };
+        let e = resolve(&c, bad).unwrap_err();
+        assert_eq!(e.to_string(), "router.x: ProxyJump `a:99999`: a hop is not `[user@]host[:port]`");
+    }
+
+    #[test]
+    fn the_cap_error_names_host_command_and_cap() {
+        let e = SshError::OutputTooLarge {
+            target: "router.sp".into(),
+            command: "cat /x".into(),
+            cap_mib: OUTPUT_CAP >> 20,
+        };
+        assert_eq!(e.to_string(), "router.sp: `cat /x` printed more than 16 MiB: fabric stopped reading it");
+    }
 }

@@ -10,7 +10,8 @@
 #
 # See tests/lab/README.md for the layout (every address) and the pitfalls.
 #
-# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] [--vyos-routers] [--firewall] | down | status
+# Usage: lab.sh deps | up [--hosts N] [--delay-ms MS] [--vyos-routers] [--firewall] [--jumps]
+#        | down | status
 #        | cut SITE | restore SITE | cut-mgmt SITE|HOST | restore-mgmt SITE|HOST
 #        | exec HOST CMD...
 # Environment: LAB_PREFIX (default fl), LAB_DIR (default /tmp/fabric-lab, or
@@ -90,6 +91,9 @@ mgmt_if_of() {
 	sp-router) echo "$P-sp-r" ;;
 	sp-lan) echo "$P-sp-l" ;;
 	host[0-9]*) echo "$P-h${1#host}" ;;
+	jump1) echo "$P-j1" ;;
+	# jump2 has no management link (reached through jump1 only).
+	jump2) echo "" ;;
 	*) die "unknown host '$1'" ;;
 	esac
 }
@@ -109,6 +113,9 @@ mgmt_addrs_of() {
 		third=$((10 + off / 256))
 		fourth=$((off % 256))
 		;;
+	# jump1's management /30; jump2's "root side" is jump1's end of their link.
+	jump1) third=20 fourth=0 ;;
+	jump2) third=21 fourth=0 ;;
 	*) die "unknown host '$host'" ;;
 	esac
 	echo "$LAB_MGMT_NET.$third.$((fourth + 1)) $LAB_MGMT_NET.$third.$((fourth + 2))"
@@ -124,15 +131,20 @@ host_dir() { echo "$LAB_DIR/hosts/$1"; }
 
 # Hosts of the running lab, from the state the `up` run recorded.
 lab_hosts() {
-	local n=0 i s
+	local n=0 i s jumps=0
 	if [[ -f "$LAB_DIR/lab.env" ]]; then
 		n=$(sed -n 's/^LAB_HOSTS=//p' "$LAB_DIR/lab.env")
+		jumps=$(sed -n 's/^LAB_JUMPS=//p' "$LAB_DIR/lab.env")
 	fi
 	for s in "${SITES[@]}"; do
 		echo "$s-router"
 		echo "$s-lan"
 	done
 	for ((i = 1; i <= n; i++)); do echo "host$i"; done
+	if [[ "$jumps" == 1 ]]; then
+		echo jump1
+		echo jump2
+	fi
 }
 
 lab_namespaces() {
@@ -266,6 +278,33 @@ setup_site() {
 
 	add_mgmt_link "$site-router"
 	add_mgmt_link "$site-lan"
+}
+
+# Two jump hosts in a row (up --jumps): jump1 has a management link; jump2 is
+# linked to jump1 only ($NET.21.0/30, inside the blackholed management range,
+# and jump1 does not forward) and to the fake internet (198.18.3.2/24), from
+# where it reaches the routers' public addresses. So a router's public address
+# is reachable from the root namespace only by SSH through jump1 then jump2.
+setup_jumps() {
+	local w j1 j2 a b
+	w=$(wan_ns)
+	j1=$(ns_of jump1)
+	j2=$(ns_of jump2)
+	new_ns "$j1"
+	new_ns "$j2"
+	add_mgmt_link jump1
+	read -r a b <<<"$(mgmt_addrs_of jump2)"
+	ip -n "$j1" link add inner0 type veth peer name outer0 netns "$j2"
+	ip -n "$j1" addr add "$a/30" dev inner0
+	ip -n "$j1" link set inner0 up
+	ip -n "$j2" addr add "$b/30" dev outer0
+	ip -n "$j2" link set outer0 up
+	ip -n "$j2" link add wan0 type veth peer name jump0 netns "$w"
+	ip -n "$w" addr add 198.18.3.1/24 dev jump0
+	ip -n "$w" link set jump0 up
+	ip -n "$j2" addr add 198.18.3.2/24 dev wan0
+	ip -n "$j2" link set wan0 up
+	ip -n "$j2" route add default via 198.18.3.1
 }
 
 # A hardened router (up --firewall): the operator's own nftables table `inet
@@ -438,6 +477,8 @@ write_ssh_files() {
 		for host in "$@"; do
 			ip=$(mgmt_ip_of "$host")
 			printf 'Host %s\n    HostName %s\n' "$host" "$ip"
+			# jump2 is reached through jump1 only.
+			if [[ "$host" == jump2 ]]; then printf '    ProxyJump jump1\n'; fi
 		done
 		echo
 		echo "Host $*"
@@ -490,7 +531,7 @@ on_up_exit() {
 }
 
 cmd_up() {
-	local nhosts=0 delay=0 firewall=0
+	local nhosts=0 delay=0 firewall=0 jumps=0
 	while (($#)); do
 		case "$1" in
 		--hosts)
@@ -507,6 +548,10 @@ cmd_up() {
 			;;
 		--firewall) # hardened Linux routers, see setup_firewall
 			firewall=1
+			shift
+			;;
+		--jumps) # two jump hosts in a row, see setup_jumps
+			jumps=1
 			shift
 			;;
 		*) die "up: unknown option '$1'" ;;
@@ -540,8 +585,8 @@ cmd_up() {
 	chmod 0755 "$LAB_DIR"
 	: >"$LAB_DIR/$MARKER"
 	: >"$LAB_DIR/empty"
-	printf 'LAB_PREFIX=%s\nLAB_HOSTS=%s\nLAB_DELAY_MS=%s\nLAB_MGMT_NET=%s\n' \
-		"$P" "$nhosts" "$delay" "$LAB_MGMT_NET" >"$LAB_DIR/lab.env"
+	printf 'LAB_PREFIX=%s\nLAB_HOSTS=%s\nLAB_DELAY_MS=%s\nLAB_MGMT_NET=%s\nLAB_JUMPS=%s\n' \
+		"$P" "$nhosts" "$delay" "$LAB_MGMT_NET" "$jumps" >"$LAB_DIR/lab.env"
 	ssh-keygen -q -t ed25519 -N '' -C "fabric-lab-client" -f "$LAB_DIR/id_ed25519"
 	cp "$LAB_DIR/id_ed25519.pub" "$LAB_DIR/authorized_keys"
 
@@ -565,6 +610,7 @@ cmd_up() {
 		new_ns "$(ns_of "host$i")"
 		add_mgmt_link "host$i"
 	done
+	if ((jumps)); then setup_jumps; fi
 	if ((delay > 0)); then setup_delay "$delay"; fi
 	if ((firewall)); then
 		[[ -z "$VYOS_DOUBLE" ]] || die "--firewall is for Linux routers (the VyOS double does not realize firewall rules)"

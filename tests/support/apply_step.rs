@@ -16,7 +16,7 @@ use fabric::transport::ssh_config::SshConfig;
 pub async fn apply_step(t: &Topology, dir: &Path, key: &str, run: &str) -> Result<Vec<String>, ApplyError> {
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let step = StepWork::alone(&g, t, key).unwrap();
-    let targets = Targets::from_topology(t, &SshConfig::default());
+    let targets = Targets::from_topology(t, &SshConfig::default()).unwrap();
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let opts = Options {
         run: run.into(),

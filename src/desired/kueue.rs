@@ -17,6 +17,7 @@
 
 use serde_json::{Value, json};
 
+use super::nvidia::NVIDIA_RUNTIME_CLASS;
 use super::objects::*;
 use crate::topology::Topology;
 use crate::topology::model::*;
@@ -158,6 +159,11 @@ pub fn multikueue_test_job(t: &Topology, l: &LocalQueue) -> Value {
             "activeDeadlineSeconds": TEST_JOB_DEADLINE_SECONDS,
             "template": { "spec": {
                 "restartPolicy": "Never",
+                // A GPU pod needs the NVIDIA runtime: under K3s's default runc it gets the device
+                // but not the driver's libraries (k3s-io/k3s issue 8700). Neither Kueue nor
+                // MultiKueue adds the field (the worker's copy is the manager's Job as written),
+                // so every GPU Job names the RuntimeClass K3s ships (`desired::nvidia`).
+                "runtimeClassName": NVIDIA_RUNTIME_CLASS,
                 "containers": [{ "name": "probe", "image": "registry.k8s.io/e2e-test-images/agnhost:2.53",
                     // agnhost's `entrypoint-tester` prints its arguments and exits.
                     "args": ["entrypoint-tester", "fabric D.4"],

@@ -99,7 +99,7 @@ fn main() {
         .iter()
         .map(|r| {
             let access = fabric::topology::model::SshAccess { host: r.to_string(), ..Default::default() };
-            Endpoint::resolve(r, &access, &cfg)
+            Endpoint::resolve(r, &access, &cfg, &mut vec![]).unwrap()
         })
         .collect();
     let (mut before, mut confirm) = (Vec::new(), Vec::new());

@@ -1,5 +1,6 @@
-//! `sudo cargo bench --bench plan_lab`: wall time of `fabric plan` on the lab with WAN latency,
-//! next to one SSH connect + command to the slowest router.
+//! `sudo FABRIC_LAB_SLOT=N cargo bench --profile dist --bench plan_lab`: wall time of
+//! `fabric plan` on the lab with WAN latency, next to one plain OpenSSH `ssh` per host, all at
+//! once, doing the same reads (issue #25), and fabric's own CPU per host.
 //!
 //! Every SSH connection of the benchmark goes through a userspace delay proxy (this machine has
 //! no netem) that holds each chunk 25 ms in each direction, so the management path behaves like
@@ -13,63 +14,34 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use fabric_testkit::wan_proxy::{ROUTER_READS, behind_delay, median};
 
 const DELAY: Duration = Duration::from_millis(25);
 
-/// Copies `from` to `to`, delivering each chunk `DELAY` after it arrived (order kept, so the
-/// link has latency but not a throughput cap of one chunk per delay).
-async fn delayed(mut from: tokio::net::tcp::OwnedReadHalf, mut to: tokio::net::tcp::OwnedWriteHalf) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
-    let writer = tokio::spawn(async move {
-        while let Some((due, data)) = rx.recv().await {
-            tokio::time::sleep_until(due.into()).await;
-            if to.write_all(&data).await.is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown().await;
-    });
-    let mut buf = vec![0u8; 65536];
-    loop {
-        match from.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if tx.send((Instant::now() + DELAY, buf[..n].to_vec())).is_err() {
-                    break;
-                }
-            }
-        }
-    }
-    drop(tx);
-    let _ = writer.await;
-}
-
-/// A listener on 127.0.0.1 that forwards to `upstream` through the delay.
-async fn proxy(upstream: String) -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        loop {
-            let Ok((client, _)) = l.accept().await else { break };
-            let upstream = upstream.clone();
-            tokio::spawn(async move {
-                let Ok(server) = TcpStream::connect(&upstream).await else { return };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                let (cr, cw) = client.into_split();
-                let (sr, sw) = server.into_split();
-                tokio::join!(delayed(cr, sw), delayed(sr, cw));
-            });
-        }
-    });
-    port
-}
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v[v.len() / 2]
+/// Runs `program` with `args` (output dropped; its exit status must be one of `ok`) and returns
+/// the CPU time it used, user and system, as the shell's `times` reports for its children (POSIX
+/// `times`).
+fn child_cpu(program: &str, args: &[String], ok: &[i32]) -> Duration {
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg("\"$@\" >/dev/null; s=$?; times; exit $s")
+        .arg("sh")
+        .arg(program)
+        .args(args)
+        .output()
+        .unwrap();
+    let code = o.status.code().unwrap_or(-1);
+    assert!(ok.contains(&code), "{program} {args:?} exited {code}:\n{}", String::from_utf8_lossy(&o.stderr));
+    // `times`: the shell's own user and system time, then its children's (`0m0.120s 0m0.030s`).
+    let text = String::from_utf8_lossy(&o.stdout);
+    let children = text.lines().nth(1).expect("times prints two lines");
+    children
+        .split_whitespace()
+        .map(|t| {
+            let (m, s) = t.trim_end_matches('s').split_once('m').expect("times prints XmY.Zs");
+            Duration::from_secs_f64(m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap())
+        })
+        .sum()
 }
 
 fn main() {
@@ -88,24 +60,10 @@ fn main() {
     let dir = PathBuf::from("/tmp/fabric-bench-plan");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut config = String::new();
-    let mut known = String::new();
-    for h in &hosts {
-        let port = rt.block_on(proxy(format!("{}:22", lab.mgmt_ip(h))));
-        config.push_str(&format!(
-            "Host {h}\n    HostName 127.0.0.1\n    Port {port}\n    User root\n    IdentityFile {}\n    UserKnownHostsFile {}\n",
-            lab.identity().display(),
-            dir.join("known_hosts").display()
-        ));
-        let key = lab.host_key_pub(h);
-        let fields: Vec<&str> = key.split_whitespace().collect();
-        known.push_str(&format!("[127.0.0.1]:{port} {} {}\n", fields[0], fields[1]));
-    }
-    std::fs::write(dir.join("ssh_config"), &config).unwrap();
-    std::fs::write(dir.join("known_hosts"), &known).unwrap();
+    let delayed_config = behind_delay(&rt, &lab, &hosts, &dir, DELAY);
 
     // One SSH connect + command to each router, through the delay: the slowest is the yardstick.
-    let cfg = fabric::transport::ssh_config::SshConfig::load(&dir.join("ssh_config")).unwrap();
+    let cfg = fabric::transport::ssh_config::SshConfig::load(&delayed_config).unwrap();
     let mut slowest = Duration::ZERO;
     for r in ["franca-router", "sp-router"] {
         let access = fabric::topology::model::SshAccess { host: r.into(), ..Default::default() };
@@ -138,42 +96,91 @@ fn main() {
     assert_ne!(with_hosts, base);
     std::fs::write(dir.join("lab.yaml"), &base).unwrap();
     std::fs::write(dir.join("lab-22.yaml"), &with_hosts).unwrap();
-    let plan_with = |ssh_config: &Path, topology: &str, steps: &[&str]| -> Duration {
+    // The larger plan also selects A.1 (A.3 needs it), whose clusters do not run in the lab: it
+    // plans the hosts and says the clusters could not be read (exit 1).
+    let plan_with = |ssh_config: &Path, topology: &str, steps: &[&str]| -> (Duration, Duration) {
+        let ok: &[i32] = if steps.contains(&"--with-deps") { &[0, 1] } else { &[0] };
+        let (mut times, mut cpu) = (Vec::new(), Vec::new());
+        for _ in 0..5 {
+            let mut args = vec!["-q".to_string(), "-f".into(), dir.join(topology).display().to_string()];
+            args.extend(["--ssh-config".to_string(), ssh_config.display().to_string(), "plan".into()]);
+            for s in steps {
+                match s.strip_prefix("--") {
+                    Some(_) => args.push(s.to_string()),
+                    None => args.extend(["--step".to_string(), s.to_string()]),
+                }
+            }
+            let t = Instant::now();
+            let used = child_cpu(env!("CARGO_BIN_EXE_fabric"), &args, ok);
+            times.push(t.elapsed());
+            cpu.push(used);
+        }
+        (median(times), median(cpu))
+    };
+    // One plain OpenSSH `ssh` per host, all at once, each doing a router's reads of B.1 (what
+    // fabric reads of a router, and more than it reads of a plain host).
+    let plain_ssh = |ssh_config: &Path, targets: &[String]| -> Duration {
         let mut times = Vec::new();
         for _ in 0..5 {
             let t = Instant::now();
-            let mut c = Command::new(env!("CARGO_BIN_EXE_fabric"));
-            c.arg("-q").arg("-f").arg(dir.join(topology)).arg("--ssh-config").arg(ssh_config).arg("plan");
-            for s in steps {
-                c.args(["--step", s]);
+            let children: Vec<_> = targets
+                .iter()
+                .map(|h| {
+                    Command::new("ssh")
+                        .arg("-F")
+                        .arg(ssh_config)
+                        .arg(h)
+                        .arg(ROUTER_READS)
+                        .stdout(std::process::Stdio::null())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            for c in children {
+                let o = c.wait_with_output().unwrap();
+                assert!(o.status.success(), "plain ssh: {}", String::from_utf8_lossy(&o.stderr));
             }
-            let o = c.output().unwrap();
             times.push(t.elapsed());
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }
         median(times)
     };
-    let delayed_config = dir.join("ssh_config");
-    let two = plan_with(&delayed_config, "lab.yaml", &["B.1"]);
-    let twenty_two = plan_with(&delayed_config, "lab-22.yaml", &["B.1", "A.3"]);
+    let routers = ["franca-router".to_string(), "sp-router".to_string()];
+    let plain_two = plain_ssh(&delayed_config, &routers);
+    // Every host the larger plan reads: 2 routers, 2 LAN hosts, 20 VMs.
+    let plain_22 = plain_ssh(&delayed_config, &hosts);
+    let (two, _) = plan_with(&delayed_config, "lab.yaml", &["B.1"]);
+    let (twenty_two, _) = plan_with(&delayed_config, "lab-22.yaml", &["B.1", "A.3", "--with-deps"]);
     // The same two plans straight to the hosts: what the machine itself costs (2 cores doing
     // 22 SSH handshakes), apart from latency.
-    let direct_two = plan_with(&lab.ssh_config(), "lab.yaml", &["B.1"]);
-    let direct_22 = plan_with(&lab.ssh_config(), "lab-22.yaml", &["B.1", "A.3"]);
+    let (direct_two, cpu_two) = plan_with(&lab.ssh_config(), "lab.yaml", &["B.1"]);
+    let (direct_22, cpu_22) = plan_with(&lab.ssh_config(), "lab-22.yaml", &["B.1", "A.3", "--with-deps"]);
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!("WAN delay: {} ms one way on every SSH connection (userspace proxy)", DELAY.as_millis());
     println!("one SSH connect + command, slowest router (median of 5): {:.0} ms", ms(slowest));
-    println!("fabric plan --step B.1, 2 routers (median of 5): {:.0} ms, ratio {:.2}", ms(two), ms(two) / ms(slowest));
+    println!("plain ssh, one per router at once, doing `{ROUTER_READS}` (median of 5): {:.0} ms", ms(plain_two));
     println!(
-        "fabric plan --step B.1 --step A.3, 2 routers + 20 hosts (median of 5): {:.0} ms, ratio {:.2}",
+        "fabric plan --step B.1, 2 routers (median of 5): {:.0} ms, ratio to plain ssh {:.2} (goal <= 1.2)",
+        ms(two),
+        ms(two) / ms(plain_two)
+    );
+    println!("plain ssh, one per host at once, 2 routers + 22 hosts (median of 5): {:.0} ms", ms(plain_22));
+    println!(
+        "fabric plan --step B.1 --step A.3 --with-deps, 2 routers + 22 hosts (median of 5): {:.0} ms, ratio to plain ssh {:.2} (goal about 0.25)",
         ms(twenty_two),
-        ms(twenty_two) / ms(slowest)
+        ms(twenty_two) / ms(plain_22)
     );
     println!(
-        "without the delay: 2 routers {:.0} ms, 2 routers + 20 hosts {:.0} ms (the difference, {:.0} ms, is CPU on this machine, not latency)",
+        "without the delay: 2 routers {:.0} ms, 2 routers + 22 hosts {:.0} ms (the difference, {:.0} ms, is CPU on this machine, not latency)",
         ms(direct_two),
         ms(direct_22),
         ms(direct_22) - ms(direct_two)
+    );
+    println!(
+        "fabric's own CPU (user + sys, median of 5): 2 routers {:.0} ms, 2 routers + 22 hosts {:.0} ms: {:.2} ms per added host (goal < 1 ms)",
+        ms(cpu_two),
+        ms(cpu_22),
+        (ms(cpu_22) - ms(cpu_two)) / 22.0
     );
     drop(lab);
     let _ = std::fs::remove_dir_all(&dir);

@@ -91,18 +91,30 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
         by_target.entry(r.target().clone()).or_default().push(r);
     }
     let none = |error| Unconfirmed { error, any_confirmed: false };
-    let mut sessions = Vec::new();
+    let mut endpoints = Vec::new();
     for (target, rs) in by_target {
         let ep = targets.ssh.get(&target).ok_or_else(|| none(ConfirmError::NoAccess { target: target.to_string() }))?;
-        match Session::connect(ep).await {
+        endpoints.push((target, rs, ep));
+    }
+    // Every router connected at once (each connect is several round trips); nothing is
+    // confirmed until all are, and then one after the other.
+    let connected = futures::future::join_all(endpoints.iter().map(|(_, _, ep)| Session::connect(ep))).await;
+    let mut sessions = Vec::new();
+    let mut unreachable = None;
+    for ((target, rs, _), c) in endpoints.into_iter().zip(connected) {
+        match c {
             Ok(s) => sessions.push((target, rs, s)),
             Err(e) => {
-                for (_, _, s) in sessions {
-                    s.close().await;
-                }
-                return Err(none(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }));
+                unreachable = unreachable
+                    .or(Some(ConfirmError::Unreachable { target: target.to_string(), reason: e.to_string() }))
             }
         }
+    }
+    if let Some(e) = unreachable {
+        for (_, _, s) in sessions {
+            s.close().await;
+        }
+        return Err(none(e));
     }
     let mut confirmed = 0;
     let mut failure = None;

@@ -16,6 +16,7 @@ pub mod lease;
 pub mod node;
 pub mod pause;
 pub mod revert;
+pub mod timeline;
 pub mod wait;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -159,12 +160,13 @@ pub async fn lock_all(
     run: &str,
     locked: &std::sync::Mutex<Vec<Target>>,
 ) -> Result<(), ApplyError> {
-    for target in hosts.iter().filter(|t| file_locked(targets, t)) {
-        if locked.lock().expect("lock list").contains(target) {
-            continue;
-        }
-        let s = pool.get(targets, target).await?;
-        lock(&s, run).await?;
+    let wanted: Vec<&Target> =
+        hosts.iter().filter(|t| file_locked(targets, t) && !locked.lock().expect("lock list").contains(t)).collect();
+    // Connected all at once (a connect is several round trips); the locks are then taken in
+    // order, one round trip each.
+    let sessions = futures::future::join_all(wanted.iter().map(|t| pool.get(targets, t))).await;
+    for (target, s) in wanted.into_iter().zip(sessions) {
+        lock(&*s?, run).await?;
         locked.lock().expect("lock list").push(target.clone());
     }
     Ok(())
@@ -172,11 +174,13 @@ pub async fn lock_all(
 
 /// Releases the locks `run` took on `locked`.
 pub async fn unlock_all(pool: &Pool, targets: &Targets, locked: &[Target], run: &str) {
-    for target in locked {
+    // All at once: each is one round trip over the connection the lock was taken on.
+    futures::future::join_all(locked.iter().map(|target| async move {
         if let Ok(s) = pool.get(targets, target).await {
             unlock(&s, run).await;
         }
-    }
+    }))
+    .await;
 }
 
 async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
@@ -285,6 +289,7 @@ pub async fn run(
     let path = journal.path.display().to_string();
     // The Leases of the clusters that guard these steps, before anything is touched.
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
+    let mut phase = timeline::Phase::start();
     let leases = match lease::take(targets, &guards, &holder(&opts.run), progress).await {
         Ok(l) => l,
         Err(e) => {
@@ -303,7 +308,9 @@ pub async fn run(
         locked: std::sync::Mutex::new(Vec::new()),
         leases,
     };
+    phase.end("leases");
     let result = run_steps(&shared, steps, live).await;
+    let mut phase = timeline::Phase::start();
     let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
     unlock_all(&shared.pool, targets, &locked, &opts.run).await;
     // Every step's outcome is journaled already; the end only marks the run finished, so a
@@ -315,6 +322,7 @@ pub async fn run(
     let Shared { pool, mut leases, .. } = shared;
     leases.release().await;
     pool.close().await;
+    phase.end("unlock, release, close");
     result
 }
 
@@ -428,11 +436,16 @@ async fn apply_step(
             reason: format!("{} is unreachable: {}", r.target(), live.unreachable[r.target()]),
         });
     }
+    let mut phase = timeline::Phase::start();
+    let phase_of = |what: &str| format!("{} {what}", step.key);
     lock_hosts(sh, step).await?;
+    phase.end(&phase_of("locks"));
     pause::at("locked").await;
     ensure_keys(step, &sh.pool, sh.targets, &mut live).await?;
     report_keys(sh, step, &live);
+    phase.end(&phase_of("keys"));
     let changes = pending_changes(sh, step, &mut live).await?;
+    phase.end(&phase_of("read again (rollback point)"));
     let bootstrap = live.bootstrap.clone();
     if changes.is_empty() {
         (sh.progress)(&format!("{}: no changes", step.key));
@@ -447,10 +460,13 @@ async fn apply_step(
     // Shared before the change: another operator can roll it back should this machine be lost.
     sh.share().await;
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
+    phase.end(&phase_of("journal"));
     let (applied, mut failure) = apply_bringing_up(sh, step, changes, &bootstrap).await?;
+    phase.end(&phase_of("changes"));
     pause::at("applied").await;
     if failure.is_none() {
         failure = run_check(sh, step).await;
+        phase.end(&phase_of("check"));
     }
     // A stop asked for while the step ran: it goes back to its rollback point, not half-way.
     if failure.is_none() && interrupt::requested() {
@@ -460,7 +476,9 @@ async fn apply_step(
         return Err(revert_step(sh, step, &applied, reason).await);
     }
     // Confirm over new connections: proof that the management path survived the change.
-    if let Err(u) = confirm(&applied, &sh.opts.run, sh.targets).await {
+    let confirmed = confirm(&applied, &sh.opts.run, sh.targets).await;
+    phase.end(&phase_of("confirm"));
+    if let Err(u) = confirmed {
         if u.any_confirmed || matches!(u.error, crate::apply::confirm::ConfirmError::Reverted { .. }) {
             // Some router no longer reverts by itself (confirmed), or one already did: the step
             // is put back explicitly, everywhere, so no site is left with half a change.
@@ -492,7 +510,18 @@ async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> 
 /// now) and returns the changes to make, with the peers' keys resolved.
 async fn pending_changes(sh: &Shared<'_>, step: &StepWork, live: &mut Live) -> Result<Vec<PendingChange>, ApplyError> {
     let keys = observe::key_targets(&step.resources);
-    let mut now = observe::observe(&step.resources, &keys, sh.targets).await;
+    // Over the connections the locks opened (a host the pool cannot reach is read afresh and
+    // reported unreachable by the read).
+    let mut open = BTreeMap::new();
+    for t in step_targets(step).into_iter().chain(keys.iter().cloned()) {
+        if sh.targets.ssh.contains_key(&t)
+            && !open.contains_key(&t)
+            && let Ok(s) = sh.pool.get(sh.targets, &t).await
+        {
+            open.insert(t, s);
+        }
+    }
+    let mut now = observe::observe_over(&step.resources, &keys, sh.targets, open).await;
     for (k, v) in &live.keys {
         now.keys.entry(k.clone()).or_insert_with(|| v.clone());
     }

@@ -55,7 +55,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         Some(path) => Request::Planfile(path),
         None => Request::Selection(o.selection.into()),
     };
+    let mut phase = crate::apply::timeline::Phase::start();
     let ready = apply_op::prepare(&ws, req, &targets, &rt)?;
+    phase.end("read and plan");
     // Before anything changes: the pinned chart versions exist where K3s will fetch them.
     super::check_chart_pins(g, &ws, &ready.plan)?;
     super::print_read(g, &ready.observation.report, &ready.observation.live);
@@ -98,9 +100,16 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         None if !quiet => eprintln!("fabric: {line}"),
         None => {}
     };
+    phase.end("show and approve");
     let result = apply_op::run(&ws, ready, &opts, &targets, &progress, &rt);
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    // `-v`: where the time went, phase by phase, whatever the outcome.
+    if g.verbose > 0 {
+        for line in crate::apply::timeline::lines(&crate::apply::timeline::take()) {
+            eprintln!("fabric: {line}");
+        }
     }
     let done = result?;
     if !g.quiet {

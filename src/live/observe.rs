@@ -11,6 +11,8 @@ use crate::live::locks::{self, Hold};
 use crate::providers::kube::KubeError;
 use crate::providers::{self, Observed, WgKey};
 use crate::topology::Topology;
+use crate::transport::batch;
+use crate::transport::shell::{self, Sh};
 use crate::transport::ssh::{Endpoint, Session};
 use crate::transport::ssh_config::{ConfigError, SshConfig};
 
@@ -222,6 +224,17 @@ pub fn key_targets(resources: &[Resource]) -> BTreeSet<Target> {
 /// Reads `resources` and the public keys of `keys`, one connection per target, all targets at
 /// once. A target that cannot be reached is recorded with its reason; the others are read.
 pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &Targets) -> Live {
+    observe_over(resources, keys, targets, BTreeMap::new()).await
+}
+
+/// [`observe`], reading each host in `open` over that connection (apply's own, already open and
+/// locked: no second connect) and connecting to the others.
+pub async fn observe_over(
+    resources: &[Resource],
+    keys: &BTreeSet<Target>,
+    targets: &Targets,
+    mut open: BTreeMap<Target, Arc<Session>>,
+) -> Live {
     let mut by_target: BTreeMap<Target, Vec<Resource>> = BTreeMap::new();
     for r in resources {
         by_target.entry(r.target().clone()).or_default().push(r.clone());
@@ -244,7 +257,8 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
         let want_key = keys
             .contains(&target)
             .then(|| targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into())));
-        set.spawn(read_host(target, ep, rs, want_key));
+        let session = open.remove(&target);
+        set.spawn(read_host(target, ep, session, rs, want_key));
     }
     let mut live = Live::default();
     let mut refusals = BTreeMap::new();
@@ -301,31 +315,121 @@ struct HostRead {
     outcome: Result<HostState, Unread>,
 }
 
-/// Reads one host over one connection: every resource at once, each in its own channel, so a
-/// host costs one connect and about one round trip however many resources it holds.
+/// Reads one host over one connection. Where every read is a plain command (a Linux host or
+/// router), all of them, the lock and pending-revert check and the key read go in one framed
+/// script (`transport::batch`): one channel, so about one round trip after the connect. A VyOS
+/// router's reads are `vbash -s` scripts on stdin, each in its own channel, all at once.
 async fn read_host(
     target: Target,
     ep: Endpoint,
+    open: Option<Arc<Session>>,
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
 ) -> HostRead {
-    let session = match Session::connect(&ep).await {
-        Ok(s) => Arc::new(s),
+    let connected = match open {
+        Some(s) => Ok(s),
+        None => Session::connect(&ep).await.map(Arc::new),
+    };
+    let session = match connected {
+        Ok(s) => s,
         Err(e) => {
             let text = e.to_string();
             let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
             return HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target };
         }
     };
+    let answers = match batch_of(&session.endpoint.user, &rs, want_key.as_ref()) {
+        Some(reads) => read_batched(&session, &rs, reads).await,
+        None => read_by_channel(&session, rs, want_key).await,
+    };
+    let Answers { states, key, hold } = match answers {
+        Ok(a) => a,
+        Err(e) => return HostRead { target, outcome: Err(e) },
+    };
+    let mut out = Vec::new();
+    let mut failure = None;
+    for (address, state) in states {
+        match state {
+            Ok(o) => out.push((address, o)),
+            Err(e) => failure = failure.or(Some(e.to_string())),
+        }
+    }
+    // A key that cannot be read is unknown (plan shows it as known after apply); an answer that
+    // is not a key makes the router unreadable: it is never trusted.
+    let key = match key {
+        Some(Ok(k)) => k,
+        Some(Err(e @ providers::ProviderError::NotAKey { .. })) => {
+            failure = failure.or(Some(e.to_string()));
+            None
+        }
+        Some(Err(_)) | None => None,
+    };
+    if let Some(e) = failure {
+        return HostRead { target, outcome: Err(Unread(e)) };
+    }
+    // A connection of this read's own is closed; one it was lent stays open for its owner.
+    if let Ok(s) = Arc::try_unwrap(session) {
+        s.close().await;
+    }
+    HostRead { target, outcome: Ok((out, key, hold)) }
+}
+
+/// What a host's reads answered: each resource's state (or why not), its key read, its hold.
+struct Answers {
+    states: Vec<(Address, Result<Observed, providers::ProviderError>)>,
+    key: Option<Result<Option<WgKey>, providers::ProviderError>>,
+    hold: Hold,
+}
+
+/// Longest a host's whole batch of reads may take (each read alone had 20 s; a batch runs them
+/// one after another).
+const BATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// The reads of one host as one batch, in order: every resource, the lock and pending-revert
+/// check, then the key read. None when one of them needs its own channel (a script on stdin).
+fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String)>) -> Option<Vec<Sh>> {
+    let mut reads = Vec::with_capacity(rs.len() + 2);
+    for r in rs {
+        match providers::read_command(user, r) {
+            Ok(c) if c.stdin.is_none() => reads.push(c.command),
+            _ => return None,
+        }
+    }
+    reads.push(shell::as_root(user, &locks::read_locks()));
+    match want_key {
+        Some((ProviderKind::Vyos, _)) => return None,
+        Some((_, iface)) => reads.push(shell::as_root(user, &providers::wg_public_key(iface))),
+        None => {}
+    }
+    Some(reads)
+}
+
+/// Runs [`batch_of`]'s reads in one channel and gives each its own answer.
+async fn read_batched(session: &Session, rs: &[Resource], reads: Vec<Sh>) -> Result<Answers, Unread> {
+    let tag = batch::new_tag();
+    let o = session.run(&batch::script(&reads, &tag), None, BATCH_TIMEOUT).await.map_err(|e| Unread(e.to_string()))?;
+    let parts = batch::split(&o, &tag, reads.len()).map_err(|e| Unread(format!("{}: {e}", session.endpoint.target)))?;
+    let states = rs.iter().zip(&parts).map(|(r, o)| (r.address.clone(), providers::read_answer(r, o))).collect();
+    let hold = locks::parse_hold(&parts[rs.len()].stdout_str());
+    let key = parts.get(rs.len() + 1).map(|o| providers::public_key_answer(&session.endpoint.target, o));
+    Ok(Answers { states, key, hold })
+}
+
+/// Reads every resource in its own channel, all at once (VyOS: each read is a `vbash -s` script).
+async fn read_by_channel(
+    session: &Arc<Session>,
+    rs: Vec<Resource>,
+    want_key: Option<(ProviderKind, String)>,
+) -> Result<Answers, Unread> {
     let mut reads = tokio::task::JoinSet::new();
     for r in rs {
         let s = session.clone();
-        reads.spawn(async move { (r.address.clone(), providers::read(&s, &r).await.map_err(|e| e.to_string())) });
+        reads.spawn(async move { (r.address.clone(), providers::read(&s, &r).await) });
     }
     let hold_read = {
         let s = session.clone();
         tokio::spawn(async move {
-            let cmd = crate::transport::shell::as_root(&s.endpoint.user, &locks::read_locks());
+            let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
             s.run(&cmd, None, std::time::Duration::from_secs(15)).await.map(|o| locks::parse_hold(&o.stdout_str()))
         })
     };
@@ -334,35 +438,15 @@ async fn read_host(
         tokio::spawn(async move { providers::public_key(&s, kind, &iface).await })
     });
     let mut states = Vec::new();
-    let mut failure = None;
     while let Some(j) = reads.join_next().await {
-        match j {
-            Ok((address, Ok(o))) => states.push((address, o)),
-            Ok((_, Err(e))) => failure = failure.or(Some(e)),
-            Err(e) => failure = failure.or(Some(e.to_string())),
-        }
+        states.push(j.map_err(|e| Unread(e.to_string()))?);
     }
-    // A key that cannot be read is unknown (plan shows it as known after apply); an answer that
-    // is not a key makes the router unreadable: it is never trusted.
     let key = match key_read {
-        Some(h) => match h.await {
-            Ok(Ok(k)) => k,
-            Ok(Err(e @ providers::ProviderError::NotAKey { .. })) => {
-                failure = failure.or(Some(e.to_string()));
-                None
-            }
-            Ok(Err(_)) | Err(_) => None,
-        },
+        Some(h) => Some(h.await.map_err(|e| Unread(e.to_string()))?),
         None => None,
     };
     let hold = hold_read.await.ok().and_then(Result::ok).unwrap_or_default();
-    if let Some(e) = failure {
-        return HostRead { target, outcome: Err(Unread(e)) };
-    }
-    if let Ok(s) = Arc::try_unwrap(session) {
-        s.close().await;
-    }
-    HostRead { target, outcome: Ok((states, key, hold)) }
+    Ok(Answers { states, key, hold })
 }
 
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan

@@ -472,49 +472,68 @@ pub async fn read_secret_file(s: &Session, address: &Address) -> Result<String, 
     }
 }
 
+/// How one resource is read: a command line, and the script it reads on stdin (VyOS's `vbash -s`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReadCommand {
+    pub command: Sh,
+    pub stdin: Option<&'static str>,
+}
+
+/// The command that reads `r` on a host reached as `user` (pure: [`read_answer`] reads its
+/// output). Reads that take no stdin can share one channel (see `transport::batch`).
+pub fn read_command(user: &str, r: &Resource) -> Result<ReadCommand, ProviderError> {
+    let plain = |cmd: &Sh| Ok(ReadCommand { command: shell::as_root(user, cmd), stdin: None });
+    match (&r.provider, &r.desired) {
+        (_, Desired::Secret(_)) => plain(&sh!("test -e {}", file_path(r))),
+        (ProviderKind::File, _) => plain(&shell::read_file(file_path(r))),
+        (ProviderKind::Wireguard, _) => plain(&wg_read(wg_interface(r))),
+        (ProviderKind::Command, Desired::Command { probe, .. }) => plain(probe),
+        (ProviderKind::Command, Desired::K3sInstall(_)) => plain(&crate::desired::k3s_install::K3sInstall::read()),
+        (ProviderKind::Command, Desired::NodeMigration(m)) => plain(&m.read()),
+        (ProviderKind::Vyos, _) => Ok(ReadCommand { command: vbash(), stdin: Some(VYOS_SHOW) }),
+        (ProviderKind::Kube, _) => Err(ProviderError::Unsupported {
+            address: r.address.clone(),
+            message: "the Kubernetes provider is not part of this build yet".into(),
+        }),
+        (ProviderKind::Command, _) => {
+            Err(ProviderError::Unsupported { address: r.address.clone(), message: "no probe".into() })
+        }
+    }
+}
+
 /// Reads one resource's live state as canonical text.
 pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> {
+    let c = read_command(&s.endpoint.user, r)?;
+    let o = s.run(&c.command, c.stdin.map(str::as_bytes), READ_TIMEOUT).await?;
+    read_answer(r, &o)
+}
+
+/// The state [`read_command`]'s output says `r` is in.
+pub fn read_answer(r: &Resource, o: &crate::transport::ssh::Output) -> Result<Observed, ProviderError> {
     match (&r.provider, &r.desired) {
         (_, Desired::Secret(_)) => {
-            let o = s.run(&root(s, &sh!("test -e {}", file_path(r))), None, READ_TIMEOUT).await?;
             Ok(if o.status == 0 { Observed::Present(SENSITIVE.into()) } else { Observed::Absent })
         }
-        (ProviderKind::File, _) => {
-            let o = s.run(&root(s, &shell::read_file(file_path(r))), None, READ_TIMEOUT).await?;
-            match o.status {
-                0 => Ok(Observed::Present(o.stdout_str())),
-                shell::ABSENT => Ok(Observed::Absent),
-                _ => Err(failed(r, "read", &o)),
-            }
-        }
-        (ProviderKind::Wireguard, _) => {
-            let o = s.run(&root(s, &wg_read(wg_interface(r))), None, READ_TIMEOUT).await?;
-            match o.status {
-                0 => Ok(Observed::Present(o.stdout_str())),
-                shell::ABSENT => Ok(Observed::Absent),
-                _ => Err(failed(r, "read", &o)),
-            }
-        }
-        (ProviderKind::Command, Desired::Command { probe, .. }) => {
-            let o = s.run(&root(s, probe), None, READ_TIMEOUT).await?;
+        (ProviderKind::File | ProviderKind::Wireguard, _) => match o.status {
+            0 => Ok(Observed::Present(o.stdout_str())),
+            shell::ABSENT => Ok(Observed::Absent),
+            _ => Err(failed(r, "read", o)),
+        },
+        (ProviderKind::Command, Desired::Command { .. }) => {
             Ok(if o.status == 0 { Observed::Present("ok\n".into()) } else { Observed::Absent })
         }
-        (ProviderKind::Command, Desired::K3sInstall(_)) => {
-            let o = s.run(&root(s, &crate::desired::k3s_install::K3sInstall::read()), None, READ_TIMEOUT).await?;
-            match o.status {
-                // The host's answer is input: only services and digests are taken.
-                0 => Ok(Observed::Present(
-                    crate::desired::k3s_install::parse_read(&o.stdout_str())
-                        .unwrap_or_else(|| "(an answer that is not a K3s service and digest)\n".into()),
-                )),
-                shell::ABSENT => Ok(Observed::Absent),
-                _ => Err(failed(r, "read", &o)),
-            }
-        }
+        (ProviderKind::Command, Desired::K3sInstall(_)) => match o.status {
+            // The host's answer is input: only services and digests are taken.
+            0 => Ok(Observed::Present(
+                crate::desired::k3s_install::parse_read(&o.stdout_str())
+                    .unwrap_or_else(|| "(an answer that is not a K3s service and digest)\n".into()),
+            )),
+            shell::ABSENT => Ok(Observed::Absent),
+            _ => Err(failed(r, "read", o)),
+        },
         (ProviderKind::Command, Desired::NodeMigration(m)) => {
-            let o = s.run(&root(s, &m.read()), None, READ_TIMEOUT).await?;
             if o.status != 0 {
-                return Err(failed(r, "read", &o));
+                return Err(failed(r, "read", o));
             }
             // The host's answer is input: only the lines the read makes are taken.
             Ok(Observed::Present(crate::desired::node_migration::parse_read_at(
@@ -524,9 +543,8 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
             )))
         }
         (ProviderKind::Vyos, _) => {
-            let o = s.run(&vbash(), Some(VYOS_SHOW.as_bytes()), READ_TIMEOUT).await?;
             if o.status != 0 {
-                return Err(failed(r, "show configuration commands", &o));
+                return Err(failed(r, "show configuration commands", o));
             }
             let lines = vyos_filter(&o.stdout_str(), vyos_subtree(r));
             // The router's answer is input: a line becomes `delete …` or, on revert, `set …` in a
@@ -542,12 +560,9 @@ pub async fn read(s: &Session, r: &Resource) -> Result<Observed, ProviderError> 
             }
             Ok(if lines.is_empty() { Observed::Absent } else { Observed::Present(lines.join("\n") + "\n") })
         }
-        (ProviderKind::Kube, _) => Err(ProviderError::Unsupported {
-            address: r.address.clone(),
-            message: "the Kubernetes provider is not part of this build yet".into(),
-        }),
-        (ProviderKind::Command, _) => {
-            Err(ProviderError::Unsupported { address: r.address.clone(), message: "no probe".into() })
+        // [`read_command`] has no read for these: nothing ran.
+        (ProviderKind::Kube | ProviderKind::Command, _) => {
+            Err(ProviderError::Unsupported { address: r.address.clone(), message: "no read".into() })
         }
     }
 }
@@ -646,11 +661,15 @@ pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<
         }
         _ => s.run(&root(s, &wg_public_key(iface)), None, READ_TIMEOUT).await?,
     };
+    public_key_answer(&s.endpoint.target, &o)
+}
+
+/// A router's public key as its key read answered it (see [`public_key`]).
+pub fn public_key_answer(target: &str, o: &crate::transport::ssh::Output) -> Result<Option<WgKey>, ProviderError> {
     if o.status != 0 {
         return Ok(None);
     }
-    wgkey::from_output(&o.stdout_str())
-        .map_err(|e| ProviderError::NotAKey { target: s.endpoint.target.clone(), source: e })
+    wgkey::from_output(&o.stdout_str()).map_err(|e| ProviderError::NotAKey { target: target.to_string(), source: e })
 }
 
 /// Makes sure a Linux router has its private key; returns the public key.

@@ -1,5 +1,6 @@
 //! How fabric reaches its targets: SSH (routers, hosts) with pure command builders.
 
+pub mod batch;
 pub mod shell;
 pub mod ssh;
 pub mod ssh_config;

@@ -15,7 +15,8 @@
 //! * [`oci_registry`]: an OCI registry's tag lists behind the anonymous token exchange;
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
 //! * [`k3s_node`]: a Flannel K3s node as it is before fabric moves it, on a lab host;
-//! * [`run`]: running the `fabric` binary.
+//! * [`run`]: running the `fabric` binary;
+//! * [`wan_proxy`]: the benches' userspace WAN delay in front of lab hosts' sshd.
 
 use std::path::Path;
 
@@ -35,6 +36,7 @@ pub mod oci_registry;
 pub mod run;
 pub mod tmpfs;
 pub mod vyos_spec;
+pub mod wan_proxy;
 
 /// The repository root (the root package `fabric`, two levels above this crate): where
 /// `tests/lab/` is, and what `../shared/specs` is relative to.

@@ -601,7 +601,7 @@ async fn fabric_sends_strict_field_validation() {
     let client = fabric::providers::kube::client(&fabric::addr::Target::cluster("strict"), &access).await.unwrap();
     let mut cq = cluster_queue("gpu-batch");
     cq["spec"]["cohortname"] = json!("typo");
-    let (_, refusal) = fabric::providers::kube::read(&client, &cq, false).await.unwrap();
+    let refusal = fabric::providers::kube::read(&client, &cq, false).await.unwrap().refusal;
     let refusal = refusal.expect("the plan's dry run passed a misspelled field").to_string();
     assert!(refusal.contains("unknown field") && refusal.contains("cohortname"), "{refusal}");
     let err = fabric::providers::kube::apply(&client, &cq, false).await.expect_err("applied a misspelled field");

@@ -23,7 +23,7 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, workload_pod};
 use fabric_testkit::kube_api::{self, TestApiServer};
 use fabric_testkit::{lab, run};
 use run::out;
@@ -79,7 +79,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
     // The running cluster: its agents, with their workloads.
     for (i, (node, host)) in AGENTS.iter().enumerate() {
         old.register_nodes(&[node]);
-        old.put_raw(pod(&format!("web-{}", i + 1), "default", node, json!({"app": "web"}), "ReplicaSet", true));
+        old.put_raw(workload_pod(&format!("web-{}", i + 1), "default", node, json!({"app": "web"})));
         flannel_node(&lab, host, "k3s-agent");
         let config = format!("server: {OLD_SERVER}\ntoken-file: /etc/rancher/k3s/token\n");
         let o = lab.exec(

@@ -19,7 +19,7 @@
 
 use std::process::Output;
 
-use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, workload_pod};
 use fabric_testkit::{kube_api, lab, run};
 use run::out;
 use serde_json::json;
@@ -57,7 +57,7 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
     // CrashLoopBackOff), whatever Pod the DaemonSet puts there.
     franca.set_crash_loop("franca-w2", "cilium-agent", true);
     for (i, (n, _)) in AGENTS.iter().enumerate() {
-        franca.put_raw(pod(&format!("web-{}", i + 1), "default", n, json!({"app": "web"}), "ReplicaSet", true));
+        franca.put_raw(workload_pod(&format!("web-{}", i + 1), "default", n, json!({"app": "web"})));
     }
     flannel_node(&lab, "franca-lan", "k3s");
     for (_, host) in AGENTS {

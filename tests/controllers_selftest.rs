@@ -1,7 +1,9 @@
 //! The testkit's simulated controllers against the upstream rules they follow (each module's
 //! doc names its files): Kueue's admission (`fabric_testkit::kueue`), Karmada's propagation
 //! (`fabric_testkit::karmada`), ArgoCD's health (`fabric_testkit::argocd`) and what the charts
-//! the helm-controller installs make from their values (`fabric_testkit::helm_charts`). A double that
+//! the helm-controller installs make from their values (`fabric_testkit::helm_charts`,
+//! `fabric_testkit::helm_workloads`), and the DaemonSet controller's Pods with the status their
+//! Nodes' kubelets report (`fabric_testkit::daemonset`). A double that
 //! drifted from its rule fails here, not silently in the tests that rely on it.
 
 use base64::Engine as _;
@@ -299,15 +301,7 @@ fn karmada_chart_control_plane_follows_release_and_install_mode() {
 fn helm_install_fails_when_the_chart_templates_fail_on_the_values() {
     let api = server();
     api.simulate_controllers(std::time::Duration::from_millis(20));
-    let failed = |name: &str| {
-        api.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), name).is_some_and(|c| {
-            c["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|x| x["type"] == "Failed" && x["status"] == "True")
-        })
-    };
+    let failed = |name: &str| install_failed(&api, name);
     let no_address =
         "clustermesh:\n  useAPIServer: true\n  config:\n    enabled: true\n    clusters: [{ name: sp, port: 32379 }]\n";
     api.put_raw(helm_chart("cilium", "cilium", "kube-system", no_address));
@@ -332,4 +326,230 @@ fn helm_install_fails_when_the_chart_templates_fail_on_the_values() {
     assert!(String::from_utf8(cfg).unwrap().starts_with("endpoints:\n- https://10.0.0.2:32379\n"));
     api.put_raw(helm_chart("karmada", "karmada", "karmada-system", "- not a mapping\n"));
     eventually("the karmada install failed", || failed("karmada"));
+}
+
+/// Whether the HelmChart `name` says its install failed.
+fn install_failed(api: &TestApiServer, name: &str) -> bool {
+    api.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), name).is_some_and(|c| {
+        c["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|x| x["type"] == "Failed" && x["status"] == "True")
+    })
+}
+
+/// The Pods of DaemonSet `ds` in `ns`, as (node, Ready) sorted by node.
+fn daemon_pods(api: &TestApiServer, ns: &str, ds: &str) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = api
+        .objects()
+        .into_iter()
+        .filter(|o| {
+            o["kind"] == "Pod" && o["metadata"]["namespace"] == ns && o["metadata"]["ownerReferences"][0]["name"] == ds
+        })
+        .map(|p| {
+            let ready = p["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            (p["spec"]["nodeName"].as_str().unwrap_or_default().to_string(), ready)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn owned(names: &[(&str, bool)]) -> Vec<(String, bool)> {
+    names.iter().map(|(n, r)| (n.to_string(), *r)).collect()
+}
+
+// ---- DaemonSet controller and kubelets (`fabric_testkit::daemonset`) ----
+
+/// The Cilium DaemonSet the chart renders gets one agent Pod per Node its nodeSelector (the
+/// chart's default `kubernetes.io/os: linux`) selects, cordoned or not; a Node whose kubelet sees
+/// the agent crash reports it not Ready; a Node that goes takes its Pod along; a deleted Pod comes
+/// back; a nodeSelector no Node has leaves the DaemonSet with nothing to run.
+#[test]
+fn daemonset_runs_one_pod_per_selected_node_ready_as_its_kubelet_says() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1", "n2"]);
+    // A Node registered without the OS label (not by a kubelet): no agent there.
+    api.put_raw_as(
+        json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "bare"},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        "kubelet",
+    );
+    let mut cordoned = api.object("v1", "Node", None, "n2").unwrap();
+    cordoned["spec"] =
+        json!({"unschedulable": true, "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]});
+    cordoned["metadata"].as_object_mut().unwrap().remove("managedFields");
+    api.put_raw_as(cordoned, "kubectl");
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", ""));
+    eventually("an agent per linux node", || {
+        daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true), ("n2", true)])
+    });
+    let ds = || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").unwrap();
+    eventually("the DaemonSet counts them", || {
+        ds()["status"]["numberReady"] == 2 && ds()["status"]["desiredNumberScheduled"] == 2
+    });
+    // The agent crashes on n1: its Pod is not Ready, the DaemonSet is short of one.
+    api.set_crash_loop("n1", "cilium-agent", true);
+    eventually("n1's agent not Ready", || {
+        daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", false), ("n2", true)])
+    });
+    let pod = api.objects().into_iter().find(|o| o["kind"] == "Pod" && o["spec"]["nodeName"] == "n1").unwrap();
+    assert_eq!(pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"], "CrashLoopBackOff");
+    eventually("numberUnavailable", || ds()["status"]["numberUnavailable"] == 1);
+    api.set_crash_loop("n1", "cilium-agent", false);
+    eventually("n1's agent Ready again", || {
+        daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true), ("n2", true)])
+    });
+    // Its Pod deleted: the controller makes another.
+    let name = pod["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(name.starts_with("cilium-") && name.len() == "cilium-".len() + 5, "{name}");
+    assert!(api.delete_raw("v1", "Pod", Some("kube-system"), &name));
+    eventually("n1's agent back", || daemon_pods(&api, "kube-system", "cilium").len() == 2);
+    // n2 leaves the cluster: its Pod goes.
+    assert!(api.delete_raw("v1", "Node", None, "n2"));
+    eventually("n2's agent gone", || daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true)]));
+    // A nodeSelector no Node has: nothing to run anywhere.
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", "nodeSelector:\n  kubernetes.io/os: windows\n"));
+    eventually("no agent", || daemon_pods(&api, "kube-system", "cilium").is_empty());
+    eventually("nothing desired", || ds()["status"]["desiredNumberScheduled"] == 0);
+}
+
+/// Cilium's chart checks its values against its `values.schema.json` before rendering: a value of
+/// the wrong type fails the install.
+#[test]
+fn cilium_chart_refuses_values_its_schema_refuses() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", "operator:\n  replicas: two\n"));
+    eventually("the install failed", || install_failed(&api, "cilium"));
+    let c = api.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "cilium").unwrap();
+    assert!(api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").is_none(), "{c}");
+    api.put_raw(helm_chart("cilium", "cilium", "kube-system", "operator:\n  replicas: 2\n"));
+    eventually("installed", || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").is_some());
+}
+
+/// Kueue's chart: the controller manager and its two Services, named after the release, sized by
+/// `controllerManager.replicas`; an invalid replica count or feature-gate list fails the install.
+#[test]
+fn kueue_chart_makes_its_controller_manager_and_refuses_what_its_templates_fail_on() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
+    let get = |av: &str, kind: &str, name: &str| api.object(av, kind, Some("kueue-system"), name);
+    let gates = "controllerManager:\n  replicas: 2\n  featureGates: [{ name: MultiKueue, enabled: true }]\n";
+    api.put_raw(helm_chart("kueue", "oci://registry.invalid/kueue/charts/kueue", "kueue-system", gates));
+    eventually("the controller manager available", || {
+        get("apps/v1", "Deployment", "kueue-controller-manager").is_some_and(|d| d["status"]["availableReplicas"] == 2)
+    });
+    for svc in ["kueue-webhook-service", "kueue-controller-manager-metrics-service"] {
+        let s = get("v1", "Service", svc).unwrap_or_else(|| panic!("{svc}"));
+        assert_eq!(s["spec"]["selector"]["control-plane"], "controller-manager", "{svc}");
+    }
+    api.put_raw(helm_chart(
+        "kq",
+        "oci://registry.invalid/kueue/charts/kueue",
+        "kueue-system",
+        "controllerManager:\n  replicas: -1\n",
+    ));
+    eventually("a negative replica count fails", || install_failed(&api, "kq"));
+    api.put_raw(helm_chart(
+        "kg",
+        "oci://registry.invalid/kueue/charts/kueue",
+        "kueue-system",
+        "controllerManager:\n  featureGates: MultiKueue\n",
+    ));
+    eventually("feature gates that are no list fail", || install_failed(&api, "kg"));
+    assert!(get("apps/v1", "Deployment", "kg-kueue-controller-manager").is_none());
+    // A nodeSelector no Node has: the manager never becomes available.
+    api.put_raw(helm_chart(
+        "kueue",
+        "oci://registry.invalid/kueue/charts/kueue",
+        "kueue-system",
+        "controllerManager:\n  nodeSelector: { gpu: none }\n",
+    ));
+    eventually("no node for the manager", || {
+        get("apps/v1", "Deployment", "kueue-controller-manager")
+            .is_some_and(|d| d["status"]["unavailableReplicas"] == 1)
+    });
+}
+
+/// KAI Scheduler's chart makes its operator (`operator.replicaCount`); a replica count that is
+/// no integer fails the install.
+#[test]
+fn kai_chart_makes_its_operator() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.put_raw(helm_chart(
+        "kai-scheduler",
+        "oci://registry.invalid/kai-scheduler/kai-scheduler",
+        "kai-scheduler",
+        "global:\n  gpuSharing: true\n",
+    ));
+    eventually("kai-operator", || api.object("apps/v1", "Deployment", Some("kai-scheduler"), "kai-operator").is_some());
+    api.put_raw(helm_chart(
+        "kai2",
+        "oci://registry.invalid/kai-scheduler/kai-scheduler",
+        "kai2",
+        "operator:\n  replicaCount: many\n",
+    ));
+    eventually("the install failed", || install_failed(&api, "kai2"));
+}
+
+/// Argo CD's chart: the application controller (a StatefulSet), server, repo server and Redis,
+/// named `argocd-*` by the chart's `nameOverride`; Redis only while `redis.enabled`.
+#[test]
+fn argocd_chart_makes_its_components() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", ""));
+    let get = |kind: &str, name: &str| {
+        api.object(if kind == "Service" { "v1" } else { "apps/v1" }, kind, Some("argocd"), name)
+    };
+    eventually("argocd's components", || get("StatefulSet", "argocd-application-controller").is_some());
+    for d in ["argocd-server", "argocd-repo-server", "argocd-redis"] {
+        assert!(get("Deployment", d).is_some() && get("Service", d).is_some(), "{d}");
+    }
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", "redis:\n  enabled: false\n"));
+    eventually("redis gone", || get("Deployment", "argocd-redis").is_none());
+    assert!(get("Deployment", "argocd-server").is_some());
+}
+
+/// The NVIDIA device plugin's chart: its DaemonSet runs where its affinity selects (fabric's GPU
+/// label here, NFD's labels by default), tolerating `nvidia.com/gpu:NoSchedule`; its
+/// validation template refuses the `default` namespace and an explicit `namespace` value.
+#[test]
+fn nvidia_device_plugin_chart_runs_where_its_affinity_selects() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["cpu", "gpu"]);
+    let mut gpu = api.object("v1", "Node", None, "gpu").unwrap();
+    gpu["metadata"]["labels"]["gpu.model"] = json!("l40s");
+    gpu["spec"] = json!({"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]});
+    gpu["metadata"].as_object_mut().unwrap().remove("managedFields");
+    api.put_raw_as(gpu, "kubectl");
+    let ns = "nvidia-device-plugin";
+    let chart = "https://charts.invalid/nvidia-device-plugin";
+    // The chart's default affinity wants NFD's labels: no Node has them.
+    api.put_raw(helm_chart("nvidia-device-plugin", chart, ns, ""));
+    eventually("the DaemonSet", || api.object("apps/v1", "DaemonSet", Some(ns), "nvidia-device-plugin").is_some());
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(daemon_pods(&api, ns, "nvidia-device-plugin").is_empty());
+    let affinity = "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - matchExpressions: [{ key: gpu.model, operator: Exists }]\n";
+    api.put_raw(helm_chart("nvidia-device-plugin", chart, ns, affinity));
+    eventually("a plugin on the GPU node only", || {
+        daemon_pods(&api, ns, "nvidia-device-plugin") == owned(&[("gpu", true)])
+    });
+    // Without the chart's toleration, the GPU node's taint keeps it off.
+    api.put_raw(helm_chart("nvidia-device-plugin", chart, ns, &format!("{affinity}tolerations: []\n")));
+    eventually("no plugin", || daemon_pods(&api, ns, "nvidia-device-plugin").is_empty());
+    api.put_raw(helm_chart("ndp", chart, "default", ""));
+    eventually("the default namespace is refused", || install_failed(&api, "ndp"));
+    api.put_raw(helm_chart("ndp2", chart, ns, "namespace: gpu\n"));
+    eventually("an explicit namespace value is refused", || install_failed(&api, "ndp2"));
 }

@@ -6,7 +6,10 @@
 //! lab hosts with what a Flannel node has (`fabric_testkit::k3s_node`), the new cluster's server
 //! is the lab host `franca-lan`. The lab has no kubelets, so the test plays them: when a host's
 //! K3s agent restarts (the stand-in `systemctl` records it), its Node registers in the cluster
-//! its agent config names, as a kubelet does on start, with a Cilium agent pod in the new one.
+//! its agent config names, as a kubelet does on start; in the new one the simulated DaemonSet
+//! controller gives it a Cilium agent pod, from the DaemonSet the helm-controller double renders
+//! from fabric's HelmChart (`fabric_testkit::daemonset`), and franca-w2's kubelet sees that agent
+//! crash-loop until the test says it is healthy.
 //!
 //! Shown: apply builds the new cluster and leaves the running one untouched (the cutover is
 //! explicit); `--step A.5@franca` moves franca-w1, then franca-w2 fails in the new cluster (its
@@ -20,7 +23,7 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, workload_pod};
 use fabric_testkit::kube_api::{self, TestApiServer};
 use fabric_testkit::{lab, run};
 use run::out;
@@ -40,14 +43,8 @@ fn unschedulable(api: &TestApiServer, node: &str) -> bool {
 }
 
 /// The kubelets: a host whose K3s agent restarted registers its Node in the cluster its config
-/// names (the new one with a Cilium agent pod, Ready unless `failing` names it).
-fn kubelets(
-    lab: &lab::Lab,
-    old: &TestApiServer,
-    new: &TestApiServer,
-    failing: &std::sync::Mutex<Option<String>>,
-    stop: &AtomicBool,
-) {
+/// names (in the new one the DaemonSet controller then gives it a Cilium agent pod).
+fn kubelets(lab: &lab::Lab, old: &TestApiServer, new: &TestApiServer, stop: &AtomicBool) {
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
     while !stop.load(Ordering::SeqCst) {
         for (node, host) in AGENTS {
@@ -62,15 +59,6 @@ fn kubelets(
                 old.register_nodes(&[node]);
             } else {
                 new.register_nodes(&[node]);
-                let ready = failing.lock().unwrap().as_deref() != Some(node);
-                new.put_raw(pod(
-                    &format!("cilium-{node}"),
-                    "kube-system",
-                    node,
-                    json!({"k8s-app": "cilium"}),
-                    "DaemonSet",
-                    ready,
-                ));
             }
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -91,7 +79,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
     // The running cluster: its agents, with their workloads.
     for (i, (node, host)) in AGENTS.iter().enumerate() {
         old.register_nodes(&[node]);
-        old.put_raw(pod(&format!("web-{}", i + 1), "default", node, json!({"app": "web"}), "ReplicaSet", true));
+        old.put_raw(workload_pod(&format!("web-{}", i + 1), "default", node, json!({"app": "web"})));
         flannel_node(&lab, host, "k3s-agent");
         let config = format!("server: {OLD_SERVER}\ntoken-file: /etc/rancher/k3s/token\n");
         let o = lab.exec(
@@ -129,10 +117,11 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
     let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
     let all = "flannel.1 cni0 FLANNEL-FWD FLANNEL-POSTRTG KUBE-SERVICES subnet.env conflist";
 
-    let failing = std::sync::Mutex::new(Some("franca-w2".to_string()));
+    // franca-w2's kubelet will see the Cilium agent exit at start in the new cluster.
+    new.set_crash_loop("franca-w2", "cilium-agent", true);
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
-        scope.spawn(|| kubelets(&lab, &old, &new, &failing, &stop));
+        scope.spawn(|| kubelets(&lab, &old, &new, &stop));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             // 1. The new cluster is built; the running one is not touched, and the cutover waits.
             let o = fabric(&["apply", "--phase", "A", "--site", "franca", "--auto-approve", "--wait-timeout", "20"]);
@@ -172,7 +161,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
             assert!(on("host3", "cat /etc/rancher/k3s/config.yaml").contains(OLD_SERVER));
 
             // 3. Healthy now: the next cutover moves the two left; then nothing is left to do.
-            *failing.lock().unwrap() = None;
+            new.set_crash_loop("franca-w2", "cilium-agent", false);
             let o = fabric(&["apply", "--step", "A.5@franca", "--auto-approve", "--wait-timeout", "20"]);
             assert!(o.status.success(), "{}", out(&o));
             for (node, host) in AGENTS {

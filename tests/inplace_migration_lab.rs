@@ -5,8 +5,11 @@
 //! three agents), each with what a Flannel node really has (a `flannel.1` VXLAN interface, the
 //! `cni0` bridge, Flannel's and kube-proxy's iptables chains, `/run/flannel/subnet.env`, K3s's
 //! Flannel CNI configuration) and a stand-in `systemctl` (the lab has no systemd) that records
-//! restarts. The cluster's API is the test API server: Nodes as the kubelets register them, a
-//! Cilium agent pod per node as its DaemonSet makes them, workload pods a drain evicts.
+//! restarts. The cluster's API is the test API server: Nodes as the kubelets register them, the
+//! Cilium agent pods the simulated DaemonSet controller makes from the DaemonSet the
+//! helm-controller double renders from fabric's HelmChart (`fabric_testkit::daemonset`; franca-w2's
+//! kubelet sees the agent crash-loop), and workload pods a drain evicts (written by the test: the
+//! Deployment double makes no Pods, see "Hand-written objects" in `kube_api.md`).
 //!
 //! Shown: the plan has one instance per node after the site's; an apply moves the control plane
 //! and the first agent, and stops at the agent whose Cilium agent never gets Ready: that node is
@@ -16,13 +19,25 @@
 
 use std::process::Output;
 
-use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, workload_pod};
 use fabric_testkit::{kube_api, lab, run};
 use run::out;
 use serde_json::json;
 
 const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
 const AGENTS: [(&str, &str); 3] = [("franca-w1", "host1"), ("franca-w2", "host2"), ("franca-w3", "host3")];
+
+/// The Cilium agent pods, as (node, Ready), by node.
+fn cilium_agents(api: &kube_api::TestApiServer) -> Vec<(String, bool)> {
+    let mut out: Vec<(String, bool)> = api
+        .objects()
+        .into_iter()
+        .filter(|o| o["kind"] == "Pod" && o["metadata"]["labels"]["k8s-app"] == "cilium")
+        .map(|p| (p["spec"]["nodeName"].as_str().unwrap_or_default().to_string(), fabric_testkit::daemonset::ready(&p)))
+        .collect();
+    out.sort();
+    out
+}
 
 fn unschedulable(api: &kube_api::TestApiServer, node: &str) -> bool {
     api.object("v1", "Node", None, node).unwrap()["spec"]["unschedulable"] == true
@@ -38,12 +53,11 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
     franca.simulate_controllers(std::time::Duration::from_millis(100));
     let nodes: Vec<&str> = std::iter::once("franca-lan").chain(AGENTS.iter().map(|(n, _)| *n)).collect();
     franca.register_nodes(&nodes);
-    for n in &nodes {
-        let ready = *n != "franca-w2";
-        franca.put_raw(pod(&format!("cilium-{n}"), "kube-system", n, json!({"k8s-app": "cilium"}), "DaemonSet", ready));
-    }
+    // franca-w2's kubelet will see the Cilium agent exit at start (its Pod waits in
+    // CrashLoopBackOff), whatever Pod the DaemonSet puts there.
+    franca.set_crash_loop("franca-w2", "cilium-agent", true);
     for (i, (n, _)) in AGENTS.iter().enumerate() {
-        franca.put_raw(pod(&format!("web-{}", i + 1), "default", n, json!({"app": "web"}), "ReplicaSet", true));
+        franca.put_raw(workload_pod(&format!("web-{}", i + 1), "default", n, json!({"app": "web"})));
     }
     flannel_node(&lab, "franca-lan", "k3s");
     for (_, host) in AGENTS {
@@ -107,8 +121,10 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
     assert!(!unschedulable(&franca, "franca-w3"));
     assert!(franca.object("v1", "Pod", Some("default"), "web-3").is_some(), "franca-w3 was drained");
     assert_eq!(on("host3", "cat /var/lib/rancher/systemctl.log 2>/dev/null"), "");
-    // DaemonSets' pods stay where they are (kubectl drain --ignore-daemonsets).
-    assert!(franca.object("v1", "Pod", Some("kube-system"), "cilium-franca-w1").is_some());
+    // The DaemonSet made an agent per node; DaemonSets' pods stay where they are (kubectl drain
+    // --ignore-daemonsets).
+    let want = [("franca-lan", true), ("franca-w1", true), ("franca-w2", false), ("franca-w3", true)];
+    assert_eq!(cilium_agents(&franca), want.map(|(n, r)| (n.to_string(), r)));
 
     // 3. The plan says what is left: franca-w2 and franca-w3, nothing before them.
     let o = fabric(&["plan", "--phase", "A", "--site", "franca", "--detailed-exitcode"]);
@@ -123,14 +139,7 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
     assert!(!text.contains("~ host.franca-w1/command") && !text.contains("~ host.franca-lan/command"), "{text}");
 
     // 4. franca-w2's agent healthy again: the next apply finishes both, and then nothing is left.
-    franca.put_raw(pod(
-        "cilium-franca-w2",
-        "kube-system",
-        "franca-w2",
-        json!({"k8s-app": "cilium"}),
-        "DaemonSet",
-        true,
-    ));
+    franca.set_crash_loop("franca-w2", "cilium-agent", false);
     let o = fabric(&["apply", "--phase", "A", "--site", "franca", "--auto-approve", "--wait-timeout", "20"]);
     assert!(o.status.success(), "{}", out(&o));
     for (node, host) in AGENTS {
@@ -138,6 +147,7 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
         assert!(!unschedulable(&franca, node), "{node}");
     }
     assert!(franca.object("v1", "Pod", Some("default"), "web-3").is_none(), "franca-w3 was not drained");
+    assert!(cilium_agents(&franca).iter().all(|(_, ready)| *ready), "{:?}", cilium_agents(&franca));
     let o = fabric(&["plan", "--phase", "A", "--site", "franca", "--detailed-exitcode"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
     let _ = std::fs::remove_dir_all(&dir);

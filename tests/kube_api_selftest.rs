@@ -601,7 +601,7 @@ async fn fabric_sends_strict_field_validation() {
     let client = fabric::providers::kube::client(&fabric::addr::Target::cluster("strict"), &access).await.unwrap();
     let mut cq = cluster_queue("gpu-batch");
     cq["spec"]["cohortname"] = json!("typo");
-    let (_, refusal) = fabric::providers::kube::read(&client, &cq, false).await.unwrap();
+    let refusal = fabric::providers::kube::read(&client, &cq, false).await.unwrap().refusal;
     let refusal = refusal.expect("the plan's dry run passed a misspelled field").to_string();
     assert!(refusal.contains("unknown field") && refusal.contains("cohortname"), "{refusal}");
     let err = fabric::providers::kube::apply(&client, &cq, false).await.expect_err("applied a misspelled field");
@@ -1113,16 +1113,18 @@ async fn deployment_and_daemonset_status_report_a_finished_rollout() {
         "metadata": {"name": "agent", "namespace": "kube-system"},
         "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {"metadata": {"labels": {"app": "agent"}},
             "spec": {"containers": [{"name": "a", "image": "busybox"}]}}}});
+    // One pod per Node (the DaemonSet controller's, `fabric_testkit::daemonset`; its rules are
+    // tested in controllers_selftest.rs).
+    s.register_nodes(&["n1", "n2"]);
     put(&s, &ds).await;
     let ds = eventually(&s, "the DaemonSet status", || {
-        s.object("apps/v1", "DaemonSet", Some("kube-system"), "agent").filter(|d| d.get("status").is_some())
+        s.object("apps/v1", "DaemonSet", Some("kube-system"), "agent").filter(|d| d["status"]["numberReady"] == 2)
     })
     .await;
-    for f in
-        ["desiredNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable", "observedGeneration"]
-    {
-        assert_eq!(ds["status"][f], 1, "{f}: {ds:#}");
+    for f in ["desiredNumberScheduled", "numberReady", "updatedNumberScheduled", "numberAvailable"] {
+        assert_eq!(ds["status"][f], 2, "{f}: {ds:#}");
     }
+    assert_eq!(ds["status"]["observedGeneration"], 1, "{ds:#}");
 }
 
 #[tokio::test]

@@ -103,6 +103,8 @@ async fn plan_is_clean_after_apply_and_after_kueue_admitted_the_test_job() {
     assert!(left.is_empty(), "clean after apply: {left:#?}");
     let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
     assert_eq!(o.status.code(), Some(0), "clean after apply:\n{}", run::out(&o));
+    // fabric still owns `suspend`: nothing is left to a controller yet.
+    assert!(!run::out(&o).contains("left to"), "{}", run::out(&o));
 
     // 2. Kueue admits D.4's Job (MultiKueue dispatches it to sp): `kueue` now owns
     // `spec.suspend`, false. The plan leaves it to Kueue.
@@ -126,6 +128,23 @@ async fn plan_is_clean_after_apply_and_after_kueue_admitted_the_test_job() {
     assert!(left.is_empty(), "clean after Kueue admitted the Job: {left:#?}");
     let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
     assert_eq!(o.status.code(), Some(0), "clean after Kueue admitted the Job:\n{}", run::out(&o));
+    // The plan says what it left to Kueue, under the Job's line and only there.
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    let job_line = text.lines().position(|l| l.contains("Job/fabric-multikueue-test")).expect("the Job's line");
+    assert_eq!(text.lines().nth(job_line + 1).map(str::trim), Some("spec.suspend: left to kueue"), "{text}");
+    assert_eq!(text.matches("left to").count(), 1, "{text}");
+    let o = fabric(&f, &plan_args(&["--format", "json"]));
+    let plan: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON plan");
+    let left_json: Vec<&serde_json::Value> = plan["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["changes"].as_array().unwrap())
+        .filter(|c| c.get("left_to_controllers").is_some())
+        .collect();
+    assert_eq!(left_json.len(), 1, "{plan:#}");
+    assert!(left_json[0]["address"].as_str().unwrap().contains("Job/fabric-multikueue-test"), "{plan:#}");
+    assert_eq!(left_json[0]["left_to_controllers"], json!(["spec.suspend: left to kueue"]));
 
     // 2b. An apply that does change the Job (here: a new backoffLimit, through the provider)
     // leaves `suspend` to Kueue: no conflict, and the Job keeps running.

@@ -96,6 +96,10 @@ pub struct Live {
     /// another field manager, an invalid field).
     #[serde(default)]
     pub refusals: BTreeMap<Address, String>,
+    /// Resource address → the fields fabric sets that it leaves to the controller that took them
+    /// over (`spec.suspend: left to kueue`, `providers::kube::left_to_controllers`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub left_to_controllers: BTreeMap<Address, Vec<String>>,
     /// Hosts' locks and pending self-reverts, as read: shown by plan, never part of what a
     /// plan's fingerprint compares (a lock is not state fabric manages).
     #[serde(skip)]
@@ -266,9 +270,12 @@ pub async fn observe_over(
         let Ok((target, result)) = joined else { continue };
         match result {
             Ok(states) => {
-                for (address, observed, refusal) in states {
-                    live.observed.insert(address.clone(), observed);
-                    if let Some(r) = refusal {
+                for (address, read) in states {
+                    live.observed.insert(address.clone(), read.observed);
+                    if !read.left.is_empty() {
+                        live.left_to_controllers.insert(address.clone(), read.left);
+                    }
+                    if let Some(r) = read.refusal {
                         refusals.insert(address, r);
                     }
                 }
@@ -506,7 +513,7 @@ async fn copies_against_sources(resources: &[Resource], targets: &Targets, live:
     }
 }
 
-type KubeStates = Vec<(Address, Observed, Option<KubeError>)>;
+type KubeStates = Vec<(Address, crate::providers::kube::KubeRead)>;
 
 /// Why a Kubernetes target could not be read (it is then recorded as unreachable).
 #[derive(Debug, thiserror::Error)]
@@ -554,16 +561,21 @@ async fn read_kube(
         reads.spawn(async move {
             match &r.desired {
                 crate::desired::Desired::Kube(obj) => {
-                    let (o, refusal) = crate::providers::kube::read(&c, obj, r.sensitive).await?;
-                    let refusal = match refusal {
-                        Some(why) => Some(why),
-                        None => crate::providers::kube::missing_secret_keys(&c, obj, &made).await.unwrap_or_else(Some),
-                    };
-                    Ok((r.address.clone(), o, refusal))
+                    let mut read = crate::providers::kube::read(&c, obj, r.sensitive).await?;
+                    if read.refusal.is_none() {
+                        read.refusal =
+                            crate::providers::kube::missing_secret_keys(&c, obj, &made).await.unwrap_or_else(Some);
+                    }
+                    Ok((r.address.clone(), read))
                 }
                 crate::desired::Desired::Prune(id) => crate::providers::kube::read_pruned(&c, id)
                     .await
-                    .map(|o| (r.address.clone(), o, None))
+                    .map(|observed| {
+                        (
+                            r.address.clone(),
+                            crate::providers::kube::KubeRead { observed, refusal: None, left: Vec::new() },
+                        )
+                    })
                     .map_err(ReadKubeError::from),
                 _ => Err(ReadKubeError::NotKube { address: r.address.clone() }),
             }

@@ -33,6 +33,7 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     c.action = action;
     c.diff = diff;
     c.refused = live.refusals.get(&r.address).filter(|_| action != Action::NoOp).cloned();
+    c.left_to_controllers = live.left_to_controllers.get(&r.address).cloned().unwrap_or_default();
     Some(c)
 }
 

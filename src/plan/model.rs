@@ -11,7 +11,7 @@ use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
 /// when fields are added, the major one when a consumer must change. 1.1 added `held`.
-pub const FORMAT_VERSION: &str = "1.2";
+pub const FORMAT_VERSION: &str = "1.3";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -71,6 +71,10 @@ pub struct Change {
     /// Why the API server would refuse this change (its dry run failed): a conflict with
     /// another field manager, or an invalid field.
     pub refused: Option<String>,
+    /// Fields fabric sets that it leaves to the controller that took them over, one line each
+    /// (`spec.suspend: left to kueue`); display only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_to_controllers: Vec<String>,
 }
 
 impl Change {
@@ -84,6 +88,7 @@ impl Change {
             sensitive: r.sensitive,
             diff: None,
             refused: None,
+            left_to_controllers: Vec::new(),
         }
     }
 }

@@ -71,6 +71,7 @@ mod tests {
                     sensitive: false,
                     diff: Some("-a\n+b\n".into()),
                     refused: None,
+                    left_to_controllers: vec![],
                 }],
                 refused: None,
                 unreachable: vec![],

@@ -68,6 +68,11 @@ pub fn human(p: &Plan, st: &Style) -> String {
             if let Some(r) = &c.refused {
                 let _ = writeln!(out, "      {} {r}", st.red("the API server refuses this (dry run):"));
             }
+            // What plan does not compare because a controller owns it now (terraform shows
+            // attributes it cannot know the same way, one short line each).
+            for l in &c.left_to_controllers {
+                let _ = writeln!(out, "      {}", st.dim(l));
+            }
             if let Some(d) = &c.diff
                 && c.action == Action::Update
             {

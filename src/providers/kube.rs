@@ -313,22 +313,28 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
 /// The API server's message for a kind it does not serve.
 pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
 
+/// What [`read`] found of one object.
+pub struct KubeRead {
+    pub observed: Observed,
+    /// Why the API server would refuse the change (its dry run's error).
+    pub refusal: Option<KubeError>,
+    /// The fields fabric sets that it leaves to a controller ([`left_to_controllers`]).
+    pub left: Vec<String>,
+}
+
 /// Reads the live state of `desired` and the server's answer to a server-side-apply dry run of
 /// it: the refusal is the API's error (a 409 conflict, a 422 invalid field, a 404 missing
 /// namespace). The observed text is the desired text where the dry run changes nothing that
 /// fabric owns, the live value where it does (see [`observed_text`]).
-pub async fn read(
-    client: &Client,
-    desired: &Value,
-    sensitive: bool,
-) -> Result<(Observed, Option<KubeError>), KubeError> {
+pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<KubeRead, KubeError> {
     let (api, name) = api_for(client, desired);
     let live = match api.get_opt(&name).await? {
         Some(obj) => Some(serde_json::to_value(&obj)?),
         None => None,
     };
     if live.is_none() && is_node(desired) {
-        return Ok((Observed::Absent, Some(KubeError::NodeMissing { node: name })));
+        let refusal = Some(KubeError::NodeMissing { node: name });
+        return Ok(KubeRead { observed: Observed::Absent, refusal, left: Vec::new() });
     }
     // What fabric applies: without the fields a controller took over.
     let applied = match &live {
@@ -352,7 +358,8 @@ pub async fn read(
         Some(_) if sensitive => Observed::Present(SENSITIVE.into()),
         Some(l) => Observed::Present(text(&observed_text(desired, l, dry.as_ref()))),
     };
-    Ok((observed, refusal))
+    let left = live.as_ref().map(|l| left_to_controllers(desired, l)).unwrap_or_default();
+    Ok(KubeRead { observed, refusal, left })
 }
 
 /// Fields fabric leaves to the controller that takes them over, as `(apiVersion, kind, field,
@@ -367,21 +374,40 @@ pub async fn read(
 ///   Update, which takes `spec.suspend` from fabric.
 pub const CONTROLLER_FIELDS: &[(&str, &str, &[&str], &str)] = &[("batch/v1", "Job", &["spec", "suspend"], "kueue")];
 
+/// The [`CONTROLLER_FIELDS`] of `desired`'s kind that their controller owns in `live` (and fabric
+/// does not), as `(field path, manager)`.
+fn taken_by_controllers(desired: &Value, live: &Value) -> Vec<(&'static [&'static str], &'static str)> {
+    let ours = managed_fields(live, is_fabric_apply);
+    CONTROLLER_FIELDS
+        .iter()
+        .filter(|(api_version, kind, _, _)| desired["apiVersion"] == *api_version && desired["kind"] == *kind)
+        .filter(|(_, _, path, manager)| {
+            let theirs = managed_fields(live, |e| e["manager"] == *manager && e.get("subresource").is_none());
+            owns(&theirs, path) && !owns(&ours, path)
+        })
+        .map(|(_, _, path, manager)| (*path, *manager))
+        .collect()
+}
+
 /// `desired` without the [`CONTROLLER_FIELDS`] their controller owns in `live` (and fabric does
 /// not).
 pub fn leave_to_controllers(desired: &Value, live: &Value) -> Value {
     let mut out = desired.clone();
-    for (api_version, kind, path, manager) in CONTROLLER_FIELDS {
-        if desired["apiVersion"] != *api_version || desired["kind"] != *kind {
-            continue;
-        }
-        let theirs = managed_fields(live, |e| e["manager"] == *manager && e.get("subresource").is_none());
-        let ours = managed_fields(live, is_fabric_apply);
-        if owns(&theirs, path) && !owns(&ours, path) {
-            remove_field(&mut out, path);
-        }
+    for (path, _) in taken_by_controllers(desired, live) {
+        remove_field(&mut out, path);
     }
     out
+}
+
+/// What plan says of the fields it leaves to their controller, one line each, in terraform's
+/// words: `spec.suspend: left to kueue`. Only a field fabric sets is named (a controller's field
+/// fabric never writes is no news).
+pub fn left_to_controllers(desired: &Value, live: &Value) -> Vec<String> {
+    taken_by_controllers(desired, live)
+        .into_iter()
+        .filter(|(path, _)| path.iter().try_fold(desired, |v, k| v.get(*k)).is_some())
+        .map(|(path, manager)| format!("{}: left to {manager}", path.join(".")))
+        .collect()
 }
 
 fn remove_field(v: &mut Value, path: &[&str]) {
@@ -712,12 +738,18 @@ mod tests {
             d["metadata"].as_object_mut().unwrap().remove("managedFields");
             d
         };
-        // Kueue owns suspend, fabric does not: fabric leaves it out.
+        // Kueue owns suspend, fabric does not: fabric leaves it out, and plan says so.
         let live = job(false, json!("1"), json!([fabric_rest.clone(), kueue.clone()]));
         assert!(leave_to_controllers(&desired, &live)["spec"].get("suspend").is_none());
+        assert_eq!(left_to_controllers(&desired, &live), ["spec.suspend: left to kueue"]);
+        // ... only of a field fabric sets.
+        let mut unset = desired.clone();
+        unset["spec"].as_object_mut().unwrap().remove("suspend");
+        assert!(left_to_controllers(&unset, &live).is_empty());
         // fabric still owns it (Kueue shares it, or never touched it): fabric keeps it.
         let live = job(true, json!("1"), json!([fabric_all.clone()]));
         assert_eq!(leave_to_controllers(&desired, &live)["spec"]["suspend"], true);
+        assert!(left_to_controllers(&desired, &live).is_empty());
         // Another manager than Kueue (a hand edit) is no controller fabric yields to.
         let kubectl = entry("kubectl-edit", "Update", json!({"f:spec": {"f:suspend": {}}}));
         let live = job(false, json!("1"), json!([fabric_rest, kubectl]));

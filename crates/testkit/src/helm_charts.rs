@@ -69,8 +69,20 @@ pub fn chart_name(spec_chart: &str) -> &str {
 /// `Err` when the chart's templates fail on these values (the install fails).
 pub fn render(spec_chart: &str, release: &str, namespace: &str, values: &Value) -> Result<Option<Vec<Value>>, String> {
     let mut objs = match chart_name(spec_chart) {
-        "cilium" => cilium(namespace, values)?,
+        "cilium" => cilium(namespace, &with_defaults(cilium_defaults(), values)?)?,
         "karmada" => karmada(release, namespace, values),
+        "kueue" => {
+            crate::helm_workloads::kueue(release, namespace, &with_defaults(shared_defaults("kueue")?, values)?)?
+        }
+        "kai-scheduler" => {
+            crate::helm_workloads::kai(namespace, &with_defaults(shared_defaults("kai-scheduler")?, values)?)?
+        }
+        "argo-cd" => crate::helm_workloads::argocd(release, namespace, &with_defaults(argocd_defaults(), values)?)?,
+        "nvidia-device-plugin" => crate::helm_workloads::nvidia_device_plugin(
+            release,
+            namespace,
+            &with_defaults(nvidia_device_plugin_defaults(), values)?,
+        )?,
         _ => return Ok(None),
     };
     for o in &mut objs {
@@ -97,14 +109,71 @@ pub fn pre_install(spec_chart: &str, release: &str, namespace: &str, values: &Va
 
 /// The kinds [`render`] makes (the helm-controller deletes a release's objects of these kinds
 /// that an upgrade no longer renders).
-pub const RENDERED_KINDS: [(&str, &str); 4] =
-    [("apps", "DaemonSet"), ("apps", "Deployment"), ("", "Service"), ("", "Secret")];
+pub const RENDERED_KINDS: [(&str, &str); 5] =
+    [("apps", "DaemonSet"), ("apps", "Deployment"), ("apps", "StatefulSet"), ("", "Service"), ("", "Secret")];
 
-fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+/// The chart's defaults with the release's values over them, as Helm coalesces them (the same
+/// rule as [`values`]: maps key by key, anything else replaced, `null` removes the default).
+fn with_defaults(mut defaults: Value, values: &Value) -> Result<Value, String> {
+    coalesce(&mut defaults, values);
+    Ok(defaults)
+}
+
+/// A chart's own `values.yaml` as `../shared/specs/helm/<chart>/` holds it (the pinned version's).
+fn shared_defaults(chart: &str) -> Result<Value, String> {
+    let path = crate::repo_root().join("../shared/specs/helm").join(chart).join("values.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_saphyr::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The defaults of cilium/cilium install/kubernetes/cilium/values.yaml that decide where the
+/// agent runs: `nodeSelector: {kubernetes.io/os: linux}`, `tolerations: [{operator: Exists}]`,
+/// and the `affinity` that keeps one agent per node (podAntiAffinity on `k8s-app: cilium`,
+/// topology `kubernetes.io/hostname`, which one Pod per Node satisfies).
+fn cilium_defaults() -> Value {
+    json!({"nodeSelector": {"kubernetes.io/os": "linux"}, "tolerations": [{"operator": "Exists"}],
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"k8s-app": "cilium"}}, "topologyKey": "kubernetes.io/hostname"}]}}})
+}
+
+/// argoproj/argo-helm charts/argo-cd/values.yaml, the defaults that name and size its
+/// workloads: `nameOverride: argocd`; `controller.name: application-controller`,
+/// `controller.replicas: 1`; `server.name: server`, `server.replicas: 1`; `repoServer.name:
+/// repo-server`, `repoServer.replicas: 1`; `redis.enabled: true`, `redis.name: redis`;
+/// `redis-ha.enabled: false`; `global.nodeSelector: {}`, `global.tolerations: []`.
+fn argocd_defaults() -> Value {
+    json!({"nameOverride": "argocd", "fullnameOverride": "",
+        "global": {"nodeSelector": {}, "tolerations": []},
+        "controller": {"name": "application-controller", "replicas": 1},
+        "server": {"name": "server", "replicas": 1, "service": {"type": "ClusterIP"}},
+        "repoServer": {"name": "repo-server", "replicas": 1},
+        "redis": {"enabled": true, "name": "redis"}, "redis-ha": {"enabled": false}})
+}
+
+/// NVIDIA/k8s-device-plugin deployments/helm/nvidia-device-plugin/values.yaml, the defaults that
+/// decide its DaemonSet: `devicePlugin.enabled: true`; `nodeSelector: {}`; the `affinity` to
+/// nodes NFD or GFD labelled (`feature.node.kubernetes.io/pci-10de.present`,
+/// `feature.node.kubernetes.io/cpu-model.vendor_id: NVIDIA`, `nvidia.com/gpu.present`); the
+/// `tolerations` of `CriticalAddonsOnly` and `nvidia.com/gpu:NoSchedule`; `runtimeClassName:
+/// null`; `allowDefaultNamespace: false`; `config.name: ""`, `config.map: {}`.
+fn nvidia_device_plugin_defaults() -> Value {
+    let term = |k: &str, v: &str| json!({"matchExpressions": [{"key": k, "operator": "In", "values": [v]}]});
+    json!({"nameOverride": "", "fullnameOverride": "", "namespace": null, "namespaceOverride": "",
+        "allowDefaultNamespace": false, "config": {"name": "", "map": {}},
+        "devicePlugin": {"enabled": true}, "nodeSelector": {}, "runtimeClassName": null,
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            term("feature.node.kubernetes.io/pci-10de.present", "true"),
+            term("feature.node.kubernetes.io/cpu-model.vendor_id", "NVIDIA"),
+            term("nvidia.com/gpu.present", "true")]}}},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]})
+}
+
+pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter().try_fold(v, |v, k| v.get(*k)).filter(|v| !v.is_null())
 }
 
-fn flag(v: &Value, path: &[&str], default: bool) -> bool {
+pub(crate) fn flag(v: &Value, path: &[&str], default: bool) -> bool {
     at(v, path).and_then(Value::as_bool).unwrap_or(default)
 }
 
@@ -112,11 +181,32 @@ fn int(v: &Value, path: &[&str], default: i64) -> i64 {
     at(v, path).and_then(Value::as_i64).unwrap_or(default)
 }
 
-fn text<'a>(v: &'a Value, path: &[&str], default: &'a str) -> &'a str {
+pub(crate) fn text<'a>(v: &'a Value, path: &[&str], default: &'a str) -> &'a str {
     at(v, path).and_then(Value::as_str).unwrap_or(default)
 }
 
-fn deployment(name: &str, ns: &str, replicas: i64, labels: Value, container: &str) -> Value {
+/// A workload's `replicas` value as the API server takes the rendered object: a template writes
+/// `replicas: {{ value }}`, and anything but a non-negative integer makes the object invalid
+/// (kubernetes/kubernetes `pkg/apis/apps/validation/validation.go`
+/// `ValidateNonnegativeField`; a string does not even decode into the int32 field), so Helm's
+/// install fails.
+pub(crate) fn replicas(v: &Value, path: &[&str], default: i64, object: &str) -> Result<i64, String> {
+    match at(v, path) {
+        None => Ok(default),
+        Some(n) => match n.as_i64() {
+            Some(i) if i >= 0 => Ok(i),
+            Some(i) => Err(format!(
+                "{object} is invalid: spec.replicas: Invalid value: {i}: must be greater than or equal to 0"
+            )),
+            None => Err(format!(
+                "error validating data: {object}: spec.replicas ({}): expected integer, got {n}",
+                path.join(".")
+            )),
+        },
+    }
+}
+
+pub(crate) fn deployment(name: &str, ns: &str, replicas: i64, labels: Value, container: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": name, "namespace": ns, "labels": labels.clone()},
         "spec": {"replicas": replicas, "selector": {"matchLabels": labels.clone()},
@@ -128,15 +218,20 @@ fn deployment(name: &str, ns: &str, replicas: i64, labels: Value, container: &st
 /// `clustermesh.config.enabled: false`, `clustermesh.apiserver.replicas: 1`,
 /// `clustermesh.apiserver.service.type: NodePort`, `externalWorkloads.enabled: false`).
 fn cilium(ns: &str, v: &Value) -> Result<Vec<Value>, String> {
+    schema_check("cilium", cilium_schema()?, v)?;
     let mut out = Vec::new();
     // templates/cilium-agent/daemonset.yaml: `if and .Values.agent (not .Values.preflight.enabled)`,
-    // DaemonSet `cilium` in the release namespace, selector `k8s-app: cilium`.
+    // DaemonSet `cilium` in the release namespace, selector `k8s-app: cilium`, `hostNetwork:
+    // true`, and `with .Values.affinity` / `.Values.nodeSelector` / `.Values.tolerations`
+    // copied into the pod spec (an empty one leaves the field out).
     if flag(v, &["agent"], true) && !flag(v, &["preflight", "enabled"], false) {
         let labels = json!({"k8s-app": "cilium"});
+        let mut spec = json!({"hostNetwork": true, "containers": [{"name": "cilium-agent", "image": "cilium"}]});
+        copy_nonempty(v, &mut spec, &["affinity", "nodeSelector", "tolerations"]);
         out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
             "metadata": {"name": "cilium", "namespace": ns, "labels": labels.clone()},
             "spec": {"selector": {"matchLabels": labels.clone()},
-                "template": {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "cilium-agent", "image": "cilium"}]}}}}));
+                "template": {"metadata": {"labels": labels}, "spec": spec}}}));
     }
     // templates/cilium-operator/deployment.yaml: `if .Values.operator.enabled`, Deployment
     // `cilium-operator`, `replicas: .Values.operator.replicas`.
@@ -321,4 +416,126 @@ fn karmada_certs(hosts: &[String], hours: u64) -> Result<(String, String, String
     leaf.not_after = until.into();
     let cert = leaf.signed_by(&key, &Issuer::from_params(&ca, &ca_key))?;
     Ok((ca_cert.pem(), ca_key.serialize_pem(), cert.pem(), key.serialize_pem()))
+}
+
+/// `{{- with .Values.<key> }} <key>: {{ toYaml . }}` for each key: copied into `spec` unless
+/// empty (Go templates' `with` skips empty maps, lists, strings and `false`).
+pub(crate) fn copy_nonempty(v: &Value, spec: &mut Value, keys: &[&str]) {
+    copy_nonempty_from(v, &[], spec, keys);
+}
+
+/// [`copy_nonempty`] of the values under `prefix` (`global` for KAI's).
+pub(crate) fn copy_nonempty_from(v: &Value, prefix: &[&str], spec: &mut Value, keys: &[&str]) {
+    for k in keys {
+        let path: Vec<&str> = prefix.iter().chain(std::iter::once(k)).copied().collect();
+        let Some(x) = at(v, &path) else { continue };
+        let empty = match x {
+            Value::Object(m) => m.is_empty(),
+            Value::Array(a) => a.is_empty(),
+            Value::String(s) => s.is_empty(),
+            Value::Bool(b) => !b,
+            _ => false,
+        };
+        if !empty {
+            spec[*k] = x.clone();
+        }
+    }
+}
+
+/// Cilium's `values.schema.json` (`../shared/specs/helm/cilium/`, the pinned version's).
+fn cilium_schema() -> Result<&'static Value, String> {
+    static SCHEMA: std::sync::OnceLock<Result<Value, String>> = std::sync::OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let path = crate::repo_root().join("../shared/specs/helm/cilium/values.schema.json");
+            let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// Helm validates the coalesced values against the chart's `values.schema.json` before it
+/// renders anything (helm/helm pkg/chartutil/jsonschema.go `ValidateAgainstSchema`, message
+/// "values don't meet the specifications of the schema(s) in the following chart(s)"). The
+/// keywords Cilium's schema uses are checked: `type` (one or a list), `properties`, `items`,
+/// `anyOf`, `enum`; others are not.
+pub(crate) fn schema_check(chart: &str, schema: &Value, values: &Value) -> Result<(), String> {
+    let mut errors = Vec::new();
+    schema_errors(schema, values, "", &mut errors);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "values don't meet the specifications of the schema(s) in the following chart(s):\n{chart}:\n{}",
+        errors.iter().map(|e| format!("- {e}")).collect::<Vec<_>>().join("\n")
+    ))
+}
+
+fn json_type_matches(ty: &str, v: &Value) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        "integer" => v.is_i64() || v.is_u64() || v.as_f64().is_some_and(|f| f.fract() == 0.0),
+        "number" => v.is_number(),
+        "boolean" => v.is_boolean(),
+        "object" => v.is_object(),
+        "array" => v.is_array(),
+        "null" => v.is_null(),
+        _ => true,
+    }
+}
+
+fn json_type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn schema_errors(schema: &Value, v: &Value, path: &str, out: &mut Vec<String>) {
+    let field = if path.is_empty() { "(root)" } else { path };
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() && !types.iter().any(|t| json_type_matches(t, v)) {
+        out.push(format!("{field}: Invalid type. Expected: {}, given: {}", types.join(" or "), json_type_name(v)));
+        return;
+    }
+    if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+        && !allowed.contains(v)
+    {
+        out.push(format!(
+            "{field}: {field} must be one of the following: {}",
+            serde_json::to_string(allowed).unwrap_or_default()
+        ));
+    }
+    if let Some(any) = schema.get("anyOf").and_then(Value::as_array)
+        && !any.iter().any(|s| {
+            let mut e = Vec::new();
+            schema_errors(s, v, path, &mut e);
+            e.is_empty()
+        })
+    {
+        out.push(format!("{field}: Must validate at least one schema (anyOf)"));
+    }
+    if let (Some(props), Some(obj)) = (schema.get("properties").and_then(Value::as_object), v.as_object()) {
+        for (k, sub) in props {
+            if let Some(x) = obj.get(k) {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                schema_errors(sub, x, &p, out);
+            }
+        }
+    }
+    if let (Some(items), Some(list)) = (schema.get("items"), v.as_array()) {
+        for (i, x) in list.iter().enumerate() {
+            schema_errors(items, x, &format!("{field}.{i}"), out);
+        }
+    }
 }

@@ -1,8 +1,8 @@
 //! K3s nodes as they are before fabric moves them to Cilium, made for real on lab hosts: what a
 //! Flannel node has (a `flannel.1` VXLAN interface, the `cni0` bridge, Flannel's and kube-proxy's
 //! iptables chains, `/run/flannel/subnet.env`, K3s's Flannel CNI configuration), a stand-in
-//! `systemctl` (the lab has no systemd) that records restarts, and the Pods a cluster shows for
-//! them (`put_raw` into the test API server, as their controllers would make them).
+//! `systemctl` (the lab has no systemd) that records restarts, and the workload Pods a drain
+//! evicts ([`workload_pod`], `put_raw` into the test API server).
 //!
 //! What it follows: K3s writes its Flannel CNI configuration as `10-flannel.conflist` in the
 //! agent's CNI directory, network name `cbr0`, and uses Flannel's `vxlan` backend by default
@@ -54,19 +54,15 @@ pub fn leftovers(lab: &lab::Lab, host: &str) -> String {
     String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-pub fn pod(name: &str, ns: &str, node: &str, labels: serde_json::Value, owner: &str, ready: bool) -> serde_json::Value {
-    let status = if ready {
-        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
-    } else {
-        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False", "reason": "ContainersNotReady"}],
-               "containerStatuses": [{"name": "cilium-agent", "ready": false, "restartCount": 4,
-                                      "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]})
-    };
+/// A workload's Pod on `node` (owned by a ReplicaSet, Ready), as a drain finds it: the
+/// Deployment double makes no Pods (see "Hand-written objects" in `kube_api.md`), so the lab
+/// tests write these; daemon Pods come from the DaemonSet controller (`crate::daemonset`).
+pub fn workload_pod(name: &str, ns: &str, node: &str, labels: serde_json::Value) -> serde_json::Value {
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": name, "namespace": ns, "labels": labels,
-                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner, "name": "x", "uid": "u1", "controller": true}]},
+                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "u1", "controller": true}]},
            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/c"}]},
-           "status": status})
+           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
 }
 
 /// The topology's node lines for agents `(node name, lab host)` of Franca's LAN, as the lab tests

@@ -270,15 +270,36 @@ impl TestApiServer {
     }
 
     /// Registers Nodes as their kubelets do when hosts join: Ready, labelled with their
-    /// hostname, owned by the `kubelet` field manager.
+    /// hostname, OS and architecture (kubernetes/kubernetes `pkg/kubelet/kubelet_node_status.go`
+    /// `initialNode`: `kubernetes.io/hostname`, `kubernetes.io/os` = GOOS, `kubernetes.io/arch` =
+    /// GOARCH; the lab's hosts are linux/amd64), owned by the `kubelet` field manager.
     pub fn register_nodes(&self, names: &[&str]) {
         for name in names {
+            let labels =
+                json!({"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"});
             self.put_raw_as(
-                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+                json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
                     "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "kubelet is posting ready status"}]}}),
                 "kubelet",
             );
         }
+    }
+
+    /// The kubelet of `node` sees `container` exit at start in every pod it runs (`crashing`), or
+    /// run again (`false`): the daemon pods there report it waiting in `CrashLoopBackOff` and are
+    /// not Ready (see "DaemonSets and their Pods" in `kube_api.md`). Reconciles the DaemonSets.
+    pub fn set_crash_loop(&self, node: &str, container: &str, crashing: bool) {
+        let keys: Vec<Key> = {
+            let mut st = self.shared.lock();
+            let k = (node.to_string(), container.to_string());
+            if crashing {
+                st.crashing.insert(k);
+            } else {
+                st.crashing.remove(&k);
+            }
+            st.objects.keys().filter(|k| k.0 == "apps" && k.1 == "DaemonSet").cloned().collect()
+        };
+        self.shared.schedule(keys, Duration::ZERO);
     }
 
     /// Turns on the simulated controllers (see "Controllers (opt-in)" in `kube_api.md`): after
@@ -914,6 +935,9 @@ struct State {
     held: BTreeSet<String>,
     /// HelmChart name → number of its next install Jobs that fail.
     fail_helm: BTreeMap<String, u32>,
+    /// (Node, container name): containers that exit at start on that Node
+    /// ([`TestApiServer::set_crash_loop`]).
+    crashing: BTreeSet<(String, String)>,
     /// Statuses a controller computed that fail the schema (not written).
     controller_errors: Vec<String>,
     /// (namespace, Service) → the loopback address standing for its ready endpoints, for the
@@ -991,6 +1015,7 @@ impl Shared {
             controllers: None,
             held: BTreeSet::new(),
             fail_helm: BTreeMap::new(),
+            crashing: BTreeSet::new(),
             controller_errors: Vec::new(),
             endpoints: BTreeMap::new(),
         };
@@ -3399,7 +3424,13 @@ impl Shared {
             (KAI_GROUP, "Queue") => pick(&mut of("apps", "Deployment").filter(|(_, d)| crate::kai::is_kai(&d.obj))),
             // A Node's labels decide where pods can be scheduled; a RuntimeClass whether they
             // are admitted.
-            ("", "Node") | ("node.k8s.io", "RuntimeClass") => pick(&mut of("apps", "Deployment")),
+            ("", "Node") | ("node.k8s.io", "RuntimeClass") => {
+                let mut out = pick(&mut of("apps", "Deployment"));
+                out.extend(pick(&mut of("apps", "DaemonSet")));
+                out
+            }
+            // A daemon pod gone (deleted, evicted): its DaemonSet makes it again.
+            ("", "Pod") => pick(&mut of("apps", "DaemonSet").filter(|(k, _)| k.2 == ns)),
             ("batch", "Job") => {
                 let chart = match st.objects.get(key) {
                     Some(j) => meta_str(&j.obj, "labels", HELM_CHART_LABEL).to_string(),
@@ -3789,22 +3820,99 @@ impl Shared {
         Some(self.write_status(st, key, status, KCM).into_iter().collect())
     }
 
-    /// DaemonSet controller: one node, its pod updated, ready and available.
+    /// DaemonSet controller and the kubelets of its Nodes (`crate::daemonset`): one Pod on every
+    /// Node that should run it, made again when its template changes, removed from a Node that
+    /// no longer should; each Pod's status as its Node's kubelet reports it; the DaemonSet's
+    /// counts from those Pods (kubernetes/kubernetes `pkg/controller/daemon/daemon_controller.go`
+    /// `manage`, `updateDaemonSetStatus`). A template whose `runtimeClassName` names no
+    /// RuntimeClass gets no Pod (the RuntimeClass admission plugin rejects it, as for
+    /// Deployments).
     fn daemonset_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
+        use crate::daemonset;
         let d = st.objects.get(key)?.obj.clone();
+        let (ns, uid) = (key.2.clone(), text_at(&d, "/metadata/uid").to_string());
+        let spec = d.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
+        let hash = template_hash(d.pointer("/spec/template"));
+        let runtime = text_at(&spec, "/runtimeClassName");
+        let admitted =
+            runtime.is_empty() || st.objects.contains_key(&mk_key("node.k8s.io", "RuntimeClass", "", runtime));
+        let nodes: Vec<Value> =
+            st.objects.iter().filter(|(k, _)| k.0.is_empty() && k.1 == "Node").map(|(_, n)| n.obj.clone()).collect();
+        let mine = |st: &State| -> Vec<(Key, Value)> {
+            st.objects
+                .iter()
+                .filter(|(k, p)| {
+                    k.0.is_empty()
+                        && k.1 == "Pod"
+                        && k.2 == ns
+                        && text_at(&p.obj, "/metadata/ownerReferences/0/uid") == uid
+                })
+                .map(|(k, p)| (k.clone(), p.obj.clone()))
+                .collect()
+        };
+        let mut written = Vec::new();
+        let mut desired = 0;
+        for node in &nodes {
+            let name = text_at(node, "/metadata/name");
+            let should = admitted && daemonset::should_run(&spec, node);
+            desired += i64::from(should);
+            let here: Vec<(Key, Value)> =
+                mine(st).into_iter().filter(|(_, p)| text_at(p, "/spec/nodeName") == name).collect();
+            for (k, p) in &here {
+                // Not wanted here any more, or of an older template (the default RollingUpdate
+                // replaces it; one at a time is not modelled).
+                if !should || meta_str(p, "labels", "controller-revision-hash") != hash {
+                    written.extend(Shared::ctl_delete(st, k));
+                }
+            }
+            if !should {
+                continue;
+            }
+            let pod_key = match here.iter().find(|(_, p)| meta_str(p, "labels", "controller-revision-hash") == hash) {
+                Some((k, _)) => k.clone(),
+                None => {
+                    st.uids += 1;
+                    let pod_name = format!("{}-{}", key.3, random_suffix(st.uids));
+                    let Some(k) = self.ctl_put(st, daemonset::pod(&d, name, &pod_name, &hash), KCM) else { continue };
+                    written.push(k.clone());
+                    k
+                }
+            };
+            let crashing: Vec<String> = st.crashing.iter().filter(|(n, _)| n == name).map(|(_, c)| c.clone()).collect();
+            let Some(pod) = st.objects.get(&pod_key).map(|p| p.obj.clone()) else { continue };
+            let status = daemonset::pod_status(&pod, condition_is_true(node, "Ready"), &crashing);
+            written.extend(self.write_status(st, &pod_key, status, "kubelet"));
+        }
+        // Pods on Nodes that are gone.
+        for (k, p) in mine(st) {
+            if !nodes.iter().any(|n| text_at(n, "/metadata/name") == text_at(&p, "/spec/nodeName")) {
+                written.extend(Shared::ctl_delete(st, &k));
+            }
+        }
+        let pods = mine(st);
+        let updated =
+            pods.iter().filter(|(_, p)| meta_str(p, "labels", "controller-revision-hash") == hash).count() as i64;
+        let ready = pods.iter().filter(|(_, p)| daemonset::ready(p)).count() as i64;
         let mut status = status_of(&d);
         for (f, v) in [
-            ("currentNumberScheduled", 1),
-            ("desiredNumberScheduled", 1),
-            ("numberAvailable", 1),
+            ("currentNumberScheduled", pods.len() as i64),
+            ("desiredNumberScheduled", desired),
+            ("numberAvailable", ready),
             ("numberMisscheduled", 0),
-            ("numberReady", 1),
+            ("numberReady", ready),
             ("observedGeneration", generation_of(&d)),
-            ("updatedNumberScheduled", 1),
+            ("updatedNumberScheduled", updated),
         ] {
             status[f] = json!(v);
         }
-        Some(self.write_status(st, key, status, KCM).into_iter().collect())
+        if let Some(m) = status.as_object_mut() {
+            m.remove("numberUnavailable");
+        }
+        if desired > ready {
+            status["numberUnavailable"] = json!(desired - ready);
+        }
+        written.extend(self.write_status(st, key, status, KCM));
+        Some(written)
     }
 
     /// Token controller: fills `token`, `ca.crt` and `namespace` of a ServiceAccount token Secret

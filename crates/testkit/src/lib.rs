@@ -6,6 +6,8 @@
 //! * [`kube_schema`]: Kubernetes objects validated against the upstream CRD schemas;
 //! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
 //!   list types), from the v1.33 definitions;
+//! * [`daemonset`]: the DaemonSet controller's Pods and their kubelets' status;
+//! * [`helm_charts`], [`helm_workloads`]: what the charts fabric installs create, for the helm-controller;
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`karmada`]: Karmada's propagation of templates to its members, overriders, status back;
 //! * [`argocd`]: ArgoCD's application controller over a stand-in repository folder;
@@ -22,8 +24,10 @@ use std::path::Path;
 
 pub mod argocd;
 pub mod cilium_mesh;
+pub mod daemonset;
 pub mod file_server;
 pub mod helm_charts;
+pub mod helm_workloads;
 pub mod k3s_node;
 pub mod kai;
 pub mod karmada;

@@ -27,6 +27,8 @@ pub struct Endpoint {
     pub port: u16,
     pub user: String,
     pub identity_files: Vec<PathBuf>,
+    /// ssh_config's `IdentitiesOnly yes`: the agent offers only the identity files' keys.
+    pub identities_only: bool,
     /// The user's known-hosts files, then the system's (OpenSSH reads both).
     pub known_hosts: Vec<PathBuf>,
     pub proxy_jump: Option<Box<Endpoint>>,
@@ -117,6 +119,7 @@ impl Endpoint {
             port: c.port,
             user: c.user,
             identity_files: c.identity_files,
+            identities_only: c.identities_only,
             known_hosts,
             proxy_jump,
             connect_timeout: c.connect_timeout.map(Duration::from_secs).unwrap_or(DEFAULT_CONNECT_TIMEOUT),
@@ -497,11 +500,19 @@ async fn authenticate(handle: &mut client::Handle<Client>, ep: &Endpoint) -> Res
             Err(e) => tried.push(format!("{} (unreadable: {e})", f.display())),
         }
     }
+    // With IdentitiesOnly, the agent may sign only for the identity files' keys (an encrypted
+    // file's key, say), as OpenSSH's `pubkey_prepare` (sshconnect2.c) keeps only the agent's
+    // keys that match a file when `options.identities_only` is set.
+    let allowed: Option<Vec<PublicKey>> =
+        ep.identities_only.then(|| files.iter().filter_map(|f| public_of(f)).collect());
     if let Ok(mut agent) = russh::keys::agent::client::AgentClient::connect_env().await
         && let Ok(ids) = agent.request_identities().await
     {
         for id in ids {
             let public: PublicKey = id.public_key().into_owned();
+            if allowed.as_ref().is_some_and(|keys| !keys.iter().any(|k| k.key_data() == public.key_data())) {
+                continue;
+            }
             if let Ok(r) = handle.authenticate_publickey_with(&ep.user, public, hash, &mut agent).await
                 && r.success()
             {
@@ -516,6 +527,17 @@ async fn authenticate(handle: &mut client::Handle<Client>, ep: &Endpoint) -> Res
         user: ep.user.clone(),
         tried: if tried.is_empty() { "no key found".into() } else { format!("tried {}", tried.join(", ")) },
     })
+}
+
+/// The public key of identity file `f`: its `.pub` beside it (which an encrypted key needs, as
+/// OpenSSH reads it), else the key itself when it is not encrypted.
+fn public_of(f: &std::path::Path) -> Option<PublicKey> {
+    let mut pub_path = f.as_os_str().to_owned();
+    pub_path.push(".pub");
+    if let Ok(k) = russh::keys::load_public_key(std::path::PathBuf::from(pub_path)) {
+        return Some(k);
+    }
+    russh::keys::load_secret_key(f, None).ok().map(|k| k.public_key().clone())
 }
 
 #[cfg(test)]

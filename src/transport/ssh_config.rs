@@ -296,6 +296,8 @@ pub struct HostConfig {
     pub user: String,
     pub port: u16,
     pub identity_files: Vec<PathBuf>,
+    /// `IdentitiesOnly yes`: only the identity files' keys are offered, the agent's others not.
+    pub identities_only: bool,
     pub user_known_hosts: Vec<PathBuf>,
     pub global_known_hosts: Vec<PathBuf>,
     /// ProxyJump's hops, first to last, as written (`none` gives no hop).
@@ -312,6 +314,7 @@ struct Obtained {
     user: Option<String>,
     port: Option<u16>,
     identity_files: Vec<(String, Option<Origin>)>,
+    identities_only: Option<bool>,
     user_known_hosts: Option<(Vec<String>, Option<Origin>)>,
     global_known_hosts: Option<Vec<String>>,
     proxy_jump: Option<(String, Option<Origin>)>,
@@ -465,6 +468,15 @@ impl Resolver<'_> {
                 g.port.get_or_insert(p);
             }
             "identityfile" => g.identity_files.push((first(), Some(at.clone()))),
+            // readconf.c: `oIdentitiesOnly` is a flag (`multistate_flag`: yes/true, no/false).
+            "identitiesonly" => {
+                let v = match first().to_ascii_lowercase().as_str() {
+                    "yes" | "true" => true,
+                    "no" | "false" => false,
+                    other => return Err(err(at, format!("IdentitiesOnly {other}: expected yes or no"))),
+                };
+                g.identities_only.get_or_insert(v);
+            }
             "userknownhostsfile" if g.user_known_hosts.is_none() => {
                 g.user_known_hosts = Some((w.args.clone(), Some(at.clone())))
             }
@@ -586,6 +598,7 @@ impl Resolver<'_> {
             user,
             port,
             identity_files,
+            identities_only: g.identities_only.unwrap_or(false),
             user_known_hosts,
             global_known_hosts,
             proxy_jump,

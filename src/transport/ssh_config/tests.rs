@@ -225,3 +225,16 @@ fn times() {
     assert_eq!(convtime("x"), None);
     assert_eq!(convtime(""), None);
 }
+
+#[test]
+fn identities_only_is_a_flag_whose_first_value_wins() {
+    let l = home("idonly", "Host a\n  IdentitiesOnly yes\nHost *\n  IdentitiesOnly no\n", &[]);
+    assert!(resolve(&l, "a").identities_only);
+    assert!(resolve(&l, "a").warnings.is_empty(), "{:?}", resolve(&l, "a").warnings);
+    assert!(!resolve(&l, "b").identities_only);
+    let l = home("idonly-none", "Host a\n  User x\n", &[]);
+    assert!(!resolve(&l, "a").identities_only, "OpenSSH's default is no");
+    let l = home("idonly-bad", "Host a\n  IdentitiesOnly maybe\n", &[]);
+    let e = config(&l).resolve_as(&Query::host("a"), &l).unwrap_err();
+    assert!(e.message.contains("IdentitiesOnly maybe: expected yes or no"), "{e:?}");
+}

@@ -52,6 +52,10 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
         };
     }
     for PendingChange { resource: r, prior, text } in items {
+        // Stopped (a signal, the step's Lease lost): no further change; what was made reverts.
+        if let Some(why) = cx.budget.stop.why() {
+            return (ok, vec![], Some(format!("{why}; {} not changed", r.address)));
+        }
         if r.provider == ProviderKind::Wireguard {
             let arm = shell::as_root(
                 &s.endpoint.user,
@@ -73,7 +77,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             let ncx = crate::apply::node::Context {
                 step: &cx.step,
                 accesses: &cx.accesses,
-                budget: cx.budget,
+                budget: cx.budget.clone(),
                 progress: &cx.progress,
             };
             let result = crate::apply::node::migrate(&ncx, s, m).await;

@@ -45,6 +45,8 @@ pub struct Options {
     pub force_conflicts: bool,
     /// How long to wait for an applied object's controller to report it done.
     pub wait_timeout: Duration,
+    /// When the run's Leases are renewed and given up (`lease::Times::default()` but in tests).
+    pub lease: lease::Times,
 }
 
 /// One step to apply, with its resources (already limited to the selected sites).
@@ -83,6 +85,9 @@ pub enum ApplyError {
     Blocked { step: String, reason: String },
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// A Lease the run held lapsed or was taken over between steps (see `lease`).
+    #[error("stopped: {reason}; not started: {left}")]
+    LeaseLost { reason: String, left: String },
     #[error("cannot write the journal {path}: {reason}")]
     Journal { path: String, reason: String },
 }
@@ -109,6 +114,9 @@ impl ApplyError {
                 "the steps before stayed applied (the journal lists them); `fabric plan` shows what is left".into()
             }
             ApplyError::Journal { .. } => "fabric journals before it changes anything: make .fabric writable".into(),
+            ApplyError::LeaseLost { .. } => {
+                "the steps before stayed applied (the journal lists them); check that the cluster's API answers (`fabric lock status`), then apply again".into()
+            }
         }
     }
 }
@@ -290,7 +298,7 @@ pub async fn run(
     // The Leases of the clusters that guard these steps, before anything is touched.
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
     let mut phase = timeline::Phase::start();
-    let leases = match lease::take(targets, &guards, &holder(&opts.run), progress).await {
+    let leases = match lease::take(targets, &guards, &holder(&opts.run), opts.lease, progress).await {
         Ok(l) => l,
         Err(e) => {
             let _ = journal.write(&Entry::End { run: opts.run.clone(), ok: false });
@@ -340,6 +348,20 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
+    /// What stops `step` before its next change: a signal, or its guard's Lease lost.
+    fn stop(&self, step: &StepWork) -> interrupt::Stop {
+        interrupt::Stop::guarded(self.leases.watch(), lease::guard_of(self.t, &step.key))
+    }
+
+    /// The wait budget of `step`'s changes.
+    fn budget(&self, step: &StepWork) -> crate::apply::wait::Budget {
+        crate::apply::wait::Budget {
+            timeout: self.opts.wait_timeout,
+            interval: Duration::from_millis(500),
+            stop: self.stop(step),
+        }
+    }
+
     fn journal(&self, e: &Entry) -> Result<(), ApplyError> {
         self.journal
             .lock()
@@ -390,9 +412,12 @@ async fn run_steps(sh: &Shared<'_>, steps: &[StepWork], mut live: Live) -> Resul
     let mut done = Vec::new();
     let mut pending: Vec<&StepWork> = steps.iter().collect();
     while !pending.is_empty() {
+        let left = || pending.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ");
         if interrupt::requested() {
-            let left: Vec<&str> = pending.iter().map(|s| s.key.as_str()).collect();
-            return Err(ApplyError::Interrupted(format!("not started: {}", left.join(", "))));
+            return Err(ApplyError::Interrupted(format!("not started: {}", left())));
+        }
+        if let Some(reason) = sh.leases.watch().any_lost() {
+            return Err(ApplyError::LeaseLost { reason, left: left() });
         }
         let wave: Vec<&StepWork> = next_wave(&pending).into_iter().map(|i| pending[i]).collect();
         if wave.len() > 1 {
@@ -455,6 +480,16 @@ async fn apply_step(
     if interrupt::requested() {
         return Err(ApplyError::Interrupted(format!("not started: {}", step.key)));
     }
+    // Nor without the Lease of its guard, when it changes a cluster (one it brings up aside).
+    let clusters: BTreeSet<Target> = changes
+        .iter()
+        .map(|c| c.resource.target())
+        .filter(|t| sh.targets.kube.contains_key(*t) && !bootstrap.contains_key(*t))
+        .cloned()
+        .collect();
+    if let Err(reason) = sh.leases.required(&lease::guard_of(sh.t, &step.key), &clusters) {
+        return Err(ApplyError::Blocked { step: step.key.clone(), reason });
+    }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
     // Shared before the change: another operator can roll it back should this machine be lost.
@@ -468,9 +503,10 @@ async fn apply_step(
         failure = run_check(sh, step).await;
         phase.end(&phase_of("check"));
     }
-    // A stop asked for while the step ran: it goes back to its rollback point, not half-way.
-    if failure.is_none() && interrupt::requested() {
-        failure = Some("interrupted before it was confirmed".into());
+    // A stop asked for while the step ran (a signal, its Lease lost): it goes back to its
+    // rollback point, not half-way; confirming would be a change.
+    if failure.is_none() {
+        failure = sh.stop(step).why().map(|why| format!("{why} before it was confirmed"));
     }
     if let Some(reason) = failure {
         return Err(revert_step(sh, step, &applied, reason).await);
@@ -642,7 +678,7 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
                 step: step.key.clone(),
                 force: opts.force_conflicts,
                 accesses: targets.kube.clone(),
-                budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+                budget: sh.budget(step),
                 progress: tx.clone(),
             };
             set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
@@ -655,7 +691,7 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             confirm_minutes,
             step: step.key.clone(),
             accesses: targets.kube.clone(),
-            budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+            budget: sh.budget(step),
             progress: tx.clone(),
             state_dir: opts.state_dir.clone(),
         };
@@ -792,7 +828,7 @@ async fn wait_for_objects(
             step: step.key.clone(),
             force: false,
             accesses: BTreeMap::new(),
-            budget: crate::apply::wait::Budget { timeout: sh.opts.wait_timeout, interval: Duration::from_millis(500) },
+            budget: sh.budget(step),
             progress: tx.clone(),
         };
         set.spawn(async move { crate::apply::kube::wait_all(&cx, &target, &access, objs).await });

@@ -133,6 +133,7 @@ pub fn run(
         confirm_timeout: opts.confirm_timeout,
         force_conflicts: opts.force_conflicts,
         wait_timeout: opts.wait_timeout,
+        lease: crate::apply::lease::Times::default(),
     };
     let result = rt.block_on(async {
         crate::apply::interrupt::listen();

@@ -64,16 +64,19 @@ pub fn run(
         // The same Leases as an apply of these steps would take, then the host locks.
         let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
         let mut leases = None;
-        let mut result = match lease::take(targets, &guards, &crate::apply::holder(&holder_run), progress).await {
-            Ok(held) => {
-                leases = Some(held);
-                match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
-                    Ok(()) => Ok(()),
-                    Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+        let mut result =
+            match lease::take(targets, &guards, &crate::apply::holder(&holder_run), lease::Times::default(), progress)
+                .await
+            {
+                Ok(held) => {
+                    leases = Some(held);
+                    match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
+                        Ok(()) => Ok(()),
+                        Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+                    }
                 }
-            }
-            Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
-        };
+                Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+            };
         for (step, priors) in steps.iter().filter(|_| result.is_ok()) {
             let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
             let left = revert::revert_all(&applied, run, &pool, targets).await;

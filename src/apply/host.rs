@@ -14,8 +14,6 @@ use crate::transport::ssh::Session;
 
 /// What a host's changes need besides the host itself.
 pub(super) struct Context {
-    /// The run's lock holder: a Linux router that reverts by itself releases that lock too.
-    pub holder: String,
     /// The run: a router's self-revert is this run's, never an earlier one's.
     pub run: String,
     /// How long a router waits for confirmation before it reverts by itself.
@@ -59,7 +57,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
         if r.provider == ProviderKind::Wireguard {
             let arm = shell::as_root(
                 &s.endpoint.user,
-                &arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs, &cx.holder),
+                &arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs),
             );
             match s.run(&arm, None, Duration::from_secs(20)).await {
                 Ok(o) if o.status == 0 => {}

@@ -9,6 +9,7 @@
 pub mod bootstrap;
 pub mod confirm;
 pub mod host;
+pub mod host_locks;
 pub mod interrupt;
 pub mod journal;
 pub mod kube;
@@ -32,8 +33,8 @@ pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
 use crate::providers::{self, Observed, PendingChange, WgKey};
 use crate::topology::Topology;
-use crate::transport::shell;
-use crate::transport::ssh::{Session, SshError};
+use crate::transport::ssh::SshError;
+pub use host_locks::HostLocks;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -100,7 +101,7 @@ impl ApplyError {
                 "check that the remote user can write /run/lock (as root or through sudo)".into()
             }
             ApplyError::Locked { .. } => {
-                "wait for the other apply to finish; if it died, remove /run/lock/fabric.lock on that host".into()
+                "wait for the other apply to finish: a host's lock ends with that run's SSH session (a lost client's when sshd's keepalive drops it, docs/runbook.md \"Locks\"); `fabric lock status` shows the holder".into()
             }
             ApplyError::Reverted { .. } => {
                 "the step is back at its rollback point; fix the cause and apply again (`fabric plan` shows the state)"
@@ -148,62 +149,6 @@ fn uid() -> String {
                 .find_map(|l| l.strip_prefix("Uid:").map(|u| u.split_whitespace().next().unwrap_or("?").to_string()))
         })
         .map_or_else(|| "unknown user".into(), |u| format!("uid {u}"))
-}
-
-/// Whether `target` is locked with a file: SSH hosts yes (a target without SSH access has no
-/// file to lock: reaching it fails on its own); VyOS routers no (their configuration
-/// refuses a second commit-confirm while one is pending); Kubernetes APIs no (server-side
-/// apply's field ownership guards them).
-fn file_locked(targets: &Targets, target: &Target) -> bool {
-    let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-    !vyos && targets.ssh.contains_key(target)
-}
-
-/// Locks every host of `hosts` that is locked with a file, adding each to `locked` as it is
-/// taken (so the caller releases exactly those, even after a refusal).
-pub async fn lock_all(
-    pool: &Pool,
-    targets: &Targets,
-    hosts: &BTreeSet<Target>,
-    run: &str,
-    locked: &std::sync::Mutex<Vec<Target>>,
-) -> Result<(), ApplyError> {
-    let wanted: Vec<&Target> =
-        hosts.iter().filter(|t| file_locked(targets, t) && !locked.lock().expect("lock list").contains(t)).collect();
-    // Connected all at once (a connect is several round trips); the locks are then taken in
-    // order, one round trip each.
-    let sessions = futures::future::join_all(wanted.iter().map(|t| pool.get(targets, t))).await;
-    for (target, s) in wanted.into_iter().zip(sessions) {
-        lock(&*s?, run).await?;
-        locked.lock().expect("lock list").push(target.clone());
-    }
-    Ok(())
-}
-
-/// Releases the locks `run` took on `locked`.
-pub async fn unlock_all(pool: &Pool, targets: &Targets, locked: &[Target], run: &str) {
-    // All at once: each is one round trip over the connection the lock was taken on.
-    futures::future::join_all(locked.iter().map(|target| async move {
-        if let Ok(s) = pool.get(targets, target).await {
-            unlock(&s, run).await;
-        }
-    }))
-    .await;
-}
-
-async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
-    let cmd = shell::as_root(&s.endpoint.user, &shell::take_lock(LOCK_PATH, &holder(run)));
-    let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
-    match o.status {
-        0 => Ok(()),
-        75 => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() }),
-        _ => Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: o.stderr_str() }),
-    }
-}
-
-async fn unlock(s: &Session, run: &str) {
-    let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &holder(run)));
-    let _ = s.run(&cmd, None, Duration::from_secs(15)).await;
 }
 
 // ---- The run -----------------------------------------------------------------------------
@@ -313,14 +258,13 @@ pub async fn run(
         pool: Pool::default(),
         journal: std::sync::Mutex::new(journal),
         journal_path: path.clone(),
-        locked: std::sync::Mutex::new(Vec::new()),
+        locks: host_locks::HostLocks::default(),
         leases,
     };
     phase.end("leases");
     let result = run_steps(&shared, steps, live).await;
     let mut phase = timeline::Phase::start();
-    let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
-    unlock_all(&shared.pool, targets, &locked, &opts.run).await;
+    shared.locks.release_all().await;
     // Every step's outcome is journaled already; the end only marks the run finished, so a
     // journal that cannot take it changes neither the outcome nor what a rollback would do.
     if let Err(e) = shared.journal(&Entry::End { run: opts.run.clone(), ok: result.is_ok() }) {
@@ -343,7 +287,7 @@ struct Shared<'a> {
     pool: Pool,
     journal: std::sync::Mutex<&'a mut Journal>,
     journal_path: String,
-    locked: std::sync::Mutex<Vec<Target>>,
+    locks: host_locks::HostLocks,
     leases: lease::Held,
 }
 
@@ -508,6 +452,9 @@ async fn apply_step(
     if failure.is_none() {
         failure = sh.stop(step).why().map(|why| format!("{why} before it was confirmed"));
     }
+    if failure.is_none() {
+        failure = relock_lost(sh, step).await;
+    }
     if let Some(reason) = failure {
         return Err(revert_step(sh, step, &applied, reason).await);
     }
@@ -537,9 +484,24 @@ async fn apply_step(
     Ok((true, live.keys))
 }
 
-/// Locks every host of the step before touching any of them (see [`lock_all`]).
+/// Locks every host of the step before touching any of them (see [`host_locks`]).
 async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> {
-    lock_all(&sh.pool, sh.targets, &step_targets(step), &sh.opts.run, &sh.locked).await
+    sh.locks.take_all(&sh.pool, sh.targets, &step_targets(step), &sh.opts.run, sh.progress).await
+}
+
+/// Before a confirmation: a host whose lock ended with its session (a dropped connection) is
+/// locked again over a new one, and checked that nobody took it meanwhile; the failure, if so.
+async fn relock_lost(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
+    for target in sh.locks.lost(&step_targets(step)).await {
+        let s = match sh.pool.get(sh.targets, &target).await {
+            Ok(s) => s,
+            Err(e) => return Some(format!("{target}: its lock ended with its connection: {e}")),
+        };
+        if let Err(e) = sh.locks.ensure(&s, &target, &sh.opts.run).await {
+            return Some(format!("its lock ended with its connection, and taking it again failed: {e}"));
+        }
+    }
+    None
 }
 
 /// Re-reads the step's resources once the keys exist (the rollback point is what is live right
@@ -685,7 +647,6 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             continue;
         }
         let cx = crate::apply::host::Context {
-            holder: holder(&opts.run),
             run: opts.run.clone(),
             confirm_secs,
             confirm_minutes,
@@ -696,6 +657,11 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
             state_dir: opts.state_dir.clone(),
         };
         let s = sh.pool.get(targets, &target).await?;
+        // A new session (the pool reconnected) holds no lock yet: taken again before any change.
+        if let Err(e) = sh.locks.ensure(&s, &target, &opts.run).await {
+            failure.get_or_insert(e.to_string());
+            continue;
+        }
         // Secret files are copied from their source host (over the run's connection to it).
         for c in items.iter_mut() {
             if let crate::desired::Desired::Secret(source) = &c.resource.desired {

@@ -60,7 +60,7 @@ pub fn run(
     let holder_run = format!("{run} (rollback)");
     let result: Result<(), OpError> = rt.block_on(async {
         let pool = Pool::default();
-        let locked = std::sync::Mutex::new(Vec::new());
+        let locks = crate::apply::HostLocks::default();
         // The same Leases as an apply of these steps would take, then the host locks.
         let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
         let mut leases = None;
@@ -70,7 +70,7 @@ pub fn run(
             {
                 Ok(held) => {
                     leases = Some(held);
-                    match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
+                    match locks.take_all(&pool, targets, &hosts, &holder_run, progress).await {
                         Ok(()) => Ok(()),
                         Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
                     }
@@ -91,8 +91,7 @@ pub fn run(
             progress(&format!("{step}: rolled back"));
             done.push(step.clone());
         }
-        let locked = locked.into_inner().expect("lock list");
-        crate::apply::unlock_all(&pool, targets, &locked, &holder_run).await;
+        locks.release_all().await;
         if let Some(mut held) = leases {
             // Every operator sees the run rolled back (`fabric runs`).
             if let Ok(text) = std::fs::read_to_string(&j.path) {

@@ -184,7 +184,7 @@ async fn apply_step_with(
     use fabric::live::observe::{self, Targets};
     let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
     let step = StepWork::alone(&g, t, key).unwrap();
-    let targets = Targets::from_topology(t, &fabric::transport::ssh_config::SshConfig::default());
+    let targets = Targets::from_topology(t, &fabric::transport::ssh_config::SshConfig::default()).unwrap();
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let opts = Options {
         run: run.into(),

@@ -54,6 +54,7 @@ impl Env {
             confirm_timeout: Duration::from_secs(30),
             force_conflicts: false,
             wait_timeout: Duration::from_secs(60),
+            lease: Default::default(),
         };
         let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
         apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, journal, &|_| {}).await

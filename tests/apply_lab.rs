@@ -243,9 +243,39 @@ fn tcp(from: &str, to: &str, port: u16, lab: &lab::Lab) -> bool {
     })
 }
 
+/// Another session's lock on `router`, held as fabric's holder holds it (flock on the lock file,
+/// the holder's line and its pid) by a process left running in the router's namespaces.
+fn hold_lock_as(lab: &lab::Lab, router: &str, holder: &str) {
+    let o = lab.exec(
+        router,
+        &format!(
+            "setsid sh -c 'exec 9<>/run/lock/fabric.lock; flock 9; printf \"%s\\nsession %s\\n\" \"$0\" $$ > /run/lock/fabric.lock; exec sleep 600' '{holder}' </dev/null >/dev/null 2>&1 &"
+        ),
+    );
+    assert!(o.status.success(), "{}", out(&o));
+    let started = Instant::now();
+    while lock_of(lab, router) != holder && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(lock_of(lab, router), holder);
+}
+
 /// Builds the VyOS test double (an example of this crate) and returns its path.
 fn lock_of(lab: &lab::Lab, router: &str) -> String {
-    String::from_utf8_lossy(&lab.exec(router, "cat /run/lock/fabric.lock 2>/dev/null; true").stdout).trim().to_string()
+    let o = lab.exec(router, "sed -n 1p /run/lock/fabric.lock 2>/dev/null; true");
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Waits (at most `within`) until no session holds `router`'s lock: a killed run's connection is
+/// closed by its kernel, and sshd then ends the session and with it the lock; a cut-off
+/// client's session is ended by sshd's keepalive (the lab's 5 s × 3: nominally 20 s, at its
+/// fourth unanswered keepalive, OpenSSH `serverloop.c` `client_alive_check`; 38 s measured).
+fn lock_ends(lab: &lab::Lab, router: &str, within: Duration) -> String {
+    let started = Instant::now();
+    while !lock_of(lab, router).is_empty() && started.elapsed() < within {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    lock_of(lab, router)
 }
 
 /// Two operators (two state directories, as on two laptops) apply the same change at once: one
@@ -271,31 +301,30 @@ fn two_applies_at_once(lab: &lab::Lab, run: &Run, topo: &Path) {
     assert_eq!(lock_of(lab, "franca-router"), "", "no lock left on franca");
 }
 
-/// An apply killed (SIGKILL: no handler runs) while it changes the routers: each router that
-/// was changed puts itself back when its timer fires and releases the dead run's lock; a lock
-/// the dead run left elsewhere is stale and `fabric lock release` removes it. Then plan shows
-/// the change as still to do, and a new apply makes it.
+/// An apply killed (SIGKILL: no handler runs) while it changes the routers, and a new apply at
+/// once, without `fabric lock release` (issue #24, item 4): the dead run's locks ended with its
+/// connections, and the new run waits while a self-revert of the dead run is pending on a
+/// router, so it changes the routers only once they have put themselves back. It completes the
+/// change; no lock and no pending revert is left.
 fn an_apply_killed_mid_way(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
     hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51996/", "");
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm];
-    let mut child = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
-    // Killed once it holds the locks and has begun (the journal's `begin` is written).
-    wait_for_begin(run);
-    std::thread::sleep(Duration::from_millis(300));
-    child.kill().unwrap();
-    let _ = child.wait();
-    // Past the confirm timeout, the routers' own timers have run.
-    std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
-    let o = run.fabric(topo, &["lock", "release"]);
-    assert!(o.status.success(), "{}", out(&o));
-    assert_eq!(lock_of(lab, "sp-router"), "", "no lock left on sp: {}", out(&o));
-    assert_eq!(lock_of(lab, "franca-router"), "", "no lock left on franca: {}", out(&o));
-    // Either the change was confirmed before the kill (plan: nothing to do), or it is not there
-    // at all and plan shows it still to do; never half-way.
-    let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
-    assert!(matches!(o.status.code(), Some(0 | 2)), "the routers are at one state: {}", out(&o));
+    let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "applied", 60);
+    assert!(p.wait_for_pause(Duration::from_secs(60)), "the run applied its changes");
+    let armed = leftovers(lab, "sp-router");
+    assert!(armed.contains("/run/fabric-confirm-wg0-"), "sp's self-revert is armed: {armed}");
+    p.kill();
+    let _ = p.finish();
     let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
     assert!(o.status.success(), "{}", out(&o));
+    assert!(
+        out(&o).contains("router.sp: waiting for another run's pending self-revert before changing it"),
+        "the new run waited for the dead run's revert: {}",
+        out(&o)
+    );
+    for r in ["sp-router", "franca-router"] {
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
+    }
     let o = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", out(&o));
 }
@@ -317,7 +346,8 @@ fn wait_for_begin(run: &Run) {
 
 /// franca's router becomes unreachable over SSH (its management link cut) while the step is
 /// applied: fabric cannot confirm it, so it confirms nothing, says so, and each router puts
-/// itself back; once the link is back and stale locks are released, plan tells the truth.
+/// itself back; the cut-off session's lock ends when sshd's keepalive gives up on it, and once
+/// the link is back plan tells the truth.
 fn a_peer_lost_mid_apply(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
     hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51995/", "");
     hand_edit(lab, Kind::Linux, "franca-router", "s/^ListenPort = 51820/ListenPort = 51995/", "");
@@ -330,9 +360,10 @@ fn a_peer_lost_mid_apply(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) 
     let applied = o.status.success();
     std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
     assert!(lab.cmd(&["restore-mgmt", "franca-router"]).status.success());
-    let released = run.fabric(topo, &["lock", "release"]);
-    assert_eq!(lock_of(lab, "sp-router"), "", "{}", out(&released));
-    assert_eq!(lock_of(lab, "franca-router"), "", "{}", out(&released));
+    // No `lock release`: franca's lock ends when its sshd gives up on the cut-off client (the
+    // lab's ClientAliveInterval 5 × ClientAliveCountMax 3).
+    assert_eq!(lock_of(lab, "sp-router"), "", "{}", out(&o));
+    assert_eq!(lock_ends(lab, "franca-router", Duration::from_secs(90)), "", "{}", out(&o));
     let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
     if applied {
         assert_eq!(plan.status.code(), Some(0), "reported applied, so it is: {}\n{}", out(&o), out(&plan));
@@ -383,25 +414,22 @@ fn read_only_state_dir(lab: &lab::Lab, run: &Run, topo: &Path) {
 }
 
 /// SIGKILL once the hosts are locked, before anything is journaled, armed or changed: nothing
-/// reverts (nothing was armed), the dead run's locks are stale and `lock release` removes them;
-/// the routers are as they were and plan still shows the change.
+/// reverts (nothing was armed), the dead run's locks end with its connections (no `lock
+/// release`); the routers are as they were and plan still shows the change.
 fn killed_before_arming(lab: &lab::Lab, run: &Run, topo: &Path) {
     hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51994/", "");
     let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", "15"];
     let mut p = run::fabric_paused(&run.dir, topo, &run.ssh_config, &args, "locked", 60);
     assert!(p.wait_for_pause(Duration::from_secs(30)), "the run reached its locks");
+    assert!(lock_of(lab, "sp-router").contains("fabric run"), "the run holds sp's lock");
     p.kill();
     let o = p.finish();
-    assert!(lock_of(lab, "sp-router").contains("fabric run"), "the dead run's lock is there: {}", out(&o));
-    let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
-    assert!(out(&plan).contains("locked: router.sp: fabric run"), "plan names the lock: {}", out(&plan));
-    let status = run.fabric(topo, &["lock", "status"]);
-    assert!(out(&status).contains("(stale: its process"), "{}", out(&status));
-    let released = run.fabric(topo, &["lock", "release"]);
-    assert!(released.status.success(), "{}", out(&released));
     for r in ["sp-router", "franca-router"] {
-        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&released));
+        assert_eq!(lock_ends(lab, r, Duration::from_secs(20)), "", "{r}: the lock ended with the session: {}", out(&o));
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
     }
+    let status = run.fabric(topo, &["lock", "status"]);
+    assert!(out(&status).contains("router.sp: free"), "{}", out(&status));
     let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
     assert_eq!(plan.status.code(), Some(2), "nothing was changed: {}", out(&plan));
     assert_eq!(routers_in_plan(&out(&plan)), ["router.sp/"], "{}", out(&plan));
@@ -425,7 +453,7 @@ fn interrupted_before_changing(lab: &lab::Lab, run: &Run, topo: &Path) {
 }
 
 /// SIGKILL between the two routers' confirmations: the confirmed router keeps the change, the
-/// other puts itself back when its timer fires and frees its lock. Each router is wholly at one
+/// other puts itself back when its timer fires; the locks ended with the connections. Each router is wholly at one
 /// state, and plan shows exactly the unconfirmed router's change; an apply completes it.
 fn killed_during_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
     hand_edit(lab, Kind::Linux, "sp-router", "s/^ListenPort = 51820/ListenPort = 51993/", "");
@@ -436,10 +464,9 @@ fn killed_during_confirm(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) 
     p.kill();
     let o = p.finish();
     std::thread::sleep(Duration::from_secs(confirm.parse::<u64>().unwrap() + 8));
-    let released = run.fabric(topo, &["lock", "release"]);
-    assert!(released.status.success(), "{}", out(&released));
+    // No `lock release`: the dead run's locks ended with its connections.
     for r in ["sp-router", "franca-router"] {
-        assert_eq!(leftovers(lab, r), "", "{r}: {}\n{}", out(&o), out(&released));
+        assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
     }
     let plan = run.fabric(topo, &["plan", "--step", "B.1", "--detailed-exitcode"]);
     assert_eq!(plan.status.code(), Some(2), "{}", out(&plan));
@@ -750,7 +777,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     // file; VyOS: the router's own pending commit-confirm).
     match kind {
         Kind::Linux => {
-            lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
+            hold_lock_as(lab, "sp-router", "fabric run other by ops@laptop (pid 1)");
             hand_edit(lab, kind, "sp-router", "s/^ListenPort = 51820/ListenPort = 51998/", "");
             // The plan says who holds the lock before anyone tries to apply.
             let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
@@ -775,12 +802,12 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
             // A lock whose holder died on this machine is stale: plain `release` removes it.
             let here = std::fs::read_to_string("/etc/hostname").unwrap().trim().to_string();
             let dead = format!("fabric run x by ops@{here} (pid 4194303, since 1)");
-            lab.exec("sp-router", &format!("printf '%s\\n' '{dead}' > /run/lock/fabric.lock"));
+            hold_lock_as(lab, "sp-router", &dead);
             let o = run.fabric(&topo, &["lock", "status"]);
             assert!(out(&o).contains("(stale: its process 4194303"), "{}", out(&o));
             let o = run.fabric(&topo, &["lock", "release"]);
             assert!(out(&o).contains(&format!("released router.sp: {dead}")), "{}", out(&o));
-            lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
+            assert_eq!(lock_of(lab, "sp-router"), "", "broken: {}", out(&o));
         }
         Kind::Vyos => {
             // The plan reads the routers' locks with a plain shell command, which VyOS's login
@@ -922,7 +949,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     if kind == Kind::Linux {
         // A rollback takes the routers' locks like an apply: while another holds one, it is
         // refused naming the holder, and changes nothing.
-        lab.exec("sp-router", "printf 'fabric run other by ops@laptop (pid 1)\\n' > /run/lock/fabric.lock");
+        hold_lock_as(lab, "sp-router", "fabric run other by ops@laptop (pid 1)");
         let o = run.fabric(&topo, &["rollback"]);
         assert_eq!(o.status.code(), Some(1), "{}", out(&o));
         assert!(
@@ -932,7 +959,8 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         );
         let o = run.fabric(&topo, &["plan", "--step", "B.1", "--detailed-exitcode", "-q"]);
         assert_eq!(o.status.code(), Some(2), "a refused rollback changed nothing");
-        lab.exec("sp-router", "rm -f /run/lock/fabric.lock");
+        let o = run.fabric(&topo, &["lock", "release", "--force"]);
+        assert!(o.status.success(), "{}", out(&o));
     }
     let o = run.fabric(&topo, &["rollback"]);
     assert!(o.status.success(), "{}", out(&o));

@@ -410,6 +410,7 @@ fn join_token_is_copied(lab: &lab::Lab, dir: &std::path::Path, text: &str) {
         confirm_timeout: Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: Duration::from_secs(10),
+        lease: Default::default(),
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let apply = |run: &str| {

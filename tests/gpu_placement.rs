@@ -106,6 +106,7 @@ async fn d1_labels_the_gpu_nodes_and_the_services_schedule() {
         confirm_timeout: Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: Duration::from_secs(60),
+        lease: Default::default(),
     };
     let mut j = Journal::create(&dir, &opts.run).unwrap();
     let err = apply::run(&t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await.unwrap_err();

@@ -37,6 +37,7 @@ async fn a_stop_during_a_step_puts_it_back_and_ends_the_journal() {
         confirm_timeout: Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: Duration::from_secs(60),
+        lease: Default::default(),
     };
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let mut j = Journal::create(&dir, run).unwrap();

@@ -293,6 +293,7 @@ fn karmada_on_a_dedicated_vm() {
         confirm_timeout: std::time::Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: std::time::Duration::from_secs(60),
+        lease: Default::default(),
     };
     let rt = tokio::runtime::Runtime::new().unwrap();
     let lines = std::sync::Mutex::new(Vec::new());

@@ -57,6 +57,7 @@ async fn member_credentials_are_copied_from_the_token() {
         confirm_timeout: std::time::Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: std::time::Duration::from_secs(2),
+        lease: Default::default(),
     };
     let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
     let mut j = Journal::create(&dir, "run-1").unwrap();

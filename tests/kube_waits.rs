@@ -52,6 +52,7 @@ async fn steps_wait_for_their_kinds_and_charts() {
         confirm_timeout: Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: Duration::from_secs(wait),
+        lease: Default::default(),
     };
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let apply = |run: &'static str, wait: u64| {

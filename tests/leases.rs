@@ -111,3 +111,89 @@ async fn a_sites_lease_guards_its_steps_and_a_dead_runs_lease_expires() {
     let runs = fabric(&["runs"]);
     assert!(runs.contains("20261201T100000Z-3  rolled back"), "every operator sees it rolled back: {runs}");
 }
+
+/// A Lease that cannot be renewed mid-apply (issue #24, item 3): the API refuses its updates
+/// (403, an operator's role that lost `update` on leases) or does not answer them (stalled),
+/// while the step waits for its controllers. Past the renew deadline the run stops before its
+/// next change, puts the step back and journals why, as client-go's leader election gives up
+/// leading at `RenewDeadline`, before `LeaseDuration` lets anyone else take over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_cannot_be_renewed_stops_the_run_and_reverts_the_step() {
+    for (case, answer, said) in [
+        ("refused", kube_api::LeaseUpdates::Refused(403), "is forbidden"),
+        ("stalled", kube_api::LeaseUpdates::Stalled, "no answer within"),
+    ] {
+        let f = kube_api::ExampleFabric::start(&format!("lease-lapse-{case}"));
+        let (dir, sp) = (&f.dir, &f.sp);
+        // Kueue's kinds never come: the step waits for them after applying its chart.
+        sp.set_served("kueue.x-k8s.io", false);
+        let t = fabric::topology::load_str("t.yaml", f.text.clone()).unwrap().topology;
+        let run = format!("20261202T100000Z-{case}");
+        let times = fabric::apply::lease::Times {
+            duration: std::time::Duration::from_secs(6),
+            renew_deadline: std::time::Duration::from_secs(3),
+            retry_period: std::time::Duration::from_secs(1),
+        };
+        assert!(times.valid() && times.margin() == std::time::Duration::from_secs(3));
+        // Once the run holds sp's Lease and has applied the chart, its updates fail.
+        let holder = fabric::apply::holder(&run);
+        let fault = async {
+            let chart = || sp.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue").is_some();
+            while !(held_by(sp) == holder && chart()) {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            sp.set_lease_updates(answer);
+        };
+        let (r, ()) = tokio::join!(apply_step_with(&t, dir, "D.1@sp", &run, times), fault);
+        sp.set_lease_updates(kube_api::LeaseUpdates::Accepted);
+        let err = r.expect_err("the run stops");
+        assert!(matches!(err, ApplyError::Reverted { .. }), "{case}: {err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("cluster.sp: the Lease fabric-system/fabric-apply was not renewed for 3 s")
+                && msg.contains(said),
+            "{case}: {msg}"
+        );
+        assert!(
+            sp.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "kueue").is_none(),
+            "{case}: the step's chart is back at its rollback point (absent)"
+        );
+        let journal = dir.join(".fabric-lease").join("runs").join(format!("{run}.jsonl"));
+        let entries = fabric::apply::journal::Journal::read(&journal).unwrap();
+        assert!(
+            entries.iter().any(|e| matches!(e, fabric::apply::journal::Entry::Reverted { step, reason, .. }
+                if step == "D.1@sp" && reason.contains("was not renewed"))),
+            "{case}: {entries:?}"
+        );
+        assert!(matches!(entries.last(), Some(fabric::apply::journal::Entry::End { ok: false, .. })), "{entries:?}");
+        let text = std::fs::read_to_string(&journal).unwrap();
+        assert!(!text.contains(kube_api::TEST_TOKEN), "{case}: no credential in the journal");
+    }
+}
+
+/// Applies step `key` of `t` like `apply_step`, with the Lease `times` given.
+async fn apply_step_with(
+    t: &fabric::topology::Topology,
+    dir: &std::path::Path,
+    key: &str,
+    run: &str,
+    times: fabric::apply::lease::Times,
+) -> Result<Vec<String>, ApplyError> {
+    use fabric::apply::{Options, StepWork};
+    use fabric::catalog::{Catalog, StepGraph};
+    use fabric::live::observe::{self, Targets};
+    let g = StepGraph::build(&Catalog::embedded().unwrap(), t).unwrap();
+    let step = StepWork::alone(&g, t, key).unwrap();
+    let targets = Targets::from_topology(t, &fabric::transport::ssh_config::SshConfig::default()).unwrap();
+    let live = observe::observe(&step.resources, &observe::key_targets(&step.resources), &targets).await;
+    let opts = Options {
+        run: run.into(),
+        state_dir: dir.join(".fabric-lease"),
+        confirm_timeout: std::time::Duration::from_secs(30),
+        force_conflicts: false,
+        wait_timeout: std::time::Duration::from_secs(60),
+        lease: times,
+    };
+    let mut j = fabric::apply::journal::Journal::create(&opts.state_dir, run).unwrap();
+    fabric::apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await
+}

@@ -316,15 +316,37 @@ fn vyos_double_in_the_lab() {
     assert_ne!(op_set.code, 0, "set outside configure succeeded: {}", op_set.all());
     let op_commit = ssh(FRANCA.router, "set interfaces wireguard wg0 port '1'", "");
     assert_ne!(op_commit.code, 0, "a config command as the SSH command succeeded: {}", op_commit.all());
-    // A plain shell command runs, as in VyOS's login shell (`/bin/vbash -c`): fabric's lock read
-    // over the router's real sshd sees a lock in the router's /run (a private tmpfs in the lab).
+    // A plain shell command runs, as in VyOS's login shell (`/bin/vbash -c`): fabric's lock
+    // holder runs over the router's real sshd for as long as its session, fabric's lock read
+    // sees it in the router's /run (a private tmpfs in the lab), and the lock ends with the
+    // session when the client is killed (SIGKILL, as a `kill -9` of fabric).
     let holder = "fabric apply r9 by op@laptop (pid 77) since 1764662400";
-    let put = ssh(FRANCA.router, &format!("printf '%s\\n' '{holder}' > /run/lock/fabric.lock"), "");
-    assert_eq!(put.code, 0, "{}", put.all());
-    let read = ssh(FRANCA.router, fabric::live::locks::read_locks().as_str(), "");
-    assert_eq!(read.code, 0, "the lock read failed: {}", read.all());
-    assert_eq!(fabric::live::locks::parse_hold(&read.stdout).lock.as_deref(), Some(holder), "{}", read.all());
-    assert_eq!(ssh(FRANCA.router, "rm -f -- /run/lock/fabric.lock", "").code, 0);
+    let hold = fabric::live::locks::hold_lock(fabric::live::locks::LOCK_PATH, holder);
+    let mut client = Command::new("ssh")
+        .arg("-F")
+        .arg(lab_dir().join("ssh_config"))
+        .arg(FRANCA.router)
+        .arg(hold.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn ssh");
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(client.stdout.as_mut().unwrap()), &mut first).unwrap();
+    assert_eq!(first.trim(), fabric::live::locks::HELD);
+    let read_lock = || {
+        let read = ssh(FRANCA.router, fabric::live::locks::read_locks().as_str(), "");
+        assert_eq!(read.code, 0, "the lock read failed: {}", read.all());
+        fabric::live::locks::parse_hold(&read.stdout).lock
+    };
+    assert_eq!(read_lock().as_deref(), Some(holder));
+    client.kill().unwrap();
+    client.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while read_lock().is_some() && killed.elapsed() < std::time::Duration::from_secs(20) {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(read_lock(), None, "the lock ended with the killed client's session");
     assert_eq!(show_config(FRANCA.router), franca_config);
     step("d: invalid commands rejected, running config unchanged", started);
 
@@ -649,13 +671,23 @@ fn not_covered_the_real_commit_confirm_function_text() {
     panic!("not covered by the VyOS double: needs real VyOS 1.4 and newer routers");
 }
 
+#[test]
+#[ignore = "NOT COVERED by the VyOS double: the host lock's holder on a real VyOS as the `vyos` user through `sudo -n` (the double runs it as root in bash; that real VyOS ships util-linux's flock and that sudo passes the channel's end through as end of input is read from Debian, not run)"]
+fn not_covered_the_host_lock_on_a_real_vyos_through_sudo() {
+    panic!("not covered by the VyOS double: needs a real VyOS router");
+}
+
 /// Runs the double for the SSH command `command` (not a `vbash -s` script) as sshd would, in a
 /// private mount namespace whose `/run` is a fresh tmpfs holding `lock` as fabric's lock file
-/// (if any), as a lab router's `/run` is (lab.sh `host_up`). Needs root (`unshare --mount`).
+/// (if any, held with flock as a session's holder holds it), as a lab router's `/run` is (lab.sh
+/// `host_up`). Needs root (`unshare --mount`).
 fn local_command(double: &Path, state: &Path, command: &str, lock: Option<&str>) -> (Option<i32>, String) {
     assert!(is_root(), "this test needs root (a private /run through unshare --mount); run it as root");
     let write_lock = match lock {
-        Some(line) => format!("printf '%s\\n' '{line}' > {}", fabric::live::locks::LOCK_PATH),
+        // Held as a session holds it: fd 9 with flock(1), inherited by the double.
+        Some(line) => {
+            format!("exec 9<>{0} && flock 9 && printf '%s\\n' '{line}' > {0}", fabric::live::locks::LOCK_PATH)
+        }
         None => "true".to_string(),
     };
     let out = Command::new("unshare")

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::apply::LOCK_PATH;
 use crate::desired::{ProviderKind, Resource, Target};
 use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
@@ -45,20 +44,19 @@ fn canary(iface: &str, run: &str) -> String {
     format!("/run/fabric-confirm-{iface}-{run}")
 }
 
-/// Saves the interface's current file and schedules its restoration unless confirmed. A router
-/// that had to revert by itself also releases the run's lock: that run cannot reach it anymore.
-pub fn arm_linux_revert(iface: &str, run: &str, seconds: u32, holder: &str) -> Sh {
+/// Saves the interface's current file and schedules its restoration unless confirmed. (The run's
+/// host lock is not the job's business: it ends with the run's SSH session, `live::locks`.)
+pub fn arm_linux_revert(iface: &str, run: &str, seconds: u32) -> Sh {
     let c = providers::wg_conf_path(iface);
     let p = format!("{c}.fabric-prev");
     let backup = sh!("if [ -e {} ]; then cp -p -- {} {}; else rm -f -- {}; fi", c, c, p, p);
     let revert = sh!(
-        "if [ -e {} ]; then mv -f -- {} {}; {}; else {}; fi; {}",
+        "if [ -e {} ]; then mv -f -- {} {}; {}; else {}; fi",
         p,
         p,
         c,
         providers::wg_restart(iface),
-        providers::wg_remove(iface),
-        shell::release_lock(LOCK_PATH, holder)
+        providers::wg_remove(iface)
     );
     sh!("{} && {}", backup, shell::schedule_revert(&canary(iface, run), seconds, &revert))
 }
@@ -208,10 +206,10 @@ mod tests {
     #[test]
     fn linux_revert_is_armed_with_a_canary() {
         let run = "20261201T000000Z-7";
-        let cmd = arm_linux_revert("wg0", run, 30, "run x");
+        let cmd = arm_linux_revert("wg0", run, 30);
         assert!(cmd.starts_with("if [ -e /etc/wireguard/wg0.conf ]; then cp -p -- /etc/wireguard/wg0.conf /etc/wireguard/wg0.conf.fabric-prev; else rm -f -- /etc/wireguard/wg0.conf.fabric-prev; fi && touch -- /run/fabric-confirm-wg0-20261201T000000Z-7 && ( setsid sh -c "), "{cmd}");
         assert!(cmd.contains("sleep 30;"), "{cmd}");
-        assert!(cmd.contains("/run/lock/fabric.lock"), "the job releases the run's lock: {cmd}");
+        assert!(!cmd.contains("/run/lock/fabric.lock"), "the lock ends with the session, not with the job: {cmd}");
         let disarm = disarm_linux_revert("wg0", run);
         assert!(disarm.starts_with("if mv -- /run/fabric-confirm-wg0-20261201T000000Z-7 /run/fabric-confirm-wg0-20261201T000000Z-7.confirmed"), "{disarm}");
         assert!(disarm.ends_with("&& rm -f -- /etc/wireguard/wg0.conf.fabric-prev"), "{disarm}");

@@ -14,8 +14,6 @@ use crate::transport::ssh::Session;
 
 /// What a host's changes need besides the host itself.
 pub(super) struct Context {
-    /// The run's lock holder: a Linux router that reverts by itself releases that lock too.
-    pub holder: String,
     /// The run: a router's self-revert is this run's, never an earlier one's.
     pub run: String,
     /// How long a router waits for confirmation before it reverts by itself.
@@ -52,10 +50,14 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
         };
     }
     for PendingChange { resource: r, prior, text } in items {
+        // Stopped (a signal, the step's Lease lost): no further change; what was made reverts.
+        if let Some(why) = cx.budget.stop.why() {
+            return (ok, vec![], Some(format!("{why}; {} not changed", r.address)));
+        }
         if r.provider == ProviderKind::Wireguard {
             let arm = shell::as_root(
                 &s.endpoint.user,
-                &arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs, &cx.holder),
+                &arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs),
             );
             match s.run(&arm, None, Duration::from_secs(20)).await {
                 Ok(o) if o.status == 0 => {}
@@ -73,7 +75,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             let ncx = crate::apply::node::Context {
                 step: &cx.step,
                 accesses: &cx.accesses,
-                budget: cx.budget,
+                budget: cx.budget.clone(),
                 progress: &cx.progress,
             };
             let result = crate::apply::node::migrate(&ncx, s, m).await;

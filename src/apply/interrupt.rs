@@ -2,7 +2,8 @@
 //! request is a flag the run looks at between its phases (before a wave of steps, after a
 //! step's changes, before its confirmation) and that waits look at while they poll: the step
 //! in progress is reverted to its rollback point, the locks are released and the journal says
-//! the run was interrupted. A signal is process-wide, so the flag is too.
+//! the run was interrupted. A signal is process-wide, so the flag is too. A lost Lease stops
+//! a run the same way ([`Stop`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -34,4 +35,27 @@ pub fn listen() {
         }
         request();
     });
+}
+
+/// What stops a step before its next change: a signal (process-wide, above), or the Lease that
+/// guards the step lost (`lease::Watch`; per run, as two runs may share a process in tests).
+#[derive(Debug, Clone, Default)]
+pub struct Stop {
+    lease: Option<(crate::apply::lease::Watch, crate::addr::Target)>,
+}
+
+impl Stop {
+    /// Stops on a signal, or when the run loses `guard`'s Lease.
+    pub fn guarded(watch: crate::apply::lease::Watch, guard: crate::addr::Target) -> Stop {
+        Stop { lease: Some((watch, guard)) }
+    }
+
+    /// Why to stop now, if so: `interrupted` for a signal, else the Lease's reason.
+    pub fn why(&self) -> Option<String> {
+        if requested() {
+            return Some("interrupted".into());
+        }
+        let (watch, guard) = self.lease.as_ref()?;
+        watch.lost(guard)
+    }
 }

@@ -70,7 +70,7 @@ async fn secret_to_apply(
         let report = |line: String| cx.report(line);
         let what = format!("the source of {}", obj["metadata"]["name"].as_str().unwrap_or_default());
         let copied = std::sync::Mutex::new(None);
-        wait::poll(&what, cx.budget, &report, || async {
+        wait::poll(&what, &cx.budget, &report, || async {
             Ok::<_, std::convert::Infallible>(match k::with_copied_data(obj, &source, &from).await {
                 Ok(o) => {
                     *copied.lock().expect("copy") = Some(o);
@@ -125,7 +125,7 @@ pub async fn wait_all(
     };
     let report = |line: String| cx.report(line);
     for (r, obj) in objs {
-        match wait::ready(&client, &obj, None, cx.budget, &report).await {
+        match wait::ready(&client, &obj, None, &cx.budget, &report).await {
             Ok(evidence) => report(format!("{} ready: {evidence}", r.address)),
             Err(e) => return Some(format!("{}: {e}", r.address)),
         }
@@ -148,6 +148,10 @@ async fn apply_in_order(
     let mut served: BTreeSet<(String, String)> = BTreeSet::new();
     let mut ok: Vec<(Resource, Observed)> = Vec::new();
     for PendingChange { resource: r, prior, .. } in items {
+        // Stopped (a signal, the step's Lease lost): no further change; what was made reverts.
+        if let Some(why) = cx.budget.stop.why() {
+            return (ok, Some(format!("{why}; {} not changed", r.address)));
+        }
         let obj = match &r.desired {
             Desired::Prune(id) => {
                 match k::delete(&client, id).await {
@@ -163,7 +167,7 @@ async fn apply_in_order(
         let kind =
             (obj["apiVersion"].as_str().unwrap_or("").to_string(), obj["kind"].as_str().unwrap_or("").to_string());
         if !served.contains(&kind) {
-            if let Err(e) = wait::kind_served(&client, &obj, cx.budget, &report).await {
+            if let Err(e) = wait::kind_served(&client, &obj, &cx.budget, &report).await {
                 return (ok, Some(format!("{}: {e}", r.address)));
             }
             served.insert(kind);
@@ -188,7 +192,7 @@ async fn apply_in_order(
         }
         ok.push((r.clone(), prior));
         if chart {
-            match wait::ready(&client, &obj, old_job, cx.budget, &report).await {
+            match wait::ready(&client, &obj, old_job, &cx.budget, &report).await {
                 Ok(evidence) => report(format!("{} ready: {evidence}", r.address)),
                 Err(e) => return (ok, Some(format!("{}: {e}", r.address))),
             }

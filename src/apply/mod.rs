@@ -9,6 +9,7 @@
 pub mod bootstrap;
 pub mod confirm;
 pub mod host;
+pub mod host_locks;
 pub mod interrupt;
 pub mod journal;
 pub mod kube;
@@ -32,8 +33,8 @@ pub use crate::live::pool::Pool;
 use crate::plan::model::Action;
 use crate::providers::{self, Observed, PendingChange, WgKey};
 use crate::topology::Topology;
-use crate::transport::shell;
-use crate::transport::ssh::{Session, SshError};
+use crate::transport::ssh::SshError;
+pub use host_locks::HostLocks;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -45,6 +46,8 @@ pub struct Options {
     pub force_conflicts: bool,
     /// How long to wait for an applied object's controller to report it done.
     pub wait_timeout: Duration,
+    /// When the run's Leases are renewed and given up (`lease::Times::default()` but in tests).
+    pub lease: lease::Times,
 }
 
 /// One step to apply, with its resources (already limited to the selected sites).
@@ -83,6 +86,9 @@ pub enum ApplyError {
     Blocked { step: String, reason: String },
     #[error("interrupted: {0}")]
     Interrupted(String),
+    /// A Lease the run held lapsed or was taken over between steps (see `lease`).
+    #[error("stopped: {reason}; not started: {left}")]
+    LeaseLost { reason: String, left: String },
     #[error("cannot write the journal {path}: {reason}")]
     Journal { path: String, reason: String },
 }
@@ -95,7 +101,7 @@ impl ApplyError {
                 "check that the remote user can write /run/lock (as root or through sudo)".into()
             }
             ApplyError::Locked { .. } => {
-                "wait for the other apply to finish; if it died, remove /run/lock/fabric.lock on that host".into()
+                "wait for the other apply to finish: a host's lock ends with that run's SSH session (a lost client's when sshd's keepalive drops it, docs/runbook.md \"Locks\"); `fabric lock status` shows the holder".into()
             }
             ApplyError::Reverted { .. } => {
                 "the step is back at its rollback point; fix the cause and apply again (`fabric plan` shows the state)"
@@ -109,6 +115,9 @@ impl ApplyError {
                 "the steps before stayed applied (the journal lists them); `fabric plan` shows what is left".into()
             }
             ApplyError::Journal { .. } => "fabric journals before it changes anything: make .fabric writable".into(),
+            ApplyError::LeaseLost { .. } => {
+                "the steps before stayed applied (the journal lists them); check that the cluster's API answers (`fabric lock status`), then apply again".into()
+            }
         }
     }
 }
@@ -140,62 +149,6 @@ fn uid() -> String {
                 .find_map(|l| l.strip_prefix("Uid:").map(|u| u.split_whitespace().next().unwrap_or("?").to_string()))
         })
         .map_or_else(|| "unknown user".into(), |u| format!("uid {u}"))
-}
-
-/// Whether `target` is locked with a file: SSH hosts yes (a target without SSH access has no
-/// file to lock: reaching it fails on its own); VyOS routers no (their configuration
-/// refuses a second commit-confirm while one is pending); Kubernetes APIs no (server-side
-/// apply's field ownership guards them).
-fn file_locked(targets: &Targets, target: &Target) -> bool {
-    let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-    !vyos && targets.ssh.contains_key(target)
-}
-
-/// Locks every host of `hosts` that is locked with a file, adding each to `locked` as it is
-/// taken (so the caller releases exactly those, even after a refusal).
-pub async fn lock_all(
-    pool: &Pool,
-    targets: &Targets,
-    hosts: &BTreeSet<Target>,
-    run: &str,
-    locked: &std::sync::Mutex<Vec<Target>>,
-) -> Result<(), ApplyError> {
-    let wanted: Vec<&Target> =
-        hosts.iter().filter(|t| file_locked(targets, t) && !locked.lock().expect("lock list").contains(t)).collect();
-    // Connected all at once (a connect is several round trips); the locks are then taken in
-    // order, one round trip each.
-    let sessions = futures::future::join_all(wanted.iter().map(|t| pool.get(targets, t))).await;
-    for (target, s) in wanted.into_iter().zip(sessions) {
-        lock(&*s?, run).await?;
-        locked.lock().expect("lock list").push(target.clone());
-    }
-    Ok(())
-}
-
-/// Releases the locks `run` took on `locked`.
-pub async fn unlock_all(pool: &Pool, targets: &Targets, locked: &[Target], run: &str) {
-    // All at once: each is one round trip over the connection the lock was taken on.
-    futures::future::join_all(locked.iter().map(|target| async move {
-        if let Ok(s) = pool.get(targets, target).await {
-            unlock(&s, run).await;
-        }
-    }))
-    .await;
-}
-
-async fn lock(s: &Session, run: &str) -> Result<(), ApplyError> {
-    let cmd = shell::as_root(&s.endpoint.user, &shell::take_lock(LOCK_PATH, &holder(run)));
-    let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
-    match o.status {
-        0 => Ok(()),
-        75 => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() }),
-        _ => Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: o.stderr_str() }),
-    }
-}
-
-async fn unlock(s: &Session, run: &str) {
-    let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &holder(run)));
-    let _ = s.run(&cmd, None, Duration::from_secs(15)).await;
 }
 
 // ---- The run -----------------------------------------------------------------------------
@@ -290,7 +243,7 @@ pub async fn run(
     // The Leases of the clusters that guard these steps, before anything is touched.
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
     let mut phase = timeline::Phase::start();
-    let leases = match lease::take(targets, &guards, &holder(&opts.run), progress).await {
+    let leases = match lease::take(targets, &guards, &holder(&opts.run), opts.lease, progress).await {
         Ok(l) => l,
         Err(e) => {
             let _ = journal.write(&Entry::End { run: opts.run.clone(), ok: false });
@@ -305,14 +258,13 @@ pub async fn run(
         pool: Pool::default(),
         journal: std::sync::Mutex::new(journal),
         journal_path: path.clone(),
-        locked: std::sync::Mutex::new(Vec::new()),
+        locks: host_locks::HostLocks::default(),
         leases,
     };
     phase.end("leases");
     let result = run_steps(&shared, steps, live).await;
     let mut phase = timeline::Phase::start();
-    let locked: Vec<Target> = shared.locked.lock().expect("lock list").clone();
-    unlock_all(&shared.pool, targets, &locked, &opts.run).await;
+    shared.locks.release_all().await;
     // Every step's outcome is journaled already; the end only marks the run finished, so a
     // journal that cannot take it changes neither the outcome nor what a rollback would do.
     if let Err(e) = shared.journal(&Entry::End { run: opts.run.clone(), ok: result.is_ok() }) {
@@ -335,11 +287,25 @@ struct Shared<'a> {
     pool: Pool,
     journal: std::sync::Mutex<&'a mut Journal>,
     journal_path: String,
-    locked: std::sync::Mutex<Vec<Target>>,
+    locks: host_locks::HostLocks,
     leases: lease::Held,
 }
 
 impl Shared<'_> {
+    /// What stops `step` before its next change: a signal, or its guard's Lease lost.
+    fn stop(&self, step: &StepWork) -> interrupt::Stop {
+        interrupt::Stop::guarded(self.leases.watch(), lease::guard_of(self.t, &step.key))
+    }
+
+    /// The wait budget of `step`'s changes.
+    fn budget(&self, step: &StepWork) -> crate::apply::wait::Budget {
+        crate::apply::wait::Budget {
+            timeout: self.opts.wait_timeout,
+            interval: Duration::from_millis(500),
+            stop: self.stop(step),
+        }
+    }
+
     fn journal(&self, e: &Entry) -> Result<(), ApplyError> {
         self.journal
             .lock()
@@ -390,9 +356,12 @@ async fn run_steps(sh: &Shared<'_>, steps: &[StepWork], mut live: Live) -> Resul
     let mut done = Vec::new();
     let mut pending: Vec<&StepWork> = steps.iter().collect();
     while !pending.is_empty() {
+        let left = || pending.iter().map(|s| s.key.as_str()).collect::<Vec<_>>().join(", ");
         if interrupt::requested() {
-            let left: Vec<&str> = pending.iter().map(|s| s.key.as_str()).collect();
-            return Err(ApplyError::Interrupted(format!("not started: {}", left.join(", "))));
+            return Err(ApplyError::Interrupted(format!("not started: {}", left())));
+        }
+        if let Some(reason) = sh.leases.watch().any_lost() {
+            return Err(ApplyError::LeaseLost { reason, left: left() });
         }
         let wave: Vec<&StepWork> = next_wave(&pending).into_iter().map(|i| pending[i]).collect();
         if wave.len() > 1 {
@@ -455,6 +424,16 @@ async fn apply_step(
     if interrupt::requested() {
         return Err(ApplyError::Interrupted(format!("not started: {}", step.key)));
     }
+    // Nor without the Lease of its guard, when it changes a cluster (one it brings up aside).
+    let clusters: BTreeSet<Target> = changes
+        .iter()
+        .map(|c| c.resource.target())
+        .filter(|t| sh.targets.kube.contains_key(*t) && !bootstrap.contains_key(*t))
+        .cloned()
+        .collect();
+    if let Err(reason) = sh.leases.required(&lease::guard_of(sh.t, &step.key), &clusters) {
+        return Err(ApplyError::Blocked { step: step.key.clone(), reason });
+    }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
     // Shared before the change: another operator can roll it back should this machine be lost.
@@ -468,9 +447,13 @@ async fn apply_step(
         failure = run_check(sh, step).await;
         phase.end(&phase_of("check"));
     }
-    // A stop asked for while the step ran: it goes back to its rollback point, not half-way.
-    if failure.is_none() && interrupt::requested() {
-        failure = Some("interrupted before it was confirmed".into());
+    // A stop asked for while the step ran (a signal, its Lease lost): it goes back to its
+    // rollback point, not half-way; confirming would be a change.
+    if failure.is_none() {
+        failure = sh.stop(step).why().map(|why| format!("{why} before it was confirmed"));
+    }
+    if failure.is_none() {
+        failure = relock_lost(sh, step).await;
     }
     if let Some(reason) = failure {
         return Err(revert_step(sh, step, &applied, reason).await);
@@ -501,9 +484,24 @@ async fn apply_step(
     Ok((true, live.keys))
 }
 
-/// Locks every host of the step before touching any of them (see [`lock_all`]).
+/// Locks every host of the step before touching any of them (see [`host_locks`]).
 async fn lock_hosts(sh: &Shared<'_>, step: &StepWork) -> Result<(), ApplyError> {
-    lock_all(&sh.pool, sh.targets, &step_targets(step), &sh.opts.run, &sh.locked).await
+    sh.locks.take_all(&sh.pool, sh.targets, &step_targets(step), &sh.opts.run, sh.progress).await
+}
+
+/// Before a confirmation: a host whose lock ended with its session (a dropped connection) is
+/// locked again over a new one, and checked that nobody took it meanwhile; the failure, if so.
+async fn relock_lost(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
+    for target in sh.locks.lost(&step_targets(step)).await {
+        let s = match sh.pool.get(sh.targets, &target).await {
+            Ok(s) => s,
+            Err(e) => return Some(format!("{target}: its lock ended with its connection: {e}")),
+        };
+        if let Err(e) = sh.locks.ensure(&s, &target, &sh.opts.run).await {
+            return Some(format!("its lock ended with its connection, and taking it again failed: {e}"));
+        }
+    }
+    None
 }
 
 /// Re-reads the step's resources once the keys exist (the rollback point is what is live right
@@ -642,24 +640,28 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
                 step: step.key.clone(),
                 force: opts.force_conflicts,
                 accesses: targets.kube.clone(),
-                budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+                budget: sh.budget(step),
                 progress: tx.clone(),
             };
             set.spawn(async move { crate::apply::kube::apply_target(&cx, &target, &access, items).await });
             continue;
         }
         let cx = crate::apply::host::Context {
-            holder: holder(&opts.run),
             run: opts.run.clone(),
             confirm_secs,
             confirm_minutes,
             step: step.key.clone(),
             accesses: targets.kube.clone(),
-            budget: crate::apply::wait::Budget { timeout: opts.wait_timeout, interval: Duration::from_millis(500) },
+            budget: sh.budget(step),
             progress: tx.clone(),
             state_dir: opts.state_dir.clone(),
         };
         let s = sh.pool.get(targets, &target).await?;
+        // A new session (the pool reconnected) holds no lock yet: taken again before any change.
+        if let Err(e) = sh.locks.ensure(&s, &target, &opts.run).await {
+            failure.get_or_insert(e.to_string());
+            continue;
+        }
         // Secret files are copied from their source host (over the run's connection to it).
         for c in items.iter_mut() {
             if let crate::desired::Desired::Secret(source) = &c.resource.desired {
@@ -792,7 +794,7 @@ async fn wait_for_objects(
             step: step.key.clone(),
             force: false,
             accesses: BTreeMap::new(),
-            budget: crate::apply::wait::Budget { timeout: sh.opts.wait_timeout, interval: Duration::from_millis(500) },
+            budget: sh.budget(step),
             progress: tx.clone(),
         };
         set.spawn(async move { crate::apply::kube::wait_all(&cx, &target, &access, objs).await });

@@ -174,7 +174,7 @@ async fn cordon_and_drain(cx: &Context<'_>, client: &Client, node: &str) -> Resu
     cx.report(node, "cordoned".into());
     let report = |line: String| cx.report(node, line);
     let what = format!("the drain of {node}");
-    let evidence = wait::poll(&what, cx.budget, &report, || drain_once(client, node))
+    let evidence = wait::poll(&what, &cx.budget, &report, || drain_once(client, node))
         .await
         .map_err(|source| NodeError::Wait { node: node.into(), source })?;
     cx.report(node, evidence);
@@ -191,7 +191,7 @@ async fn ready_and_uncordon(
     let node = m.node.as_str();
     let report = |line: String| cx.report(node, line);
     let what = format!("Cilium on {node}");
-    let evidence = wait::poll(&what, cx.budget, &report, || cilium_on_once(client, node))
+    let evidence = wait::poll(&what, &cx.budget, &report, || cilium_on_once(client, node))
         .await
         .map_err(|source| NodeError::Wait { node: node.into(), source })?;
     cx.report(node, evidence);
@@ -292,7 +292,8 @@ pub async fn revert(
 async fn back_in_previous(accesses: &BTreeMap<Target, KubeAccess>, m: &NodeMigration) -> Result<(), NodeError> {
     let node = m.node.as_str();
     let client = cluster(accesses, m).await?;
-    let budget = Budget { timeout: Duration::from_secs(120), interval: Duration::from_millis(500) };
+    let budget =
+        &Budget { timeout: Duration::from_secs(120), interval: Duration::from_millis(500), stop: Default::default() };
     let nodes: Api<Node> = Api::all(client.clone());
     let back = wait::poll(&format!("{node} back in {}", m.cluster), budget, &|_| {}, || async {
         Ok::<_, KubeError>(match nodes.get_opt(node).await? {

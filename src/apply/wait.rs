@@ -30,6 +30,9 @@ pub enum WaitError {
     /// The run was asked to stop (SIGINT, SIGTERM) while it waited.
     #[error("{what}: interrupted while waiting")]
     Interrupted { what: String },
+    /// The run lost the Lease that guards its step while it waited (`lease::Watch`).
+    #[error("{what}: stopped while waiting: {why}")]
+    Stopped { what: String, why: String },
 }
 
 /// What the controllers say about an object.
@@ -164,11 +167,12 @@ pub async fn served(client: &Client, obj: &Value) -> Result<bool, KubeError> {
     }
 }
 
-/// How long to wait and how often to look.
-#[derive(Debug, Clone, Copy)]
+/// How long to wait, how often to look, and what ends a wait early (a signal, a lost Lease).
+#[derive(Debug, Clone)]
 pub struct Budget {
     pub timeout: Duration,
     pub interval: Duration,
+    pub stop: crate::apply::interrupt::Stop,
 }
 
 /// Polls `probe` until it is Ready (Ok with the evidence), Failed, or the budget is spent.
@@ -176,7 +180,7 @@ pub struct Budget {
 /// A probe that fails (a read while a component restarts) counts as not ready yet.
 pub async fn poll<F, Fut, E>(
     what: &str,
-    budget: Budget,
+    budget: &Budget,
     report: &(dyn Fn(String) + Send + Sync),
     mut probe: F,
 ) -> Result<String, WaitError>
@@ -197,8 +201,10 @@ where
             // A read can fail while a component restarts: keep trying until the budget ends.
             Err(e) => format!("cannot read it: {e}"),
         };
-        if crate::apply::interrupt::requested() {
-            return Err(WaitError::Interrupted { what: what.to_string() });
+        match budget.stop.why() {
+            Some(why) if why == "interrupted" => return Err(WaitError::Interrupted { what: what.to_string() }),
+            Some(why) => return Err(WaitError::Stopped { what: what.to_string(), why }),
+            None => {}
         }
         if start.elapsed() >= budget.timeout {
             return Err(WaitError::Timeout { what: what.to_string(), waited: budget.timeout, last: line });
@@ -216,7 +222,7 @@ where
 pub async fn kind_served(
     client: &Client,
     obj: &Value,
-    budget: Budget,
+    budget: &Budget,
     report: &(dyn Fn(String) + Send + Sync),
 ) -> Result<(), WaitError> {
     let what = format!("kind {} ({})", obj["kind"].as_str().unwrap_or(""), obj["apiVersion"].as_str().unwrap_or(""));
@@ -237,7 +243,7 @@ pub async fn ready(
     client: &Client,
     obj: &Value,
     old_job: Option<String>,
-    budget: Budget,
+    budget: &Budget,
     report: &(dyn Fn(String) + Send + Sync),
 ) -> Result<String, WaitError> {
     let kind = obj["kind"].as_str().unwrap_or_default();
@@ -309,7 +315,7 @@ mod tests {
 
     #[tokio::test]
     async fn waits_end_in_typed_errors_with_the_same_text() {
-        let budget = Budget { timeout: Duration::ZERO, interval: Duration::from_millis(1) };
+        let budget = &Budget { timeout: Duration::ZERO, interval: Duration::from_millis(1), stop: Default::default() };
         let quiet = |_: String| {};
         let pending = || async { Ok::<_, KubeError>(Readiness::Pending("not served yet".into())) };
         let e = poll("kind X (v1)", budget, &quiet, pending).await.unwrap_err();

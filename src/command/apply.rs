@@ -66,11 +66,26 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
         return Err(blocked.into());
     }
-    if !ready.plan.has_changes() {
+    let pending = ready.pending_reverts();
+    if !ready.plan.has_changes() && pending.is_empty() {
         if !g.quiet {
             println!("No changes. The live state matches the topology.");
         }
         return Ok(Done::Ok);
+    }
+    if !ready.plan.has_changes() {
+        // A killed run's change that its router is about to put back reads as "no change":
+        // the run waits for the revert and reads again before deciding.
+        println!(
+            "{}",
+            terminal_safe(
+                &format!(
+                    "No changes now, but a self-revert of an earlier run is pending on {}: applying once it has fired.",
+                    pending.join(", ")
+                ),
+                st.color
+            )
+        );
     }
     if !g.quiet || !o.auto_approve {
         print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));

@@ -13,9 +13,10 @@ use crate::style::{Style, terminal_safe};
 /// Every operator's apply or rollback takes the Lease fabric-system/fabric-apply of the clusters
 /// that guard its steps (a per-site step: its site's cluster; a step that spans sites: the
 /// federation's host cluster), renewed while it runs and expiring 60 s after a run dies. It also
-/// writes /run/lock/fabric.lock on every SSH host it changes, naming the run, user, machine, pid
-/// and time, and removes it when done. A lock whose holder is gone (its process died on this
-/// machine, it is older than 6 h, or a Lease not renewed within its duration) is stale.
+/// locks every SSH host it changes through its SSH session (flock on /run/lock/fabric.lock,
+/// naming the run, user, machine, pid and time): the lock ends with the connection, so a killed
+/// run leaves none. A lock whose session lingers while its holder is gone (its process died on
+/// this machine, it is older than 6 h), or a Lease not renewed within its duration, is stale.
 #[derive(Debug, Args)]
 pub struct Opts {
     #[command(subcommand)]

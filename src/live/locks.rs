@@ -1,10 +1,22 @@
 //! Host locks and pending self-reverts as read from a host: what `plan` shows and `fabric lock`
-//! works on. The lock file is written by apply and rollback (`apply::lock_all`).
+//! works on. The lock is taken by apply and rollback (`apply::host_locks`).
+//!
+//! A host lock is held by the run's SSH session itself: a shell on its own channel takes
+//! `flock(1)` on the lock file, writes the holder's line into it and waits on its stdin, which
+//! only ends when fabric closes the channel or the connection ends (sshd then closes the pipe:
+//! OpenSSH `session.c`, `session_close_by_channel`, for a session without a terminal). So the
+//! lock dies with the connection: a run killed with SIGKILL leaves no lock once its TCP
+//! connection closes, and a partitioned client's lock lasts until sshd's keepalive gives up on
+//! it (`ClientAliveInterval` × `ClientAliveCountMax`, sshd_config(5); `docs/runbook.md` gives
+//! the figure). `flock` is util-linux's (Debian's `util-linux`, an Essential package, so also
+//! on VyOS, which is built on Debian); the script is POSIX sh, so it runs the same under dash,
+//! bash and VyOS's vbash (a bash). The file is never removed while it may be locked (a new file
+//! would be a second, separate lock): its content is emptied instead.
 
 use std::time::Duration;
 
 use crate::sh;
-use crate::transport::shell::Sh;
+use crate::transport::shell::{Sh, parent};
 
 /// Where the lock lives on every host fabric changes.
 pub const LOCK_PATH: &str = "/run/lock/fabric.lock";
@@ -53,6 +65,8 @@ impl HeldLock {
 pub struct Hold {
     /// The lock file's line.
     pub lock: Option<String>,
+    /// The pid of the session's lock holder on the host.
+    pub session: Option<u32>,
     /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
     pub pending_reverts: Vec<String>,
 }
@@ -63,11 +77,59 @@ impl Hold {
     }
 }
 
-/// Prints the lock file's line, then `revert <canary>` for each pending self-revert.
-pub fn read_locks() -> Sh {
+/// The first line a lock holder prints once it holds the lock.
+pub const HELD: &str = "held";
+
+/// Exit status of [`hold_lock`] when another session holds the lock (EX_TEMPFAIL); it prints
+/// that holder's line first.
+pub const LOCKED: u32 = 75;
+
+/// The lock holder: takes the lock on `path` (waiting up to 5 s, so that a `lock status` probing
+/// it at that moment does not refuse a run), writes `holder` and its own pid (`session <pid>`,
+/// for a break-glass release) into the file, prints [`HELD`], then holds the lock for as long as
+/// its stdin is open; at the end it empties the file while it still holds the lock. Refused,
+/// it prints the holder's line and exits [`LOCKED`]. The lock is on the open file (fd 9), which
+/// only this shell has: `read` is a builtin, so no child keeps the lock after the shell dies.
+pub fn hold_lock(path: &str, holder: &str) -> Sh {
     sh!(
-        "cat -- {} 2>/dev/null; for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
-        LOCK_PATH
+        "mkdir -p -- {} && exec 9<>{} || exit 1; if ! flock -w 5 9; then sed -n 1p {}; exit 75; fi; printf '%s\\nsession %s\\n' {} \"$$\" > {}; echo held; while read -r line; do :; done; : > {}",
+        parent(path),
+        path,
+        path,
+        holder,
+        path,
+        path
+    )
+}
+
+/// Breaks the lock `holder` holds on `path`: ends the session's holder process (its pid is in the
+/// file), then empties the file under the lock if that holder's line is still there (a lock taken
+/// meanwhile by a new run is left alone). For `fabric lock release`.
+pub fn break_lock(path: &str, holder: &str) -> Sh {
+    sh!(
+        "if [ \"$(sed -n 1p {} 2>/dev/null)\" = {} ]; then pid=$(sed -n 's/^session //p' {}); if [ -n \"$pid\" ]; then kill -- \"$pid\" 2>/dev/null; fi; flock -w 10 {} sh -c '[ \"$(sed -n 1p \"$1\")\" = \"$2\" ] && : > \"$1\"; true' sh {} {}; fi",
+        path,
+        holder,
+        path,
+        path,
+        path,
+        holder
+    )
+}
+
+/// Prints the lock file's lines while a session holds the lock (a line left by a holder that
+/// was killed outright, its lock gone, is not a lock), then `revert <canary>` for each pending
+/// self-revert.
+pub fn read_locks() -> Sh {
+    read_locks_at(LOCK_PATH)
+}
+
+fn read_locks_at(path: &str) -> Sh {
+    sh!(
+        "if [ -s {} ] && ! flock -n {} true 2>/dev/null; then sed -n 1,2p {}; fi; for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+        path,
+        path,
+        path
     )
 }
 
@@ -75,10 +137,12 @@ pub fn read_locks() -> Sh {
 pub fn parse_hold(stdout: &str) -> Hold {
     let mut h = Hold::default();
     for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
-        match line.strip_prefix("revert ") {
-            Some(c) => h.pending_reverts.push(c.to_string()),
-            None if h.lock.is_none() => h.lock = Some(line.trim().to_string()),
-            None => {}
+        if let Some(c) = line.strip_prefix("revert ") {
+            h.pending_reverts.push(c.to_string());
+        } else if let Some(pid) = line.strip_prefix("session ").filter(|_| h.lock.is_some()) {
+            h.session = pid.trim().parse().ok();
+        } else if h.lock.is_none() {
+            h.lock = Some(line.trim().to_string());
         }
     }
     h
@@ -122,9 +186,74 @@ mod tests {
 
     #[test]
     fn a_hold_reads_back() {
-        let h = parse_hold("fabric run r by a@b (pid 1)\nrevert /run/fabric-confirm-wg0-r\n");
+        let h = parse_hold("fabric run r by a@b (pid 1)\nsession 4242\nrevert /run/fabric-confirm-wg0-r\n");
         assert_eq!(h.lock.as_deref(), Some("fabric run r by a@b (pid 1)"));
+        assert_eq!(h.session, Some(4242));
         assert_eq!(h.pending_reverts, ["/run/fabric-confirm-wg0-r"]);
         assert!(parse_hold("").is_empty());
+    }
+
+    /// The holder for real, in a local `sh` with util-linux's `flock`: held while its stdin is
+    /// open, refused to a second holder (naming the first), gone when the first is killed with
+    /// SIGKILL (nothing of it runs afterwards) or its stdin closes (as when sshd ends the
+    /// session); `read_locks` shows only a held lock; `break_lock` ends a live holder.
+    #[test]
+    fn a_lock_lives_as_long_as_its_holders_stdin() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Child, Command, Stdio};
+        let dir = std::env::temp_dir().join(format!("fabric-hold-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("lock dir/fabric.lock");
+        let path = path.to_str().unwrap();
+        let start = |holder: &str| -> (Child, String) {
+            let mut c = Command::new("sh")
+                .arg("-c")
+                .arg(hold_lock(path, holder).as_str())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut line = String::new();
+            BufReader::new(c.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
+            (c, line.trim().to_string())
+        };
+        let read = || {
+            let o = Command::new("sh").arg("-c").arg(read_locks_at(path).as_str()).output().unwrap();
+            parse_hold(&String::from_utf8_lossy(&o.stdout))
+        };
+        let (mut a, said) = start("run a by x@y (pid 1, since 2)");
+        assert_eq!(said, HELD);
+        let h = read();
+        assert_eq!(h.lock.as_deref(), Some("run a by x@y (pid 1, since 2)"));
+        assert_eq!(h.session, Some(a.id()), "the holder's pid, for a break-glass release");
+        let (mut b, said) = start("run b");
+        assert_eq!(said, "run a by x@y (pid 1, since 2)", "refused, naming the holder");
+        assert_eq!(b.wait().unwrap().code(), Some(LOCKED as i32));
+        // SIGKILL: the holder cannot clean up, yet its lock is gone with it.
+        a.kill().unwrap();
+        a.wait().unwrap();
+        assert_eq!(read().lock, None, "a line without a holder is not a lock");
+        let (mut c, said) = start("run c");
+        assert_eq!(said, HELD, "taken right after the kill");
+        // Its stdin closes (fabric ends the channel, or sshd the session): the lock ends, the
+        // file is emptied.
+        drop(c.stdin.take());
+        assert!(c.wait().unwrap().success());
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "");
+        // Break-glass: a live holder is ended, and only its own line is cleared.
+        let (mut d, _) = start("run d");
+        let o = Command::new("sh").arg("-c").arg(break_lock(path, "run other").as_str()).status().unwrap();
+        assert!(o.success());
+        assert_eq!(read().lock.as_deref(), Some("run d"), "another holder's lock is left alone");
+        let o = Command::new("sh").arg("-c").arg(break_lock(path, "run d").as_str()).status().unwrap();
+        assert!(o.success());
+        assert!(!d.wait().unwrap().success(), "the holder was ended");
+        assert_eq!(read().lock, None);
+        assert_eq!(std::fs::read_to_string(path).unwrap(), "");
+        let (mut e, said) = start("run e");
+        assert_eq!(said, HELD);
+        drop(e.stdin.take());
+        e.wait().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -39,6 +39,14 @@ impl Ready {
         }
         None
     }
+
+    /// The hosts of the selection where a self-revert armed by an earlier run is pending (a run
+    /// killed before it confirmed): what plan read there is about to change back, so "no
+    /// changes" cannot be trusted yet. The run waits for them (`apply::host_locks`).
+    pub fn pending_reverts(&self) -> Vec<String> {
+        let held = &self.observation.live.held;
+        held.iter().filter(|(_, h)| !h.pending_reverts.is_empty()).map(|(t, _)| t.to_string()).collect()
+    }
 }
 
 /// Reads and plans. With a planfile, its selection is used and apply goes on only if the
@@ -133,6 +141,7 @@ pub fn run(
         confirm_timeout: opts.confirm_timeout,
         force_conflicts: opts.force_conflicts,
         wait_timeout: opts.wait_timeout,
+        lease: crate::apply::lease::Times::default(),
     };
     let result = rt.block_on(async {
         crate::apply::interrupt::listen();

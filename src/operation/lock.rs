@@ -128,8 +128,9 @@ pub fn release(
         for h in held {
             let Some(lock) = h.lock.filter(|l| force || l.stale.is_some()) else { continue };
             let Ok(s) = pool.get(targets, &h.target).await else { continue };
-            // Only that holder's lock goes: one taken meanwhile by a new run stays.
-            let cmd = shell::as_root(&s.endpoint.user, &shell::release_lock(LOCK_PATH, &lock.holder));
+            // Only that holder's lock goes (its session's holder ended): one taken meanwhile by a
+            // new run stays.
+            let cmd = shell::as_root(&s.endpoint.user, &locks::break_lock(LOCK_PATH, &lock.holder));
             if s.run(&cmd, None, Duration::from_secs(15)).await.is_ok_and(|o| o.status == 0) {
                 released.insert(h.target, lock.holder);
             }

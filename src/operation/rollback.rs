@@ -60,20 +60,23 @@ pub fn run(
     let holder_run = format!("{run} (rollback)");
     let result: Result<(), OpError> = rt.block_on(async {
         let pool = Pool::default();
-        let locked = std::sync::Mutex::new(Vec::new());
+        let locks = crate::apply::HostLocks::default();
         // The same Leases as an apply of these steps would take, then the host locks.
         let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
         let mut leases = None;
-        let mut result = match lease::take(targets, &guards, &crate::apply::holder(&holder_run), progress).await {
-            Ok(held) => {
-                leases = Some(held);
-                match crate::apply::lock_all(&pool, targets, &hosts, &holder_run, &locked).await {
-                    Ok(()) => Ok(()),
-                    Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+        let mut result =
+            match lease::take(targets, &guards, &crate::apply::holder(&holder_run), lease::Times::default(), progress)
+                .await
+            {
+                Ok(held) => {
+                    leases = Some(held);
+                    match locks.take_all(&pool, targets, &hosts, &holder_run, progress).await {
+                        Ok(()) => Ok(()),
+                        Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+                    }
                 }
-            }
-            Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
-        };
+                Err(error) => Err(OpError::Apply { run: run.into(), error: Box::new(error) }),
+            };
         for (step, priors) in steps.iter().filter(|_| result.is_ok()) {
             let applied: Vec<_> = priors.iter().map(|p| (revert::resource_from_prior(p), p.prior.clone())).collect();
             let left = revert::revert_all(&applied, run, &pool, targets).await;
@@ -88,8 +91,7 @@ pub fn run(
             progress(&format!("{step}: rolled back"));
             done.push(step.clone());
         }
-        let locked = locked.into_inner().expect("lock list");
-        crate::apply::unlock_all(&pool, targets, &locked, &holder_run).await;
+        locks.release_all().await;
         if let Some(mut held) = leases {
             // Every operator sees the run rolled back (`fabric runs`).
             if let Ok(text) = std::fs::read_to_string(&j.path) {

@@ -152,28 +152,13 @@ pub fn remove_file(path: &str) -> Sh {
     sh!("rm -f -- {}", path)
 }
 
-fn parent(path: &str) -> &str {
+/// The directory part of `path` (`/` for a file at the root, `.` for a bare name).
+pub fn parent(path: &str) -> &str {
     match path.rfind('/') {
         Some(0) => "/",
         Some(i) => &path[..i],
         None => ".",
     }
-}
-
-/// Takes the lock file `path` for `holder`, or prints the current holder and exits 75
-/// (EX_TEMPFAIL). `noclobber` makes the creation atomic.
-pub fn take_lock(path: &str, holder: &str) -> Sh {
-    sh!(
-        "if ( set -o noclobber; printf '%s\\n' {} > {} ) 2>/dev/null; then exit 0; else cat -- {} 2>/dev/null; exit 75; fi",
-        holder,
-        path,
-        path
-    )
-}
-
-/// Releases the lock if `holder` still holds it.
-pub fn release_lock(path: &str, holder: &str) -> Sh {
-    sh!("if [ \"$(cat -- {} 2>/dev/null)\" = {} ]; then rm -f -- {}; fi", path, holder, path)
 }
 
 /// Exit status of [`cancel_revert`] when the job had already claimed the canary: the change was
@@ -258,7 +243,7 @@ mod tests {
     fn hostile_paths_stay_quoted() {
         let cmd = write_file("/tmp/x'; reboot; '", 0o644).to_string();
         assert!(cmd.contains(r"'/tmp/x'\''; reboot; '\''.fabric-tmp'"), "{cmd}");
-        let cmd = take_lock("/run/fabric.lock", "apply $(id) by x").to_string();
+        let cmd = sh!("printf '%s\\n' {} > /run/x", "apply $(id) by x").to_string();
         assert!(cmd.contains("'apply $(id) by x'"), "{cmd}");
     }
 
@@ -317,14 +302,6 @@ mod tests {
         assert_eq!(run(&read_file(path), ""), (Some(0), "hello\n".to_string()));
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(std::fs::metadata(path).unwrap().permissions().mode() & 0o777, 0o640);
-        let lock = dir.join("lock");
-        let lock = lock.to_str().unwrap();
-        assert_eq!(run(&take_lock(lock, "run-1 by a"), "").0, Some(0));
-        assert_eq!(run(&take_lock(lock, "run-2 by b"), ""), (Some(75), "run-1 by a\n".to_string()));
-        assert_eq!(run(&release_lock(lock, "run-2 by b"), "").0, Some(0));
-        assert!(std::path::Path::new(lock).exists(), "only the holder releases");
-        assert_eq!(run(&release_lock(lock, "run-1 by a"), "").0, Some(0));
-        assert!(!std::path::Path::new(lock).exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -298,6 +298,8 @@ struct Collected {
     cap: usize,
     out: Vec<u8>,
     err: Vec<u8>,
+    /// The exit status, once it came.
+    status: Option<u32>,
 }
 
 /// The output passed its cap.
@@ -306,7 +308,32 @@ struct Full;
 
 impl Collected {
     fn new(cap: usize) -> Collected {
-        Collected { cap, out: Vec::new(), err: Vec::new() }
+        Collected { cap, out: Vec::new(), err: Vec::new(), status: None }
+    }
+    /// One message of the command's channel.
+    fn add(&mut self, msg: ChannelMsg) -> Result<(), Full> {
+        match msg {
+            ChannelMsg::Data { data } => return self.stdout(&data),
+            ChannelMsg::ExtendedData { data, ext: 1 } => return self.stderr(&data),
+            ChannelMsg::ExitStatus { exit_status } => self.status = Some(exit_status),
+            ChannelMsg::ExitSignal { .. } => self.status = self.status.or(Some(255)),
+            _ => {}
+        }
+        Ok(())
+    }
+    /// The first line of stdout, once complete, while the command has not exited.
+    fn first_line(&self) -> Option<String> {
+        let end = self.out.iter().position(|b| *b == b'\n').filter(|_| self.status.is_none())?;
+        Some(String::from_utf8_lossy(&self.out[..end]).trim().to_string())
+    }
+    /// The command's output once its channel closed; an error when it closed without an exit
+    /// status (the connection ended before the command `what`).
+    fn output(self, target: &str, what: &str) -> Result<Output, SshError> {
+        let status = self.status.ok_or_else(|| SshError::Protocol {
+            target: target.to_string(),
+            reason: format!("the connection closed before the command {what}"),
+        })?;
+        Ok(Output { status, stdout: self.out, stderr: self.err })
     }
     fn stdout(&mut self, data: &[u8]) -> Result<(), Full> {
         Self::push(&mut self.out, data, self.cap)
@@ -321,6 +348,11 @@ impl Collected {
         buf.extend_from_slice(data);
         Ok(())
     }
+}
+
+/// A command line as error messages show it (its first 80 characters).
+fn shown(command: &Sh) -> String {
+    command.as_str().chars().take(80).collect()
 }
 
 /// One authenticated connection.
@@ -423,7 +455,6 @@ impl Session {
         timeout: Duration,
     ) -> Result<Output, SshError> {
         let ep = &self.endpoint;
-        let shown = || command.as_str().chars().take(80).collect::<String>();
         let fut = async {
             let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
             let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
@@ -433,47 +464,121 @@ impl Session {
             }
             ch.eof().await.map_err(proto)?;
             let mut out = Collected::new(OUTPUT_CAP);
-            let mut status = None;
             while let Some(msg) = ch.wait().await {
-                let full = match msg {
-                    ChannelMsg::Data { data } => out.stdout(&data),
-                    ChannelMsg::ExtendedData { data, ext: 1 } => out.stderr(&data),
-                    ChannelMsg::ExitStatus { exit_status } => {
-                        status = Some(exit_status);
-                        Ok(())
-                    }
-                    ChannelMsg::ExitSignal { .. } => {
-                        status = status.or(Some(255));
-                        Ok(())
-                    }
-                    _ => Ok(()),
-                };
-                if full.is_err() {
+                if out.add(msg).is_err() {
                     // Closing the channel stops the command's output at the server.
                     let _ = ch.close().await;
-                    return Err(SshError::OutputTooLarge {
-                        target: ep.target.clone(),
-                        command: shown(),
-                        cap_mib: OUTPUT_CAP >> 20,
-                    });
+                    return Err(self.too_large(command));
                 }
             }
-            let status = status.ok_or_else(|| SshError::Protocol {
-                target: ep.target.clone(),
-                reason: "the connection closed before the command finished".into(),
-            })?;
-            Ok(Output { status, stdout: out.out, stderr: out.err })
+            out.output(&ep.target, "finished")
         };
+        self.within(command, timeout, fut).await
+    }
+
+    /// `fut`, the work of `command`, within `timeout` (else [`SshError::CommandTimeout`]).
+    async fn within<T>(
+        &self,
+        command: &Sh,
+        timeout: Duration,
+        fut: impl std::future::Future<Output = Result<T, SshError>>,
+    ) -> Result<T, SshError> {
         match tokio::time::timeout(timeout, fut).await {
             Ok(r) => r,
-            Err(_) => {
-                Err(SshError::CommandTimeout { target: ep.target.clone(), command: shown(), secs: timeout.as_secs() })
-            }
+            Err(_) => Err(SshError::CommandTimeout {
+                target: self.endpoint.target.clone(),
+                command: shown(command),
+                secs: timeout.as_secs(),
+            }),
+        }
+    }
+
+    /// `command`'s output passed [`OUTPUT_CAP`].
+    fn too_large(&self, command: &Sh) -> SshError {
+        SshError::OutputTooLarge {
+            target: self.endpoint.target.clone(),
+            command: shown(command),
+            cap_mib: OUTPUT_CAP >> 20,
         }
     }
 
     pub async fn close(self) {
         let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    }
+
+    /// Starts `command` on its own channel and leaves it running with its stdin open: it runs
+    /// until [`Running::end`] or until the connection ends (sshd then closes its stdin). Returns
+    /// once the command printed its first line (it is running), or ended first (its output),
+    /// within `timeout`. A host lock held by the session is such a command (`live::locks`).
+    pub async fn start(&self, command: &Sh, timeout: Duration) -> Result<Started, SshError> {
+        let ep = &self.endpoint;
+        let fut = async {
+            let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
+            let mut ch = self.handle.channel_open_session().await.map_err(proto)?;
+            ch.exec(true, command.as_str()).await.map_err(proto)?;
+            let mut out = Collected::new(OUTPUT_CAP);
+            while let Some(msg) = ch.wait().await {
+                if out.add(msg).is_err() {
+                    let _ = ch.close().await;
+                    return Err(self.too_large(command));
+                }
+                if let Some(line) = out.first_line() {
+                    return Ok(Started::Running(Running { channel: ch }, line));
+                }
+            }
+            Ok(Started::Ended(out.output(&ep.target, "started")?))
+        };
+        self.within(command, timeout, fut).await
+    }
+}
+
+/// What [`Session::start`] found.
+pub enum Started {
+    /// The command runs; its first line.
+    Running(Running, String),
+    /// It ended before printing a line.
+    Ended(Output),
+}
+
+/// A command left running on its own channel (see [`Session::start`]).
+pub struct Running {
+    channel: russh::Channel<client::Msg>,
+}
+
+impl Running {
+    /// Whether the command still runs: false once its channel closed or it exited (the
+    /// connection dropped, or the remote process was killed). Does not wait.
+    pub fn alive(&mut self) -> bool {
+        use futures::FutureExt;
+        loop {
+            match self.channel.wait().now_or_never() {
+                None => return true,
+                Some(None | Some(ChannelMsg::Eof | ChannelMsg::Close | ChannelMsg::ExitStatus { .. })) => return false,
+                Some(Some(ChannelMsg::ExitSignal { .. })) => return false,
+                Some(Some(_)) => continue,
+            }
+        }
+    }
+
+    /// Ends the command: closes its stdin (it finishes as it does when the connection ends)
+    /// and waits up to `timeout` for it to exit; its exit status, if it came.
+    pub async fn end(mut self, timeout: Duration) -> Option<u32> {
+        let _ = self.channel.eof().await;
+        let status = tokio::time::timeout(timeout, async {
+            while let Some(msg) = self.channel.wait().await {
+                match msg {
+                    ChannelMsg::ExitStatus { exit_status } => return Some(exit_status),
+                    ChannelMsg::Close => return None,
+                    _ => {}
+                }
+            }
+            None
+        })
+        .await
+        .ok()
+        .flatten();
+        let _ = self.channel.close().await;
+        status
     }
 }
 

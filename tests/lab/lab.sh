@@ -385,6 +385,12 @@ MaxSessions 100
 MaxStartups 200:30:400
 AcceptEnv LANG LC_*
 Subsystem sftp internal-sftp
+# fabric's host locks live as long as the session holding them (src/live/locks.rs): a client
+# that vanished without closing its connection (a partition, a suspended laptop) is dropped
+# at its 4th unanswered keepalive 5 s apart (nominally 20 s; 38 s measured with OpenSSH 9.2)
+# (sshd_config(5); the default ClientAliveInterval 0 would keep it until TCP gives up, hours).
+ClientAliveInterval 5
+ClientAliveCountMax 3
 EOF
 	# --- VyOS test double (up --vyos-routers / LAB_VYOS_DOUBLE) -------------
 	# Owned by the vyos_double work (examples/vyos_double.rs,

@@ -24,6 +24,7 @@ pub async fn apply_step(t: &Topology, dir: &Path, key: &str, run: &str) -> Resul
         confirm_timeout: Duration::from_secs(30),
         force_conflicts: false,
         wait_timeout: Duration::from_secs(60),
+        lease: Default::default(),
     };
     let mut j = Journal::create(dir, run).unwrap();
     apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await

@@ -217,6 +217,14 @@ impl TestApiServer {
         });
     }
 
+    /// How the server answers updates (PUT) of Leases from now on, until set back to
+    /// [`LeaseUpdates::Accepted`]: refused with a status, or stalled (no answer while it
+    /// lasts, the connection kept open). A narrow control for "a Lease that cannot be renewed
+    /// mid-apply"; reads of the Lease and every other request are served as usual.
+    pub fn set_lease_updates(&self, answer: LeaseUpdates) {
+        self.shared.lock().lease_updates = answer;
+    }
+
     /// Every request received, in order, as `METHOD /path?query` (query as sent), e.g.
     /// `PATCH /apis/kueue.x-k8s.io/v1beta2/clusterqueues/a?fieldManager=fabric&dryRun=All`.
     /// Requests on connections reset by [`TestApiServer::set_down`] are not logged.
@@ -561,6 +569,14 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Byt
     };
     if let Some(proxied) = service_proxy(&shared, &r).await {
         return proxied;
+    }
+    // A stalled Lease update waits without an answer while the setting lasts (bounded, so a
+    // forgotten setting cannot hang a test run forever).
+    if updates_lease(&r) {
+        let since = std::time::Instant::now();
+        while shared.lock().lease_updates == LeaseUpdates::Stalled && since.elapsed() < Duration::from_secs(600) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
     let out = shared.handle(&r);
     let mut b = Response::builder().status(out.status).header("Content-Type", "application/json");
@@ -915,6 +931,48 @@ fn fields_v1(fields: &BTreeSet<FieldPath>) -> Value {
     Value::Object(root)
 }
 
+/// How Lease updates are answered ([`TestApiServer::set_lease_updates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LeaseUpdates {
+    /// Served as usual.
+    #[default]
+    Accepted,
+    /// Refused with this status, in kube-apiserver's shape (see `lease_refusal`).
+    Refused(u16),
+    /// Not answered while the setting lasts (an apiserver or etcd that hangs).
+    Stalled,
+}
+
+/// Whether `r` updates a Lease (`PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME`).
+fn updates_lease(r: &Req) -> bool {
+    let segs: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+    r.method == "PUT" && matches!(segs.as_slice(), ["apis", "coordination.k8s.io", "v1", "namespaces", _, "leases", _])
+}
+
+/// A refused Lease update as kube-apiserver answers it (apimachinery `pkg/api/errors/errors.go`):
+/// 403 as `NewForbidden` with the RBAC authorizer's reason (an operator's role that lost
+/// `update` on leases), 503 as `NewServiceUnavailable`, 429 as `NewTooManyRequests` (the
+/// max-in-flight and priority-and-fairness filters), anything else with its generic reason.
+fn lease_refusal(r: &Req, code: u16) -> Out {
+    let segs: Vec<&str> = r.path.split('/').filter(|s| !s.is_empty()).collect();
+    let (ns, name) = (segs.get(4).copied().unwrap_or_default(), segs.get(6).copied().unwrap_or_default());
+    let (message, details) = match code {
+        403 => (
+            format!(
+                "leases.coordination.k8s.io \"{name}\" is forbidden: User \"fabric\" cannot update resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"{ns}\""
+            ),
+            Some(json!({"name": name, "group": "coordination.k8s.io", "kind": "leases"})),
+        ),
+        503 => ("the server is currently unable to handle the request".to_string(), None),
+        429 => (
+            "the server has received too many requests and has asked us to try again later".to_string(),
+            Some(json!({"retryAfterSeconds": 1})),
+        ),
+        _ => (format!("the Lease update failed ({code}, test double)"), None),
+    };
+    out(code, status_failure(code, reason_for(code), message, details))
+}
+
 struct Injected {
     verb: String,
     kind: String,
@@ -927,6 +985,8 @@ struct State {
     uids: u64,
     requests: Vec<String>,
     failures: Vec<Injected>,
+    /// How Lease updates are answered ([`TestApiServer::set_lease_updates`]).
+    lease_updates: LeaseUpdates,
     /// API groups hidden by [`TestApiServer::set_served`].
     unserved: BTreeSet<String>,
     /// The reconcile delay while the controllers are simulated.
@@ -1011,6 +1071,7 @@ impl Shared {
             uids: 0,
             requests: Vec::new(),
             failures: Vec::new(),
+            lease_updates: LeaseUpdates::Accepted,
             unserved: BTreeSet::new(),
             controllers: None,
             held: BTreeSet::new(),
@@ -1208,6 +1269,11 @@ impl Shared {
         };
         if let Some(o) = self.injected(r, res, verb) {
             return o;
+        }
+        if let LeaseUpdates::Refused(code) = self.lock().lease_updates
+            && updates_lease(r)
+        {
+            return lease_refusal(r, code);
         }
         if is_crd(res) {
             return match verb {

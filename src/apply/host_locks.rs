@@ -1,0 +1,182 @@
+//! The host locks of a run, held by its SSH sessions (see `live::locks`): taken before a step
+//! touches a host, re-taken on a new session before the next change after a reconnect (a new
+//! session means the old one's lock ended with it, and someone else may have taken it
+//! meanwhile), and ended with the run.
+//!
+//! After taking a host's lock, the run waits while another run's self-revert is pending there
+//! (a run killed before it confirmed: its router puts itself back when the timer fires, and the
+//! lock of the dead run ended with its connection long before). So a new apply right after a
+//! `kill -9` goes through once the dead run's routers have reverted by themselves, and never
+//! changes a router under a revert about to fire.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::apply::{ApplyError, Progress, holder};
+use crate::desired::{ProviderKind, Target};
+use crate::live::locks::{self, HELD, LOCK_PATH, LOCKED};
+use crate::live::observe::Targets;
+use crate::live::pool::Pool;
+use crate::transport::shell;
+use crate::transport::ssh::{Running, Session, Started};
+
+/// How long a run waits for another run's pending self-revert on a host before it gives up:
+/// longer than any confirm timeout an operator would give (`--confirm-timeout`, 60 s by default).
+pub const PENDING_REVERT_WAIT: Duration = Duration::from_secs(600);
+
+/// One host's lock: the holder running on the session it was taken on.
+struct Hold {
+    on: Weak<Session>,
+    holder: Running,
+}
+
+/// The host locks a run holds.
+#[derive(Default)]
+pub struct HostLocks {
+    held: tokio::sync::Mutex<BTreeMap<Target, Hold>>,
+}
+
+/// Whether `target` is locked: every host fabric reaches over SSH (a target without SSH access
+/// has no lock to take: reaching it fails on its own), VyOS routers included (the holder is a
+/// plain shell command, which VyOS runs in its login shell, vbash); Kubernetes APIs are guarded
+/// by their Lease (`apply::lease`).
+fn locked_host(targets: &Targets, target: &Target) -> bool {
+    targets.ssh.contains_key(target)
+}
+
+impl HostLocks {
+    /// Locks every host of `hosts` not locked yet (each as it comes, so that the caller ends
+    /// exactly those, even after a refusal), then waits while another run's self-revert is
+    /// pending on it.
+    pub async fn take_all(
+        &self,
+        pool: &Pool,
+        targets: &Targets,
+        hosts: &BTreeSet<Target>,
+        run: &str,
+        progress: Progress<'_>,
+    ) -> Result<(), ApplyError> {
+        for target in hosts.iter().filter(|t| locked_host(targets, t)) {
+            if self.held.lock().await.contains_key(target) {
+                continue;
+            }
+            let s = pool.get(targets, target).await?;
+            let holder = take(&s, run).await?;
+            self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
+            let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
+            if !vyos {
+                wait_for_other_reverts(&s, run, progress).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Before the next change on `target` over `s`: when the run's lock there was taken on
+    /// another session (the pool reconnected) or its holder ended (the connection dropped), the
+    /// lock is taken again on `s`; held by someone else meanwhile, the change must not be made.
+    pub async fn ensure(&self, s: &Arc<Session>, target: &Target, run: &str) -> Result<(), ApplyError> {
+        let mut held = self.held.lock().await;
+        let Some(h) = held.get_mut(target) else { return Ok(()) };
+        let same = h.on.upgrade().is_some_and(|on| Arc::ptr_eq(&on, s));
+        if same && h.holder.alive() {
+            return Ok(());
+        }
+        let holder = take(s, run).await?;
+        let old = std::mem::replace(h, Hold { on: Arc::downgrade(s), holder });
+        drop(held);
+        old.holder.end(Duration::from_secs(2)).await;
+        Ok(())
+    }
+
+    /// Whether every lock is still held on a live session (before a confirmation, which goes
+    /// over new connections): the hosts whose lock ended, if any.
+    pub async fn lost(&self, hosts: &BTreeSet<Target>) -> Vec<Target> {
+        let mut held = self.held.lock().await;
+        let mut lost = Vec::new();
+        for (t, h) in held.iter_mut().filter(|(t, _)| hosts.contains(*t)) {
+            if h.on.strong_count() == 0 || !h.holder.alive() {
+                lost.push(t.clone());
+            }
+        }
+        lost
+    }
+
+    /// Ends every lock (each holder empties its lock file and exits).
+    pub async fn release_all(&self) {
+        let held = std::mem::take(&mut *self.held.lock().await);
+        futures::future::join_all(held.into_values().map(|h| h.holder.end(Duration::from_secs(10)))).await;
+    }
+}
+
+/// Takes the lock of the host behind `s` for `run`.
+async fn take(s: &Session, run: &str) -> Result<Running, ApplyError> {
+    let cmd = shell::as_root(&s.endpoint.user, &locks::hold_lock(LOCK_PATH, &holder(run)));
+    match s.start(&cmd, Duration::from_secs(20)).await? {
+        Started::Running(r, line) if line == HELD => Ok(r),
+        // Refused: the holder's line comes first, then the exit status.
+        Started::Running(r, line) => match r.end(Duration::from_secs(10)).await {
+            Some(LOCKED) => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: line }),
+            _ => Err(ApplyError::LockFailed {
+                target: s.endpoint.target.clone(),
+                stderr: format!("unexpected answer {line:?}"),
+            }),
+        },
+        Started::Ended(o) if o.status == LOCKED => {
+            Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() })
+        }
+        Started::Ended(o) => Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: o.stderr_str() }),
+    }
+}
+
+/// Waits until no self-revert of another run is pending on the host behind `s` (bounded by
+/// [`PENDING_REVERT_WAIT`]).
+async fn wait_for_other_reverts(s: &Session, run: &str, progress: Progress<'_>) -> Result<(), ApplyError> {
+    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
+    let started = Instant::now();
+    let mut said = false;
+    loop {
+        let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
+        let others = others_pending(&locks::parse_hold(&o.stdout_str()).pending_reverts, run);
+        if others.is_empty() {
+            return Ok(());
+        }
+        if started.elapsed() > PENDING_REVERT_WAIT {
+            return Err(ApplyError::LockFailed {
+                target: s.endpoint.target.clone(),
+                stderr: format!(
+                    "another run's self-revert is still pending after {} s: {}",
+                    PENDING_REVERT_WAIT.as_secs(),
+                    others.join(", ")
+                ),
+            });
+        }
+        if !said {
+            progress(&format!(
+                "{}: waiting for another run's pending self-revert before changing it ({})",
+                s.endpoint.target,
+                others.join(", ")
+            ));
+            said = true;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The pending self-reverts (canaries `/run/fabric-confirm-<if>-<run>`) that are not `run`'s.
+fn others_pending(pending: &[String], run: &str) -> Vec<String> {
+    let mine = format!("-{run}");
+    pending.iter().filter(|c| !c.ends_with(&mine)).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runs_own_self_reverts_do_not_hold_it_back() {
+        let pending = ["/run/fabric-confirm-wg0-20261202T1000Z-1".to_string(), "/run/fabric-confirm-wg0-r2".into()];
+        assert_eq!(others_pending(&pending, "r2"), ["/run/fabric-confirm-wg0-20261202T1000Z-1"]);
+        assert!(others_pending(&pending[1..], "r2").is_empty());
+    }
+}

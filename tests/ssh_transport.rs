@@ -346,6 +346,12 @@ async fn key_from_ssh_agent(lab: &lab::Lab) {
     // SAFETY: this test runs its scenarios one after another on one task; nothing else reads
     // the environment meanwhile.
     unsafe { std::env::set_var("SSH_AUTH_SOCK", &sock) };
+    // The lab's ssh config says IdentitiesOnly yes: the agent's key matches no identity file, so
+    // it is not offered (OpenSSH's sshconnect2.c pubkey_prepare), and the connect fails.
+    ep.identities_only = true;
+    let only = Session::connect(&ep).await;
+    assert!(only.is_err(), "IdentitiesOnly: the agent's key, which matches no identity file, was used");
+    ep.identities_only = false;
     let r = Session::connect(&ep).await;
     unsafe { std::env::remove_var("SSH_AUTH_SOCK") };
     let mut agent = agent;

@@ -255,12 +255,12 @@ impl Held {
     /// Refuses a step that would change `changed` clusters (less those it brings up itself)
     /// when the Lease of its guard `guard` is not held: never taken (unreachable at the start),
     /// or lost since.
-    pub fn required(&self, guard: &Target, changed: &BTreeSet<Target>) -> Result<(), String> {
+    pub fn required(&self, guard: &Target, changed: &BTreeSet<Target>) -> Result<(), NoLease> {
         if changed.is_empty() {
             return Ok(());
         }
         if let Some(why) = self.watch.lost(guard) {
-            return Err(why);
+            return Err(NoLease(why));
         }
         if self.held.iter().any(|(c, _)| c == guard) {
             return Ok(());
@@ -268,12 +268,12 @@ impl Held {
         let names: Vec<String> = changed.iter().map(ToString::to_string).collect();
         let why =
             self.unreachable.get(guard).map_or("it has no API access".to_string(), |e| format!("unreachable: {e}"));
-        Err(format!(
+        Err(NoLease(format!(
             "it changes {} and holds no Lease {}/{} of {guard} ({why}); a step that changes a cluster never starts without its Lease",
             names.join(", "),
             lease::NAMESPACE,
             lease::NAME
-        ))
+        )))
     }
 
     fn renew_in_background(&mut self, progress: Progress<'_>) {
@@ -351,6 +351,11 @@ pub fn shared_journal(run: &str, text: &str) -> serde_json::Value {
     })
 }
 
+/// Why a step may not change its clusters: their Lease is not held (never taken, or lost).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoLease(pub String);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -380,7 +385,7 @@ mod tests {
         let h = held(&[("sp", "connection refused")]);
         let sp = Target::cluster("sp");
         let changed: BTreeSet<Target> = [sp.clone()].into();
-        let why = h.required(&sp, &changed).unwrap_err();
+        let why = h.required(&sp, &changed).unwrap_err().0;
         assert!(
             why.contains("holds no Lease fabric-system/fabric-apply of cluster.sp (unreachable: connection refused)"),
             "{why}"

@@ -432,7 +432,7 @@ async fn apply_step(
         .cloned()
         .collect();
     if let Err(reason) = sh.leases.required(&lease::guard_of(sh.t, &step.key), &clusters) {
-        return Err(ApplyError::Blocked { step: step.key.clone(), reason });
+        return Err(ApplyError::Blocked { step: step.key.clone(), reason: reason.0 });
     }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;

@@ -5,16 +5,25 @@
 use crate::transport::retry::{self, Transient};
 use crate::transport::ssh::{Endpoint, Session, SshError};
 
-/// Whether a failed connect is worth another try: it failed at once (refused, reset during the
-/// handshake: an sshd restarting) rather than timing out. A timeout is a host or link that is
-/// down, named at once so that a partition shows within one connect timeout; a key or
-/// authentication failure (or an answer past the output cap) is never retried (it would fail
-/// the same way).
+/// Whether a failed connect is worth another try: the host answered that nothing listens
+/// (refused) or closed the connection during the handshake: an sshd restarting. Anything else
+/// is not retried: a timeout, an unreachable network or host (`No route to host` is how a cut
+/// link shows in the lab) is named at once, so that a partition shows within one connect
+/// timeout; a key or authentication failure (or an answer past the output cap) would fail the
+/// same way again.
+///
+/// The reason is the text of the `std::io::Error` of the TCP connect (`strerror`'s words on
+/// Linux and the BSDs: "Connection refused", "Connection reset by peer").
 pub fn connect_transient(e: &SshError) -> Option<Transient> {
     match e {
-        SshError::Connect { reason, .. } => Some(Transient::new(reason.clone())),
+        SshError::Connect { reason, .. }
+            if reason.starts_with("Connection refused") || reason.starts_with("Connection reset") =>
+        {
+            Some(Transient::new(reason.clone()))
+        }
         SshError::Protocol { reason, .. } => Some(Transient::new(reason.clone())),
-        SshError::NoAccess { .. }
+        SshError::Connect { .. }
+        | SshError::NoAccess { .. }
         | SshError::HostKeyRevoked { .. }
         | SshError::Timeout { .. }
         | SshError::UnknownHost { .. }

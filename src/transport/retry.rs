@@ -51,7 +51,7 @@ pub const KUBE: Policy = Policy {
 /// A connect that times out is not retried, so a cut site is still named within one connect
 /// timeout.
 pub const SSH_CONNECT: Policy = Policy {
-    attempts: 4,
+    attempts: 5,
     base: Duration::from_millis(300),
     cap: Duration::from_secs(2),
     budget: Duration::from_secs(5),
@@ -233,7 +233,7 @@ mod tests {
     #[test]
     fn the_retry_line_names_who_what_attempt_and_why() {
         let l = retry_line("router.sp", "connect", 2, &SSH_CONNECT, "connection refused", Duration::from_millis(420));
-        assert_eq!(l, "retry: router.sp: connect: attempt 2/4 failed (connection refused); trying again in 420 ms");
+        assert_eq!(l, "retry: router.sp: connect: attempt 2/5 failed (connection refused); trying again in 420 ms");
     }
 
     #[test]

@@ -202,7 +202,7 @@ where
     retry::retry(&retry::KUBE, &cluster_name(), what, transient, op).await
 }
 
-fn cluster_name() -> String {
+pub(crate) fn cluster_name() -> String {
     CLUSTER.try_with(Clone::clone).unwrap_or_else(|_| "a cluster".into())
 }
 

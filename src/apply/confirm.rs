@@ -94,9 +94,12 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
         let ep = targets.ssh.get(&target).ok_or_else(|| none(ConfirmError::NoAccess { target: target.to_string() }))?;
         endpoints.push((target, rs, ep));
     }
-    // Every router connected at once (each connect is several round trips); nothing is
-    // confirmed until all are, and then one after the other.
-    let connected = futures::future::join_all(endpoints.iter().map(|(_, _, ep)| Session::connect(ep))).await;
+    // Every router connected at once (each connect is several round trips), each through the
+    // retried connect (`live::connect`: a router whose sshd is restarting is tried again, one
+    // that timed out is named at once); nothing is confirmed until all are, and then one after
+    // the other.
+    let connected =
+        futures::future::join_all(endpoints.iter().map(|(_, _, ep)| crate::live::connect::connect(ep))).await;
     let mut sessions = Vec::new();
     let mut unreachable = None;
     for ((target, rs, _), c) in endpoints.into_iter().zip(connected) {

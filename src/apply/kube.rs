@@ -108,7 +108,7 @@ pub type Outcome = (Vec<(Resource, Observed)>, Vec<(Resource, Value)>, Option<St
 /// whole step is applied (a Karmada Cluster is Ready only once its credentials are copied).
 pub async fn apply_target(cx: &Context, target: &Target, access: &KubeAccess, items: Vec<PendingChange>) -> Outcome {
     let mut later = Vec::new();
-    let (ok, failure) = apply_in_order(cx, target, access, items, &mut later).await;
+    let (ok, failure) = k::for_cluster(target, apply_in_order(cx, target, access, items, &mut later)).await;
     (ok, later, failure)
 }
 
@@ -124,13 +124,16 @@ pub async fn wait_all(
         Err(e) => return Some(e.to_string()),
     };
     let report = |line: String| cx.report(line);
-    for (r, obj) in objs {
-        match wait::ready(&client, &obj, None, &cx.budget, &report).await {
-            Ok(evidence) => report(format!("{} ready: {evidence}", r.address)),
-            Err(e) => return Some(format!("{}: {e}", r.address)),
+    k::for_cluster(target, async {
+        for (r, obj) in objs {
+            match wait::ready(&client, &obj, None, &cx.budget, &report).await {
+                Ok(evidence) => report(format!("{} ready: {evidence}", r.address)),
+                Err(e) => return Some(format!("{}: {e}", r.address)),
+            }
         }
-    }
-    None
+        None
+    })
+    .await
 }
 
 async fn apply_in_order(
@@ -188,6 +191,11 @@ async fn apply_in_order(
             None
         };
         if let Err(e) = k::apply(&client, &obj, force).await {
+            // The retries ended without an answer: the change may have landed, so it is put
+            // back with the rest (putting back what did not change changes nothing).
+            if e.outcome_unknown() {
+                ok.push((r.clone(), prior));
+            }
             return (ok, Some(format!("{}: {e}", r.address)));
         }
         ok.push((r.clone(), prior));

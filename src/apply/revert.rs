@@ -13,16 +13,32 @@ use crate::live::observe::Targets;
 use crate::providers::{self, Observed};
 use crate::transport::shell::{self, Sh};
 
+/// A session to `target` that answers: the step's connection may be what failed, so the first
+/// use of each host in a revert checks it and connects anew when it is dead (`Pool::answering`).
+async fn session(
+    pool: &Pool,
+    targets: &Targets,
+    target: &Target,
+    checked: &mut std::collections::BTreeSet<Target>,
+) -> Result<std::sync::Arc<crate::transport::ssh::Session>, crate::transport::ssh::SshError> {
+    if checked.insert(target.clone()) {
+        Ok(pool.answering(targets, target).await?.session)
+    } else {
+        pool.get(targets, target).await
+    }
+}
+
 /// Puts applied resources back, newest first; returns what could not be put back.
 pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool, targets: &Targets) -> Vec<String> {
     let mut left = Vec::new();
+    let mut checked = std::collections::BTreeSet::new();
     // VyOS routers: all of a router's resources in one commit.
     let mut vyos: BTreeMap<Target, Vec<(Resource, Observed)>> = BTreeMap::new();
     for (r, p) in applied.iter().filter(|(r, _)| r.provider == ProviderKind::Vyos) {
         vyos.entry(r.target().clone()).or_default().push((r.clone(), p.clone()));
     }
     for (target, items) in vyos {
-        match pool.get(targets, &target).await {
+        match session(pool, targets, &target, &mut checked).await {
             Ok(s) => {
                 if let Err(e) = providers::revert_vyos(&s, &items).await {
                     left.push(e.to_string());
@@ -38,7 +54,9 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             continue;
         };
         let result = match crate::providers::kube::client(r.target(), access).await {
-            Ok(c) => crate::providers::kube::revert(&c, obj, prior).await,
+            Ok(c) => {
+                crate::providers::kube::for_cluster(r.target(), crate::providers::kube::revert(&c, obj, prior)).await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -51,7 +69,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
         applied.iter().rev().filter(|(r, _)| r.provider != ProviderKind::Vyos && r.provider != ProviderKind::Kube)
     {
         if let crate::desired::Desired::NodeMigration(m) = &r.desired {
-            let result = match pool.get(targets, r.target()).await {
+            let result = match session(pool, targets, r.target(), &mut checked).await {
                 Ok(s) => crate::apply::node::revert(&targets.kube, &s, r, m, prior).await.map_err(|e| e.to_string()),
                 Err(e) => Err(format!("{}: {e}", r.address)),
             };
@@ -63,7 +81,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }
-        let s = match pool.get(targets, r.target()).await {
+        let s = match session(pool, targets, r.target(), &mut checked).await {
             Ok(s) => s,
             Err(e) => {
                 left.push(format!("{}: {e}", r.address));

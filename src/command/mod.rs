@@ -41,6 +41,7 @@ pub enum Done {
 
 pub fn run(cli: Cli) -> Result<Done, Report> {
     let Cli { global, command } = cli;
+    crate::transport::retry::set_verbose(global.verbose > 0);
     match command {
         Command::Validate(o) => validate::run(&global, o),
         Command::Graph(o) => graph::run(&global, o),

@@ -1,6 +1,7 @@
 //! Live state: where the targets are, what they hold now, and what fabric made that the
 //! topology no longer has.
 
+pub mod connect;
 pub mod locks;
 pub mod observe;
 pub mod pool;

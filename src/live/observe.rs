@@ -143,7 +143,7 @@ pub async fn read_gpu_runtimes(nodes: &[Target], targets: &Targets) -> BTreeMap<
         let node = node.clone();
         set.spawn(async move {
             let read = async {
-                let s = Session::connect(&ep).await.map_err(|e| e.to_string())?;
+                let s = super::connect::connect(&ep).await.map_err(|e| e.to_string())?;
                 // As root: K3s's containerd config is root's to read.
                 let probe = crate::transport::shell::as_root(&s.endpoint.user, &crate::desired::gpu_runtime::probe());
                 let o = s.run(&probe, None, std::time::Duration::from_secs(15)).await.map_err(|e| e.to_string())?;
@@ -250,7 +250,10 @@ pub async fn observe_over(
     let mut kube_reads = tokio::task::JoinSet::new();
     for (target, rs) in by_target {
         if let Some(access) = targets.kube.get(&target).cloned() {
-            kube_reads.spawn(read_kube(target, access, rs));
+            kube_reads.spawn(async move {
+                let t = target.clone();
+                crate::providers::kube::for_cluster(&t, read_kube(target, access, rs)).await
+            });
             continue;
         }
         let Some(ep) = targets.ssh.get(&target).cloned() else {
@@ -322,10 +325,11 @@ struct HostRead {
     outcome: Result<HostState, Unread>,
 }
 
-/// Reads one host over one connection. Where every read is a plain command (a Linux host or
-/// router), all of them, the lock and pending-revert check and the key read go in one framed
-/// script (`transport::batch`): one channel, so about one round trip after the connect. A VyOS
-/// router's reads are `vbash -s` scripts on stdin, each in its own channel, all at once.
+/// Reads one host (see [`read_host_once`]); a read whose connection dropped under it (sshd
+/// restarted: the session is closed, `Session::is_closed`) is read again over a new connection,
+/// within the connect retry's policy: a read changes nothing, so it is safe to repeat. A session
+/// apply lent (`open`) is used for the first try only; once it dropped, the pool replaces it for
+/// its owner (`live::pool`) and the read connects anew through [`super::connect::connect`].
 async fn read_host(
     target: Target,
     ep: Endpoint,
@@ -333,16 +337,53 @@ async fn read_host(
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
 ) -> HostRead {
+    let policy = crate::transport::retry::SSH_CONNECT;
+    let start = std::time::Instant::now();
+    let mut open = open;
+    let mut done = 0;
+    loop {
+        let (read, dropped) = read_host_once(target.clone(), &ep, open.take(), rs.clone(), want_key.clone()).await;
+        done += 1;
+        let again = match (&read.outcome, dropped) {
+            (Err(Unread(why)), true) => policy.next(done, start.elapsed(), None, 0.5).map(|w| (w, why.clone())),
+            _ => None,
+        };
+        let Some((wait, why)) = again else { return read };
+        crate::transport::retry::notice(&crate::transport::retry::retry_line(
+            &target.to_string(),
+            "read",
+            done,
+            &policy,
+            &format!("the connection dropped: {why}"),
+            wait,
+        ));
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Reads one host over one connection (`open`, lent by apply, or a new one through the retried
+/// connect). Where every read is a plain command (a Linux host or router), all of them, the lock
+/// and pending-revert check and the key read go in one framed script (`transport::batch`): one
+/// channel, so about one round trip after the connect. A VyOS router's reads are `vbash -s`
+/// scripts on stdin, each in its own channel, all at once. Also says whether the connection was
+/// lost under the read (the session closed), which is what [`read_host`] reads again.
+async fn read_host_once(
+    target: Target,
+    ep: &Endpoint,
+    open: Option<Arc<Session>>,
+    rs: Vec<Resource>,
+    want_key: Option<(ProviderKind, String)>,
+) -> (HostRead, bool) {
     let connected = match open {
         Some(s) => Ok(s),
-        None => Session::connect(&ep).await.map(Arc::new),
+        None => super::connect::connect(ep).await.map(Arc::new),
     };
     let session = match connected {
         Ok(s) => s,
         Err(e) => {
             let text = e.to_string();
             let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
-            return HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target };
+            return (HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target }, false);
         }
     };
     let answers = match batch_of(&session.endpoint.user, &rs, want_key.as_ref()) {
@@ -351,7 +392,8 @@ async fn read_host(
     };
     let Answers { states, key, hold } = match answers {
         Ok(a) => a,
-        Err(e) => return HostRead { target, outcome: Err(e) },
+        // The session closed under the read (sshd restarted, the link reset): read again.
+        Err(e) => return (HostRead { target, outcome: Err(e) }, session.is_closed()),
     };
     let mut out = Vec::new();
     let mut failure = None;
@@ -372,13 +414,13 @@ async fn read_host(
         Some(Err(_)) | None => None,
     };
     if let Some(e) = failure {
-        return HostRead { target, outcome: Err(Unread(e)) };
+        return (HostRead { target, outcome: Err(Unread(e)) }, session.is_closed());
     }
     // A connection of this read's own is closed; one it was lent stays open for its owner.
     if let Ok(s) = Arc::try_unwrap(session) {
         s.close().await;
     }
-    HostRead { target, outcome: Ok((out, key, hold)) }
+    (HostRead { target, outcome: Ok((out, key, hold)) }, false)
 }
 
 /// What a host's reads answered: each resource's state (or why not), its key read, its hold.

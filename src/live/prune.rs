@@ -54,7 +54,8 @@ pub async fn orphans(
         let Some(access) = targets.kube.get(&target) else { continue };
         // An API that cannot be reached or listed is reported by the observation itself.
         let Ok(client) = crate::providers::kube::client(&target, access).await else { continue };
-        let Ok(ids) = crate::providers::kube::list_managed(&client, fabric).await else { continue };
+        let listed = crate::providers::kube::list_managed(&client, fabric);
+        let Ok(ids) = crate::providers::kube::for_cluster(&target, listed).await else { continue };
         for id in ids {
             let addr = address(&target, &id);
             if wanted.contains(&addr) {

@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use crate::providers::secrets::{CopySource, SecretError};
 use crate::providers::{Observed, SENSITIVE};
+use crate::transport::retry::{self, Transient};
 
 pub const FIELD_MANAGER: &str = "fabric";
 
@@ -77,6 +78,16 @@ impl KubeError {
         self.status() == Some(404)
     }
 
+    /// A write that failed this way may still have been applied: the connection dropped before
+    /// the answer, or the server failed while handling it.
+    pub fn outcome_unknown(&self) -> bool {
+        match self {
+            KubeError::Transport(_) => true,
+            KubeError::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
     /// A 409: another field manager owns the fields, or the object changed meanwhile.
     pub fn is_conflict(&self) -> bool {
         self.status() == Some(409)
@@ -121,6 +132,91 @@ impl From<serde_json::Error> for KubeError {
     }
 }
 
+tokio::task_local! {
+    /// The cluster the calls of the current task go to (`cluster.sp`), for retry lines: a
+    /// `kube::Client` does not know the target's name. Set by [`for_cluster`].
+    static CLUSTER: String;
+}
+
+/// Runs `fut` with its retry lines naming `target`.
+pub async fn for_cluster<F: std::future::Future>(target: &Target, fut: F) -> F::Output {
+    CLUSTER.scope(target.to_string(), fut).await
+}
+
+/// Whether a failed API call may be made again, following Kubernetes' clients:
+///
+/// * a 429, waiting at least the `retryAfterSeconds` of its Status when it has one
+///   (client-go `rest/with_retry.go` `IsNextRetry`/`checkWait`; kube-rs keeps no header of a
+///   plain-text answer, kube-client `client/mod.rs` `handle_api_errors`, so the `Retry-After` of
+///   kube-apiserver's own 429s, `filters/maxinflight.go` and `priority-and-fairness.go`
+///   `tooManyRequests`, is not seen and fabric's backoff applies);
+/// * a 503 or 504 (kube-client `client/retry.rs` `is_retryable_status`), and a 500 whose Status
+///   says when to come back (client-go's `checkWait`: any 5xx with a Retry-After);
+/// * a connection refused, reset or closed before the answer (client-go `rest/request.go`
+///   `isErrRetryableFunc`: `IsConnectionReset`, `IsProbableEOF`).
+///
+/// A timeout is not retried: it is how an unreachable cluster shows, and it is named at once.
+pub fn transient(e: &kube::Error) -> Option<Transient> {
+    match e {
+        kube::Error::Api(s) => {
+            let hint = s.details.as_ref().map(|d| d.retry_after_seconds).filter(|&n| n > 0);
+            let retryable = matches!(s.code, 429 | 503 | 504) || (s.code >= 500 && hint.is_some());
+            retryable.then(|| Transient {
+                why: KubeError::from(e).to_string(),
+                server_hint: hint.map(|n| std::time::Duration::from_secs(u64::from(n))),
+            })
+        }
+        other => dropped(other).then(|| Transient::new(other.to_string())),
+    }
+}
+
+/// A connection refused, reset or closed before an answer (not a timeout), anywhere in the
+/// error's chain of causes.
+fn dropped(e: &(dyn std::error::Error + 'static)) -> bool {
+    use std::io::ErrorKind::*;
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ConnectionRefused | ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            );
+        }
+        if let Some(h) = err.downcast_ref::<hyper::Error>()
+            && (h.is_incomplete_message() || h.is_closed() || h.is_canceled())
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+/// One API call under [`retry::KUBE`]: `what` names it in the retry lines (`get ClusterQueue
+/// default`).
+pub async fn call<T, F, Fut>(what: &str, op: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    retry::retry(&retry::KUBE, &cluster_name(), what, transient, op).await
+}
+
+pub(crate) fn cluster_name() -> String {
+    CLUSTER.try_with(Clone::clone).unwrap_or_else(|_| "a cluster".into())
+}
+
+/// `kind name` (or `kind ns/name`) of an object, for retry lines.
+fn label(obj: &Value) -> String {
+    let m = &obj["metadata"];
+    let name = m["name"].as_str().unwrap_or_default();
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    match m["namespace"].as_str() {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
 /// Where a Kubernetes target's credentials are: a kubeconfig file and context.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KubeAccess {
@@ -143,18 +239,24 @@ impl KubeAccess {
 }
 
 /// A client for `target`, from its kubeconfig; the error says which file and context failed.
+///
+/// kube's own retry is off: it retries a 429/503/504 up to 15 times with up to 1000 s between
+/// attempts and says nothing (kube-client `client/retry.rs` `RetryPolicy::server_retry`),
+/// minutes in which a partition or a Service without endpoints would go unreported. fabric's
+/// calls retry instead where it is safe, within [`retry::KUBE`] and with a line per retry under
+/// `-v` ([`call`]).
 pub async fn client(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
-    client_with(target, access, true).await
+    client_with(target, access).await
 }
 
-/// A client that does not retry a 429/503/504: kube's default retries them up to 15 times with
-/// exponential backoff (kube-client `client/retry.rs` `RetryPolicy::server_retry`), minutes for
-/// a 503 a service proxy answers while a Service has no endpoints, which a check should report.
+/// A client whose calls a check makes once (a 503 a service proxy answers while a Service has
+/// no endpoints is what the check reports): the same client as [`client`], which does not retry
+/// by itself; the name says what the caller relies on.
 pub async fn client_once(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
-    client_with(target, access, false).await
+    client_with(target, access).await
 }
 
-async fn client_with(target: &Target, access: &KubeAccess, retry: bool) -> Result<Client, KubeError> {
+async fn client_with(target: &Target, access: &KubeAccess) -> Result<Client, KubeError> {
     let kc = Kubeconfig::read_from(&access.path).map_err(|e| KubeError::ConfigUnreadable {
         target: target.to_string(),
         path: access.path.clone(),
@@ -170,7 +272,7 @@ async fn client_with(target: &Target, access: &KubeAccess, retry: bool) -> Resul
     // An unreachable API fails in seconds, as an SSH host does.
     config.connect_timeout = Some(std::time::Duration::from_secs(8));
     config.read_timeout = Some(std::time::Duration::from_secs(30));
-    config.default_retry = retry;
+    config.default_retry = false;
     Client::try_from(config).map_err(|e| KubeError::Client { target: target.to_string(), reason: e.to_string() })
 }
 
@@ -257,13 +359,14 @@ pub fn cleaned(mut v: Value) -> Value {
 /// The live object with `id`'s identity (apiVersion, kind, name, namespace), None when absent.
 pub async fn get(client: &Client, id: &Value) -> Result<Option<Value>, KubeError> {
     let (api, name) = api_for(client, id);
-    Ok(api.get_opt(&name).await?.and_then(|o| serde_json::to_value(o).ok()))
+    let got = call(&format!("get {}", label(id)), || api.get_opt(&name)).await?;
+    Ok(got.and_then(|o| serde_json::to_value(o).ok()))
 }
 
 /// Reads an object that should not exist (pruned): its whole content, to re-create it on revert.
 pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, KubeError> {
     let (api, name) = api_for(client, identity);
-    match api.get_opt(&name).await? {
+    match call(&format!("get {}", label(identity)), || api.get_opt(&name)).await? {
         None => Ok(Observed::Absent),
         Some(obj) => {
             let v = serde_json::to_value(&obj)?;
@@ -275,7 +378,8 @@ pub async fn read_pruned(client: &Client, identity: &Value) -> Result<Observed, 
 /// Deletes an object (absent already is fine).
 pub async fn delete(client: &Client, identity: &Value) -> Result<(), KubeError> {
     let (api, name) = api_for(client, identity);
-    match api.delete(&name, &DeleteParams::default()).await.map_err(KubeError::from) {
+    let dp = DeleteParams::default();
+    match call(&format!("delete {}", label(identity)), || api.delete(&name, &dp)).await.map_err(KubeError::from) {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),
         Err(e) => Err(e),
@@ -291,7 +395,8 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
     for (api_version, kind) in crate::desired::kinds::prunable() {
         let probe = serde_json::json!({ "apiVersion": api_version, "kind": kind, "metadata": { "name": "" } });
         let (api, _) = api_for(client, &probe);
-        match api.list(&kube::api::ListParams::default().labels(&selector)).await.map_err(KubeError::from) {
+        let lp = kube::api::ListParams::default().labels(&selector);
+        match call(&format!("list {kind}"), || api.list(&lp)).await.map_err(KubeError::from) {
             Ok(list) => {
                 for o in list.items {
                     let mut meta = serde_json::Map::new();
@@ -328,7 +433,7 @@ pub struct KubeRead {
 /// fabric owns, the live value where it does (see [`observed_text`]).
 pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<KubeRead, KubeError> {
     let (api, name) = api_for(client, desired);
-    let live = match api.get_opt(&name).await? {
+    let live = match call(&format!("get {}", label(desired)), || api.get_opt(&name)).await? {
         Some(obj) => Some(serde_json::to_value(&obj)?),
         None => None,
     };
@@ -346,7 +451,9 @@ pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<K
     // `staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go`, `fieldValidation`: "" → Warn),
     // which drops a misspelled field with only a warning header: the plan would pass it.
     let pp = PatchParams::apply(FIELD_MANAGER).dry_run().validation_strict();
-    let (dry, refusal) = match api.patch(&name, &pp, &Patch::Apply(&applied)).await.map_err(KubeError::from) {
+    let patch = Patch::Apply(&applied);
+    let dry_run = call(&format!("dry-run apply {}", label(desired)), || api.patch(&name, &pp, &patch)).await;
+    let (dry, refusal) = match dry_run.map_err(KubeError::from) {
         Ok(o) => (Some(serde_json::to_value(&o)?), None),
         // The kind is not served yet: the chart that installs its CRD comes first (apply waits
         // for the kind), so this is not a refusal.
@@ -579,7 +686,8 @@ fn is_node(obj: &Value) -> bool {
 /// only ever changed, never created: one that is gone is refused.
 pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), KubeError> {
     let (api, name) = api_for(client, desired);
-    if is_node(desired) && api.get_opt(&name).await?.is_none() {
+    let get = format!("get {}", label(desired));
+    if is_node(desired) && call(&get, || api.get_opt(&name)).await?.is_none() {
         return Err(KubeError::NodeMissing { node: name });
     }
     // Strict, as the dry run above: an unknown field is refused, never dropped silently.
@@ -589,13 +697,42 @@ pub async fn apply(client: &Client, desired: &Value, force: bool) -> Result<(), 
     }
     // A field a controller took over stays the controller's (unless forced).
     let leaves_some = CONTROLLER_FIELDS.iter().any(|(a, k, _, _)| desired["apiVersion"] == *a && desired["kind"] == *k);
-    let live = if leaves_some && !force { api.get_opt(&name).await? } else { None };
+    let live = if leaves_some && !force { call(&get, || api.get_opt(&name)).await? } else { None };
     let applied = match live {
         Some(live) => leave_to_controllers(desired, &serde_json::to_value(&live)?),
         None => desired.clone(),
     };
-    api.patch(&name, &pp, &Patch::Apply(&applied)).await?;
+    // A server-side apply of the same object by the same manager is idempotent, so it may be
+    // sent again; but a write whose answer was lost (reset, 5xx) may have landed: it is read
+    // again before deciding, never assumed either way.
+    let what = format!("apply {}", label(desired));
+    let lost = std::sync::atomic::AtomicBool::new(false);
+    let patch = Patch::Apply(&applied);
+    call(&what, || async {
+        if lost.swap(false, std::sync::atomic::Ordering::SeqCst) && landed(&api, &name, &applied).await {
+            retry::notice(&format!("retry: {}: {what}: the answer was lost; read back: applied", cluster_name()));
+            return Ok(());
+        }
+        let r = api.patch(&name, &pp, &patch).await.map(drop);
+        if let Err(e) = &r {
+            // A 429 was refused before it was processed (the filters run before the handler).
+            let refused = matches!(e, kube::Error::Api(s) if s.code == 429);
+            lost.store(!refused && transient(e).is_some(), std::sync::atomic::Ordering::SeqCst);
+        }
+        r
+    })
+    .await?;
     Ok(())
+}
+
+/// Whether the live object already has every field of `applied` as applied (read back after a
+/// write whose answer was lost). Fields the server canonicalizes may differ: then it is applied
+/// again, which changes nothing.
+async fn landed(api: &Api<DynamicObject>, name: &str, applied: &Value) -> bool {
+    match api.get_opt(name).await {
+        Ok(Some(o)) => serde_json::to_value(&o).is_ok_and(|live| project(&live, applied) == *applied),
+        _ => false,
+    }
 }
 
 /// Puts an object back: delete it when it did not exist, else re-apply its prior fields.
@@ -622,7 +759,7 @@ pub async fn secret_data(
 ) -> Result<Option<serde_json::Map<String, Value>>, KubeError> {
     let id = serde_json::json!({ "apiVersion": "v1", "kind": "Secret", "metadata": { "name": name, "namespace": ns } });
     let (api, _) = api_for(client, &id);
-    let Some(secret) = api.get_opt(name).await? else { return Ok(None) };
+    let Some(secret) = call(&format!("get Secret {ns}/{name}"), || api.get_opt(name)).await? else { return Ok(None) };
     let v = serde_json::to_value(&secret)?;
     Ok(Some(v["data"].as_object().cloned().unwrap_or_default()))
 }
@@ -672,6 +809,47 @@ pub async fn copy_differs(dest: &Client, obj: &Value, source: &Client, from: &Co
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn status_error(code: u16, reason: &str, retry_after: Option<u32>) -> kube::Error {
+        let mut s = kube::core::Status::failure("x", reason).with_code(code);
+        if let Some(n) = retry_after {
+            s.details = serde_json::from_value(json!({ "retryAfterSeconds": n })).ok();
+        }
+        kube::Error::Api(s.boxed())
+    }
+
+    fn io_error(kind: std::io::ErrorKind) -> kube::Error {
+        kube::Error::Service(Box::new(std::io::Error::new(kind, "x")))
+    }
+
+    #[test]
+    fn what_kubernetes_clients_retry_is_transient() {
+        let hint = |e: &kube::Error| transient(e).map(|t| t.server_hint);
+        assert_eq!(hint(&status_error(429, "TooManyRequests", Some(3))), Some(Some(std::time::Duration::from_secs(3))));
+        assert_eq!(hint(&status_error(429, "Failed to parse error data", None)), Some(None));
+        assert_eq!(hint(&status_error(503, "ServiceUnavailable", None)), Some(None));
+        assert_eq!(hint(&status_error(504, "Timeout", None)), Some(None));
+        // A 500 only when the server says when to come back (client-go `checkWait`).
+        assert_eq!(hint(&status_error(500, "InternalError", Some(1))), Some(Some(std::time::Duration::from_secs(1))));
+        assert_eq!(hint(&status_error(500, "InternalError", None)), None);
+        for code in [400, 403, 404, 409, 422] {
+            assert_eq!(hint(&status_error(code, "x", None)), None, "{code}");
+        }
+        use std::io::ErrorKind::*;
+        for k in [ConnectionRefused, ConnectionReset, ConnectionAborted, BrokenPipe, UnexpectedEof] {
+            assert!(transient(&io_error(k)).is_some(), "{k:?}");
+        }
+        // A timeout is how an unreachable cluster shows: named at once, not retried.
+        assert!(transient(&io_error(TimedOut)).is_none());
+    }
+
+    #[test]
+    fn a_write_fails_with_an_unknown_outcome_when_the_answer_is_lost_or_the_server_failed() {
+        assert!(KubeError::Transport("connection closed before message completed".into()).outcome_unknown());
+        assert!(KubeError::from(status_error(503, "ServiceUnavailable", None)).outcome_unknown());
+        assert!(!KubeError::from(status_error(422, "Invalid", None)).outcome_unknown());
+        assert!(!KubeError::from(status_error(429, "TooManyRequests", None)).outcome_unknown());
+    }
 
     #[test]
     fn plurals() {

@@ -15,6 +15,7 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use super::kube::KubeError;
+use crate::transport::retry::{self, Transient};
 
 /// Where the Lease lives, in every cluster.
 pub const NAMESPACE: &str = "fabric-system";
@@ -72,11 +73,44 @@ fn state(spec: &LeaseSpec, now: Timestamp) -> LeaseState {
 
 /// Takes the Lease for `holder` (creating it, and its namespace, when absent), or says who
 /// holds it. Taking over an expired or released Lease counts a transition.
+///
+/// A try whose read or write met a transient failure (`super::kube::transient`: a connection
+/// dropped before the answer, 429, 503) is tried again from the read, within
+/// [`retry::KUBE`]: a create or replace whose answer was lost is then seen as this run's own
+/// Lease and renewed, never sent blind. client-go's elector does the same (kubernetes/client-go
+/// `tools/leaderelection/leaderelection.go` `tryAcquireOrRenew`: Get, then Create when absent or
+/// Update, tried again every RetryPeriod).
 pub async fn acquire(client: &Client, holder: &str, duration_secs: i32) -> Result<(), LeaseError> {
     ensure_namespace(client).await?;
+    let what = format!("take Lease {NAMESPACE}/{NAME}");
+    retry::retry(
+        &retry::KUBE,
+        &super::kube::cluster_name(),
+        &what,
+        |t: &Try| t.transient.clone(),
+        || acquire_once(client, holder, duration_secs),
+    )
+    .await
+    .map_err(|t| t.error)
+}
+
+/// A try at taking the Lease that failed, and whether it may be tried again.
+struct Try {
+    error: LeaseError,
+    transient: Option<Transient>,
+}
+
+impl Try {
+    fn kube(e: kube::Error) -> Try {
+        Try { transient: super::kube::transient(&e), error: LeaseError::Kube(kube_err(e)) }
+    }
+}
+
+/// One try of [`acquire`]: read the Lease, then create or replace it.
+async fn acquire_once(client: &Client, holder: &str, duration_secs: i32) -> Result<(), Try> {
     let api = api(client);
     let now = MicroTime(Timestamp::now());
-    let Some(mut lease) = api.get_opt(NAME).await.map_err(kube_err)? else {
+    let Some(mut lease) = api.get_opt(NAME).await.map_err(Try::kube)? else {
         let spec = LeaseSpec {
             holder_identity: Some(holder.into()),
             lease_duration_seconds: Some(duration_secs),
@@ -88,13 +122,13 @@ pub async fn acquire(client: &Client, holder: &str, duration_secs: i32) -> Resul
         let meta = ObjectMeta { name: Some(NAME.into()), namespace: Some(NAMESPACE.into()), ..Default::default() };
         return match api.create(&PostParams::default(), &Lease { metadata: meta, spec: Some(spec) }).await {
             Ok(_) => Ok(()),
-            Err(e) => Err(lost_race(client, kube_err(e)).await),
+            Err(e) => Err(lost_try(client, e).await),
         };
     };
     let spec = lease.spec.get_or_insert_with(Default::default);
     let current = state(spec, now.0);
     if !current.holder.is_empty() && current.holder != holder && !current.expired() {
-        return Err(LeaseError::Held { holder: current.holder });
+        return Err(Try { error: LeaseError::Held { holder: current.holder }, transient: None });
     }
     if current.holder != holder {
         spec.acquire_time = Some(now.clone());
@@ -106,7 +140,16 @@ pub async fn acquire(client: &Client, holder: &str, duration_secs: i32) -> Resul
     // The object's resourceVersion rides along: a run that wrote it meanwhile wins.
     match api.replace(NAME, &PostParams::default(), &lease).await {
         Ok(_) => Ok(()),
-        Err(e) => Err(lost_race(client, kube_err(e)).await),
+        Err(e) => Err(lost_try(client, e).await),
+    }
+}
+
+/// A failed create or replace: transient ones are tried again, others say who won (see
+/// [`lost_race`]).
+async fn lost_try(client: &Client, e: kube::Error) -> Try {
+    match super::kube::transient(&e) {
+        Some(t) => Try { error: LeaseError::Kube(kube_err(e)), transient: Some(t) },
+        None => Try { error: lost_race(client, kube_err(e)).await, transient: None },
     }
 }
 

@@ -502,6 +502,12 @@ impl Session {
         }
     }
 
+    /// Whether the connection is gone (sshd ended it, keepalives went unanswered): the pool
+    /// replaces such a session instead of handing it out again (`live::pool`).
+    pub fn is_closed(&self) -> bool {
+        self.handle.is_closed()
+    }
+
     pub async fn close(self) {
         let _ = self.handle.disconnect(Disconnect::ByApplication, "", "en").await;
     }

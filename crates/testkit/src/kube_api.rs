@@ -12,7 +12,6 @@
 //! from `#[tokio::test]` (any flavour), from plain `#[test]`s and while the code under test blocks.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -223,6 +222,21 @@ impl TestApiServer {
     /// mid-apply"; reads of the Lease and every other request are served as usual.
     pub fn set_lease_updates(&self, answer: LeaseUpdates) {
         self.shared.lock().lease_updates = answer;
+    }
+
+    /// Makes the next request with `verb` on `resource` meet `fault` (see
+    /// [`crate::kube_api_faults`]: kube-apiserver's throttling and unavailability answers, a
+    /// connection dropped before or after the request is handled, a stalled answer). `verb`:
+    /// `get` (and list), `patch`, `apply` (server-side apply, not a dry run), `dryrun-apply`,
+    /// `create`, `update`, `delete` or `*`; `resource`: the plural (`clusterqueues`) or `*`.
+    /// Faults queue up and each fires once, first match first.
+    pub fn fault_next(&self, verb: &str, resource: &str, fault: Fault) {
+        self.shared.lock().faults.push(Armed::new(verb, resource, fault));
+    }
+
+    /// How many faults given with [`TestApiServer::fault_next`] have not met their request yet.
+    pub fn faults_left(&self) -> usize {
+        self.shared.lock().faults.len()
     }
 
     /// Every request received, in order, as `METHOD /path?query` (query as sent), e.g.
@@ -530,9 +544,11 @@ async fn accept_loop(std_listener: std::net::TcpListener, shared: Arc<Shared>, m
                 let mut conn_ctl = ctl.clone();
                 tokio::spawn(async move {
                     let io = TokioIo::new(stream);
+                    // A service error makes hyper close the connection without an answer: how
+                    // the faults that drop a connection are played.
                     let svc = service_fn(move |req: Request<Incoming>| {
                         let shared = shared.clone();
-                        async move { Ok::<_, Infallible>(serve(shared, req).await) }
+                        async move { serve(shared, req).await.ok_or_else(|| std::io::Error::other("dropped by a fault")) }
                     });
                     let conn = http1::Builder::new().keep_alive(true).serve_connection(io, svc);
                     tokio::select! {
@@ -546,7 +562,8 @@ async fn accept_loop(std_listener: std::net::TcpListener, shared: Arc<Shared>, m
     }
 }
 
-async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+/// Answers one request; None: close the connection without an answer (an injected fault).
+async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Option<Response<Full<Bytes>>> {
     let latency = shared.latency_us.load(Ordering::SeqCst);
     if latency > 0 {
         tokio::time::sleep(Duration::from_micros(latency)).await;
@@ -567,8 +584,27 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Byt
         user_agent: header("user-agent"),
         body,
     };
+    let fault = {
+        let mut st = shared.lock();
+        let i = st.faults.iter().position(|f| f.matches(&r.method, &r.path, &r.raw_query, r.content_type.as_deref()));
+        i.map(|i| st.faults.remove(i).fault)
+    };
+    match &fault {
+        Some(Fault::DropBefore) => return None,
+        Some(Fault::Stall(d)) => tokio::time::sleep(*d).await,
+        Some(f) => {
+            if let Some((status, headers, body)) = kube_api_faults::answer(f) {
+                let mut b = Response::builder().status(status);
+                for (k, v) in headers {
+                    b = b.header(k, v);
+                }
+                return Some(b.body(Full::new(Bytes::from(body))).expect("response"));
+            }
+        }
+        None => {}
+    }
     if let Some(proxied) = service_proxy(&shared, &r).await {
-        return proxied;
+        return Some(proxied);
     }
     // A stalled Lease update waits without an answer while the setting lasts (bounded, so a
     // forgotten setting cannot hang a test run forever).
@@ -579,12 +615,15 @@ async fn serve(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Byt
         }
     }
     let out = shared.handle(&r);
+    if fault == Some(Fault::DropAfter) {
+        return None;
+    }
     let mut b = Response::builder().status(out.status).header("Content-Type", "application/json");
     for w in &out.warnings {
         b = b.header("Warning", format!("299 - {}", serde_json::to_string(w).unwrap_or_default()));
     }
     let text = serde_json::to_vec(&out.body).unwrap_or_default();
-    b.body(Full::new(Bytes::from(text))).expect("response")
+    Some(b.body(Full::new(Bytes::from(text))).expect("response"))
 }
 
 /// The `services/proxy` subresource, as kube-apiserver serves it
@@ -832,6 +871,8 @@ type FieldPath = Vec<String>;
 /// How the list at a field path merges (from the kind's schema or built-in definitions).
 type Lists<'a> = dyn Fn(&[String]) -> ListType + 'a;
 
+pub use crate::kube_api_faults::Fault;
+use crate::kube_api_faults::{self, Armed};
 use crate::kube_builtin::ListType;
 
 /// Whether a path segment names a list item (`k:{...}` or `v:...`), not a field.
@@ -987,6 +1028,8 @@ struct State {
     failures: Vec<Injected>,
     /// How Lease updates are answered ([`TestApiServer::set_lease_updates`]).
     lease_updates: LeaseUpdates,
+    /// Faults waiting for their request ([`TestApiServer::fault_next`]).
+    faults: Vec<Armed>,
     /// API groups hidden by [`TestApiServer::set_served`].
     unserved: BTreeSet<String>,
     /// The reconcile delay while the controllers are simulated.
@@ -1072,6 +1115,7 @@ impl Shared {
             requests: Vec::new(),
             failures: Vec::new(),
             lease_updates: LeaseUpdates::Accepted,
+            faults: Vec::new(),
             unserved: BTreeSet::new(),
             controllers: None,
             held: BTreeSet::new(),

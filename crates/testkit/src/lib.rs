@@ -2,7 +2,9 @@
 //! example `vyos_double`, compiled once as a dev-only crate of the workspace (it does not depend on
 //! `fabric`).
 //!
-//! * [`kube_api`]: an in-process kube-apiserver test double (`kube_api.md` beside it);
+//! * [`kube_api`]: an in-process kube-apiserver test double (`kube_api.md` beside it), and
+//!   [`kube_api_faults`]: the faults it can be told to meet (throttling, unavailable, dropped
+//!   connections, stalls);
 //! * [`kube_schema`]: Kubernetes objects validated against the upstream CRD schemas;
 //! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
 //!   list types), from the v1.33 definitions;
@@ -32,6 +34,7 @@ pub mod k3s_node;
 pub mod kai;
 pub mod karmada;
 pub mod kube_api;
+pub mod kube_api_faults;
 pub mod kube_builtin;
 pub mod kube_schema;
 pub mod kueue;

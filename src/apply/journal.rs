@@ -184,6 +184,13 @@ pub fn steps_to_roll_back(entries: &[Entry]) -> Vec<(String, Vec<Prior>)> {
     out
 }
 
+/// A time (seconds since the Unix epoch) to the minute, in UTC: `2027-12-28 09:20 UTC`.
+pub fn utc(secs: i64) -> String {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", s / 3600, s % 3600 / 60)
+}
+
 /// (year, month, day) of a day counted from 1970-01-01 (Howard Hinnant's algorithm).
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;

@@ -19,7 +19,7 @@ use super::Workspace;
 use crate::desired::karmada::{KARMADA_CERT_KEY, KARMADA_CERT_SECRET, KARMADA_NAMESPACE, karmada_client_hosts};
 use crate::live::observe::{Live, Targets};
 use crate::live::served_cert::{ServedCert, read_karmada_cert};
-use crate::providers::cert::CertNames;
+use crate::providers::cert::{CertNames, EXPIRY_WARNING_DAYS};
 use crate::topology::Topology;
 
 /// The step that installs Karmada's chart.
@@ -72,11 +72,8 @@ impl Workspace {
     }
 }
 
-/// Below this many days to its `notAfter`, plan warns of a certificate (issue #26).
-pub const EXPIRY_WARNING_DAYS: i64 = 30;
-
 /// The warning for Karmada's served certificate when it expires in under
-/// [`EXPIRY_WARNING_DAYS`] (the chart issues it for 43800 h, five years: karmada-io/karmada
+/// [`EXPIRY_WARNING_DAYS`] days (the chart issues it for 43800 h, five years: karmada-io/karmada
 /// `charts/karmada/values.yaml`, `certs.auto.expiry`), naming where it is and when it ends.
 pub fn expiry_warning(names: &CertNames, now: i64) -> Option<String> {
     let left = names.not_after - now;
@@ -113,11 +110,7 @@ pub fn refusal(t: &Topology, names: &CertNames, now: i64) -> Option<String> {
 }
 
 /// `YYYY-MM-DD HH:MM UTC` of a Unix time.
-fn utc(secs: i64) -> String {
-    let (y, m, d) = crate::apply::journal::civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", s / 3600, s % 3600 / 60)
-}
+use crate::apply::journal::utc;
 
 #[cfg(test)]
 mod tests {

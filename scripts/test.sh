@@ -23,6 +23,9 @@ fi
 step "TensorZero's config loader, pinned (scripts/tensorzero-venv.sh; tests/tensorzero_loader.rs)"
 bash scripts/tensorzero-venv.sh
 
+step "Prometheus's text-format parser, pinned (scripts/prometheus-client-venv.sh; tests/metrics_lab.rs)"
+bash scripts/prometheus-client-venv.sh
+
 if [[ -d ../shared/specs ]]; then
 	echo "upstream specs: $(cd ../shared/specs && pwd)"
 else

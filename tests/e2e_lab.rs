@@ -275,6 +275,7 @@ fn phases_a_to_d_end_to_end() {
         "Deployment ai/vllm present",
         "MultiKueueCluster/sp Active=True",
         "karmada-scheduler running",
+        "PASS  C.1          Karmada's API certificate: Secret karmada-system/karmada-cert: valid until",
         "fabric-apps sync Synced, health Healthy",
         "karmada-scheduler-estimator-sp 1/1 replicas available",
         "cluster.sp: vllm runs on gpu.model=a5000",

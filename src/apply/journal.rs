@@ -122,14 +122,51 @@ impl Journal {
 
     /// The newest run in `state_dir`, if any.
     pub fn latest(state_dir: &Path) -> Option<String> {
-        let mut runs: Vec<String> = std::fs::read_dir(runs_dir(state_dir))
-            .ok()?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".jsonl").map(String::from))
-            .filter(|r| is_run_id(r))
-            .collect();
-        runs.sort();
-        runs.pop()
+        run_ids(state_dir).pop()
     }
+}
+
+/// The runs journaled in `state_dir`, oldest first (run ids sort by time).
+fn run_ids(state_dir: &Path) -> Vec<String> {
+    let mut runs: Vec<String> = std::fs::read_dir(runs_dir(state_dir))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".jsonl").map(String::from))
+        .filter(|r| is_run_id(r))
+        .collect();
+    runs.sort();
+    runs
+}
+
+/// When the newest run in `state_dir` that ended well started (seconds since the Unix epoch,
+/// from its run id), for the drift check's metrics. A journal that cannot be read is skipped.
+pub fn last_success(state_dir: &Path) -> Option<i64> {
+    run_ids(state_dir).into_iter().rev().find_map(|run| {
+        let entries = Journal::read(&runs_dir(state_dir).join(format!("{run}.jsonl"))).ok()?;
+        entries.iter().any(|e| matches!(e, Entry::End { ok: true, .. })).then(|| run_started(&run))?
+    })
+}
+
+/// The time a run id names (`20261130T061502Z-4242`: UTC), seconds since the Unix epoch.
+pub fn run_started(run: &str) -> Option<i64> {
+    if !is_run_id(run) {
+        return None;
+    }
+    let n = |a: usize, b: usize| run[a..b].parse::<i64>().ok();
+    let (y, m, d) = (n(0, 4)?, n(4, 6)?, n(6, 8)?);
+    let secs = n(9, 11)? * 3600 + n(11, 13)? * 60 + n(13, 15)?;
+    Some(days_from_civil(y, m, d) * 86_400 + secs)
+}
+
+/// Days from 1970-01-01 to (year, month, day): the inverse of [`civil_from_days`] (Howard
+/// Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
 }
 
 /// Steps of a run to put back, newest first: those that completed and were not rolled back
@@ -145,6 +182,13 @@ pub fn steps_to_roll_back(entries: &[Entry]) -> Vec<(String, Vec<Prior>)> {
     }
     out.reverse();
     out
+}
+
+/// A time (seconds since the Unix epoch) to the minute, in UTC: `2027-12-28 09:20 UTC`.
+pub fn utc(secs: i64) -> String {
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let s = secs.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", s / 3600, s % 3600 / 60)
 }
 
 /// (year, month, day) of a day counted from 1970-01-01 (Howard Hinnant's algorithm).
@@ -201,6 +245,31 @@ pub fn new_run_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_id_names_its_start() {
+        assert_eq!(run_started("19700101T000000Z-1"), Some(0));
+        assert_eq!(run_started("20261130T061502Z-4242"), Some(1796019302));
+        assert_eq!(run_started("../x"), None);
+        for days in [-1, 0, 59, 60, 10_957, 20_787] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    #[test]
+    fn the_last_success_skips_failed_and_unfinished_runs() {
+        let dir = std::env::temp_dir().join(format!("fabric-last-success-{}", std::process::id()));
+        let runs = runs_dir(&dir);
+        std::fs::create_dir_all(&runs).unwrap();
+        let end = |run: &str, ok: bool| serde_json::to_string(&Entry::End { run: run.into(), ok }).unwrap() + "\n";
+        std::fs::write(runs.join("20261130T000000Z-1.jsonl"), end("20261130T000000Z-1", true)).unwrap();
+        std::fs::write(runs.join("20261201T000000Z-2.jsonl"), end("20261201T000000Z-2", false)).unwrap();
+        std::fs::write(runs.join("20261202T000000Z-3.jsonl"), "").unwrap();
+        assert_eq!(last_success(&dir), run_started("20261130T000000Z-1"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(last_success(&dir), None);
+    }
 
     #[test]
     fn only_run_ids_are_run_ids() {

@@ -48,10 +48,14 @@ pub struct Opts {
     /// Also write the plan (JSON) to this file, for `fabric apply PLANFILE`
     #[arg(long, value_name = "PLANFILE")]
     pub out: Option<PathBuf>,
+    /// Also write the plan's figures as Prometheus metrics (text format) to FILE, replaced
+    /// atomically, for node-exporter's textfile collector (examples/drift-check/)
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let Opts { selection, offline, observed, base, format, detailed_exitcode, out } = o;
+    let Opts { selection, offline, observed, base, format, detailed_exitcode, out, metrics } = o;
     let ws = super::workspace(g)?;
     let found = ws.consistency();
     super::print_findings(&found, g);
@@ -83,6 +87,17 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     }
     if let Some(o) = &planned.observation {
         super::print_read(g, &o.report, &o.live);
+    }
+    if let Some(path) = &metrics {
+        let live = planned.observation.as_ref().map(|o| &o.live);
+        let text = crate::plan::metrics::render(&planned.plan, &metric_facts(g, &ws, live));
+        crate::plan::metrics::write_atomic(path, &text).map_err(|e| {
+            usage(
+                "plan::metrics",
+                format!("cannot write {}: {e}", path.display()),
+                "check the directory exists and is writable",
+            )
+        })?;
     }
     let p = planned.plan;
     let text = match format {
@@ -134,4 +149,32 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })
+}
+
+/// What the metrics say besides the plan: the sites, the last apply that ended well (this
+/// machine's journals), the certificates read (Karmada's, when C.1 is planned).
+fn metric_facts(
+    g: &Global,
+    ws: &crate::operation::Workspace,
+    live: Option<&crate::live::observe::Live>,
+) -> crate::plan::metrics::Facts {
+    use crate::live::served_cert::ServedCert;
+    use crate::plan::metrics::CertExpiry;
+    let certificates = match live.and_then(|l| l.karmada_cert.as_ref()) {
+        Some(ServedCert::Read(names)) => vec![CertExpiry {
+            name: format!(
+                "{}/{}",
+                crate::desired::karmada::KARMADA_NAMESPACE,
+                crate::desired::karmada::KARMADA_CERT_SECRET
+            ),
+            not_after: names.not_after,
+        }],
+        _ => vec![],
+    };
+    crate::plan::metrics::Facts {
+        sites: ws.topology().sites.iter().map(|s| s.name.clone()).collect(),
+        last_successful_apply: crate::apply::journal::last_success(&g.state_dir),
+        certificates,
+        now: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64),
+    }
 }

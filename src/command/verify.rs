@@ -47,14 +47,17 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                 let v = match r.verdict {
                     Verdict::Pass => st.green("PASS"),
                     Verdict::Fail => st.red("FAIL"),
+                    Verdict::Warn => st.yellow("WARN"),
                     Verdict::Skip => st.dim("SKIP"),
                 };
                 println!("{v}  {:<12} {}: {}", r.step, r.check, terminal_safe(&r.evidence, false));
             }
             let passed = results.iter().filter(|r| r.verdict == Verdict::Pass).count();
+            let warned = results.iter().filter(|r| r.verdict == Verdict::Warn).count();
+            let warned = if warned > 0 { format!(", {warned} passed with a warning") } else { String::new() };
             println!(
-                "Verify: {passed} passed, {failed} failed, {} without an automatic check.",
-                results.len() - passed - failed
+                "Verify: {passed} passed{warned}, {failed} failed, {} without an automatic check.",
+                results.len() - passed - failed - results.iter().filter(|r| r.verdict == Verdict::Warn).count()
             );
         }
     }

@@ -19,7 +19,7 @@ use super::Workspace;
 use crate::desired::karmada::{KARMADA_CERT_KEY, KARMADA_CERT_SECRET, KARMADA_NAMESPACE, karmada_client_hosts};
 use crate::live::observe::{Live, Targets};
 use crate::live::served_cert::{ServedCert, read_karmada_cert};
-use crate::providers::cert::CertNames;
+use crate::providers::cert::{CertNames, EXPIRY_WARNING_DAYS};
 use crate::topology::Topology;
 
 /// The step that installs Karmada's chart.
@@ -57,6 +57,7 @@ impl Workspace {
         for input in inputs.iter_mut().filter(|i| i.inst.spec.id == KARMADA_STEP && i.refused.is_none()) {
             match cert {
                 ServedCert::Read(names) => {
+                    warnings.extend(expiry_warning(names, now()));
                     if let Some(why) = refusal(self.topology(), names, now()) {
                         input.refused = Some(why);
                         input.resources.clear();
@@ -69,6 +70,20 @@ impl Workspace {
             }
         }
     }
+}
+
+/// The warning for Karmada's served certificate when it expires in under
+/// [`EXPIRY_WARNING_DAYS`] days (the chart issues it for 43800 h, five years: karmada-io/karmada
+/// `charts/karmada/values.yaml`, `certs.auto.expiry`), naming where it is and when it ends.
+pub fn expiry_warning(names: &CertNames, now: i64) -> Option<String> {
+    let left = names.not_after - now;
+    (left < EXPIRY_WARNING_DAYS * 86_400).then(|| {
+        let state = if left < 0 { "expired".to_string() } else { format!("expires in {} day(s)", left / 86_400) };
+        format!(
+            "{KARMADA_STEP}: the certificate Karmada's API server serves (Secret {KARMADA_NAMESPACE}/{KARMADA_CERT_SECRET}, key {KARMADA_CERT_KEY}) {state}, at {}: see {RUNBOOK}",
+            utc(names.not_after)
+        )
+    })
 }
 
 fn now() -> i64 {
@@ -95,11 +110,7 @@ pub fn refusal(t: &Topology, names: &CertNames, now: i64) -> Option<String> {
 }
 
 /// `YYYY-MM-DD HH:MM UTC` of a Unix time.
-fn utc(secs: i64) -> String {
-    let (y, m, d) = crate::apply::journal::civil_from_days(secs.div_euclid(86_400));
-    let s = secs.rem_euclid(86_400);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", s / 3600, s % 3600 / 60)
-}
+use crate::apply::journal::utc;
 
 #[cfg(test)]
 mod tests {
@@ -138,5 +149,16 @@ mod tests {
         assert!(why.contains("docs/runbook.md"), "{why}");
         let why = refusal(&t, &names(&old, 1_700_000_000), 1_800_000_000).unwrap();
         assert!(why.contains("expired 2023-11-14 22:13 UTC"), "{why}");
+    }
+
+    #[test]
+    fn under_thirty_days_plan_warns_with_the_date() {
+        let day = 86_400;
+        let now = 1_800_000_000;
+        assert_eq!(expiry_warning(&names(&[], now + 30 * day), now), None);
+        let w = expiry_warning(&names(&[], now + 29 * day + 5), now).unwrap();
+        assert!(w.contains("expires in 29 day(s)") && w.contains("karmada-system/karmada-cert"), "{w}");
+        let w = expiry_warning(&names(&[], now - 1), now).unwrap();
+        assert!(w.contains(" expired, at "), "{w}");
     }
 }

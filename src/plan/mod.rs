@@ -5,6 +5,7 @@
 //! views only read it, and `planfile` writes and reads it back whole.
 
 pub mod diff;
+pub mod metrics;
 pub mod model;
 pub mod planfile;
 pub mod select;

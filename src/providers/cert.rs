@@ -11,6 +11,9 @@ use std::net::IpAddr;
 
 use x509_parser::extensions::GeneralName;
 
+/// Below this many days to a certificate's `notAfter`, plan and verify warn (issue #26).
+pub const EXPIRY_WARNING_DAYS: i64 = 30;
+
 /// Why a certificate could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {

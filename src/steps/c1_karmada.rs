@@ -3,7 +3,7 @@
 
 use futures::future::BoxFuture;
 
-use super::verify::{id, rolled_out};
+use super::verify::{Verdict, id, rolled_out};
 use super::{CheckResult, Step, VerifyCx};
 use crate::addr::Target;
 use crate::catalog::Instance;
@@ -11,6 +11,8 @@ use crate::desired::objects as o;
 use crate::desired::karmada;
 use crate::desired::k3s_install::Role;
 use crate::desired::{Desired, Out, karmada_host, text, yaml};
+use crate::live::served_cert::{ServedCert, read_karmada_cert};
+use crate::providers::cert::EXPIRY_WARNING_DAYS;
 
 pub struct C1;
 
@@ -55,7 +57,61 @@ impl Step for C1 {
                 let oid = id("apps/v1", "Deployment", d, Some(karmada::KARMADA_NAMESPACE));
                 out.push(rolled_out(cx.targets, cx.key, &target, &format!("{d} running"), oid).await);
             }
+            let served = read_karmada_cert(&target, cx.targets.kube.get(&target)).await;
+            let (verdict, evidence) = cert_expiry(&served, now());
+            out.push(CheckResult { step: cx.key.into(), check: "Karmada's API certificate".into(), verdict, evidence });
             out
         })
+    }
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The certificate's expiry as verify reports it (at time `now`): a pass with its date, a
+/// warning under [`EXPIRY_WARNING_DAYS`] days, a failure once expired or when it cannot be read.
+/// The chart issues it for 43800 h (karmada-io/karmada `charts/karmada/values.yaml`,
+/// `certs.auto.expiry`); docs/runbook.md, "Karmada's API certificate", says how to issue it again.
+pub fn cert_expiry(served: &ServedCert, now: i64) -> (Verdict, String) {
+    let at = format!("Secret {}/{}", karmada::KARMADA_NAMESPACE, karmada::KARMADA_CERT_SECRET);
+    match served {
+        ServedCert::Read(names) => {
+            let (left, when) = (names.not_after - now, crate::apply::journal::utc(names.not_after));
+            if left < 0 {
+                (Verdict::Fail, format!("{at}: expired {when}; see docs/runbook.md, \"Karmada's API certificate\""))
+            } else if left < EXPIRY_WARNING_DAYS * 86_400 {
+                let days = left / 86_400;
+                (Verdict::Warn, format!("{at}: expires in {days} day(s), {when}; see docs/runbook.md, \"Karmada's API certificate\""))
+            } else {
+                (Verdict::Pass, format!("{at}: valid until {when} ({} days)", left / 86_400))
+            }
+        }
+        ServedCert::Absent => (Verdict::Fail, format!("no {at}: the chart's install issues it")),
+        ServedCert::Unread(why) => (Verdict::Fail, format!("{at} not read: {why}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::cert::CertNames;
+
+    fn read(not_after: i64) -> ServedCert {
+        ServedCert::Read(CertNames { dns: vec![], ips: vec![], not_after })
+    }
+
+    #[test]
+    fn the_expiry_passes_warns_under_thirty_days_and_fails_once_expired() {
+        let (day, now) = (86_400, 1_800_000_000);
+        let (v, e) = cert_expiry(&read(now + 1825 * day), now);
+        assert_eq!(v, Verdict::Pass, "{e}");
+        assert!(e.contains("(1825 days)") && e.contains("karmada-system/karmada-cert"), "{e}");
+        assert_eq!(cert_expiry(&read(now + 30 * day), now).0, Verdict::Pass);
+        let (v, e) = cert_expiry(&read(now + 30 * day - 1), now);
+        assert_eq!(v, Verdict::Warn, "{e}");
+        assert!(e.contains("expires in 29 day(s)"), "{e}");
+        assert_eq!(cert_expiry(&read(now - 1), now).0, Verdict::Fail);
+        assert_eq!(cert_expiry(&ServedCert::Absent, now).0, Verdict::Fail);
     }
 }

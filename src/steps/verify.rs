@@ -15,6 +15,8 @@ use crate::providers::kube as k;
 pub enum Verdict {
     Pass,
     Fail,
+    /// Passes, with something to act on soon (a certificate near its expiry).
+    Warn,
     Skip,
 }
 

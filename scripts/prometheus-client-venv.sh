@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The Prometheus text-format parser tests/metrics_lab.rs checks `fabric plan --metrics` with: the
+# `prometheus-client` Python package (prometheus_client.parser.text_string_to_metric_families),
+# pinned, in a venv of its own:
+#   ${FABRIC_PROMETHEUS_VENV:-$HOME/.cache/fabric/prometheus-client-<version>}
+# The version is the one the test names (PROMETHEUS_CLIENT in tests/metrics_lab.rs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version="$(sed -n 's/^const PROMETHEUS_CLIENT: &str = "\([^"]*\)";/\1/p' tests/metrics_lab.rs)"
+[[ -n "$version" ]] || { echo "prometheus-client-venv.sh: no PROMETHEUS_CLIENT in tests/metrics_lab.rs" >&2; exit 1; }
+venv="${FABRIC_PROMETHEUS_VENV:-$HOME/.cache/fabric/prometheus-client-$version}"
+if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('prometheus-client') != '$version')" 2>/dev/null; then
+	echo "prometheus-client $version: $venv"
+else
+	/usr/bin/python3 -m venv "$venv"
+	"$venv/bin/pip" install --quiet --disable-pip-version-check "prometheus-client==$version"
+	echo "prometheus-client $version: installed into $venv"
+fi

@@ -228,7 +228,7 @@ fn a_plan_fetches_no_bundle_url() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(
-        out.contains(&format!("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle (k3s sha256 aaaaaaaaaaaa…; fetched here at apply: k3s from http://{at}/k3s, k3s-airgap-images-amd64.tar.zst from http://{at}/k3s-airgap-images-amd64.tar.zst), nothing downloaded on the host")),
+        out.contains(&format!("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle (k3s sha256 aaaaaaaaaaaa…; fetched here at apply: k3s from http://{at}/k3s, k3s-airgap-images-amd64.tar.zst from http://{at}/k3s-airgap-images-amd64.tar.zst), nothing downloaded on the host; over a running K3s: datastore and token backed up first, then cordon, drain, install, Ready, uncordon")),
         "{out}"
     );
     assert!(!out.contains("s3cret") && !stderr(&o).contains("s3cret"), "{out}");

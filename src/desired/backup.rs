@@ -19,7 +19,7 @@
 //! run inside it (etcd-io/etcd `etcdctl/README.md`, "SNAPSHOT SAVE").
 
 use crate::sh;
-use crate::transport::shell::Sh;
+use crate::transport::shell::{ABSENT, Sh};
 
 /// Where K3s keeps its datastore and token.
 pub const DB_DIR: &str = "/var/lib/rancher/k3s/server/db";
@@ -38,13 +38,14 @@ pub fn dir_of(run: &str) -> String {
 pub fn k3s_save(dir: &str) -> Sh {
     sh!(
         "set -e; umask 077; mkdir -p {}; chmod 700 {} {}; \
-         if [ -d {} ]; then k3s etcd-snapshot save --name fabric --dir {} >/dev/null; kind=etcd; \
-         else systemctl stop k3s; cp -a {} {}; systemctl start k3s; kind=sqlite; fi; \
+         if [ -d {} ]; then mkdir {}; k3s etcd-snapshot save --name fabric --dir {} >/dev/null; kind=etcd; \
+         else systemctl stop k3s; cp -a {} {} || { systemctl start k3s; exit 1; }; systemctl start k3s; kind=sqlite; fi; \
          install -m 600 {} {}; echo \"$kind\"",
-        format!("{dir}/snapshots"),
+        dir,
         BACKUP_ROOT,
         dir,
         format!("{DB_DIR}/etcd"),
+        format!("{dir}/snapshots"),
         format!("{dir}/snapshots"),
         DB_DIR,
         format!("{dir}/db"),
@@ -53,14 +54,17 @@ pub fn k3s_save(dir: &str) -> Sh {
     )
 }
 
-/// Puts the backup in `dir` back: the token, then the datastore (SQLite's files, or etcd reset
-/// from the snapshot), then K3s started again. What the cluster did since the backup is lost.
+/// Puts the backup in `dir` back: the token, then the datastore (etcd reset from the snapshot
+/// where the backup made `snapshots/`, SQLite's files otherwise), then K3s started again. What the cluster did since the backup is lost.
+/// Exits [`ABSENT`] when no complete backup is there (the token is copied last: the upgrade
+/// stopped at its backup, before anything changed).
 pub fn k3s_restore(dir: &str) -> Sh {
     sh!(
-        "set -e; [ -s {} ] || { echo 'no backup here' >&2; exit 1; }; systemctl stop k3s; install -m 600 {} {}; \
+        "set -e; [ -s {} ] || exit {}; systemctl stop k3s; install -m 600 {} {}; \
          if [ -d {} ]; then snap=$(ls -t {}/fabric* | head -n1); k3s server --cluster-reset --cluster-reset-restore-path=\"$snap\" >/dev/null; \
          else rm -rf {}; cp -a {} {}; fi; systemctl start k3s",
         format!("{dir}/token"),
+        ABSENT.to_string(),
         format!("{dir}/token"),
         TOKEN,
         format!("{dir}/snapshots"),

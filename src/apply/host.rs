@@ -92,7 +92,7 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             let ncx = crate::apply::node::Context {
                 step: &cx.step,
                 accesses: &cx.accesses,
-                budget: cx.budget,
+                budget: cx.budget.clone(),
                 progress: &cx.progress,
             };
             let result = crate::apply::upgrade::upgrade(&ncx, s, &r, k, &prior, &cx.state_dir).await;

@@ -124,7 +124,7 @@ pub async fn upgrade(
     }
     report(format!("K3s {} installed from the air-gap bundle", k.version));
     if let (true, Some(c), Some(api)) = (listed, &client, &nodes) {
-        let ready = wait::poll(&format!("{node} Ready after the upgrade"), cx.budget, &report, || async {
+        let ready = wait::poll(&format!("{node} Ready after the upgrade"), &cx.budget, &report, || async {
             let n = serde_json::to_value(api.get(&node).await.map_err(KubeError::from)?)?;
             Ok::<_, KubeError>(if crate::desired::node_migration::ready(&n) {
                 Readiness::Ready(format!("{node} Ready"))

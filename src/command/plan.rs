@@ -79,7 +79,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         }
     };
     if let Some(o) = &planned.observation {
-        skew_refusal(g, &ws.loaded, &o.live)?;
+        super::validate::skew_refusal(g, &ws.loaded, &o.live)?;
     }
     if let Some(note) = planned.note.filter(|_| !g.quiet) {
         eprintln!("note: {note}");
@@ -137,29 +137,4 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })
-}
-
-/// The `versions:` lines upstream's upgrade rules forbid from what `live` shows runs
-/// (`desired::upgrade`).
-pub fn skew_diags(
-    l: &crate::topology::Loaded,
-    live: &crate::live::observe::Live,
-) -> Vec<crate::topology::problem::Diag> {
-    let running = crate::live::versions::running(&l.topology, &live.observed);
-    crate::desired::upgrade::problems(&l.topology, &running).into_iter().map(|p| l.diag(p)).collect()
-}
-
-/// Refuses, at the `versions:` line, a change upstream's upgrade rules forbid from what runs:
-/// nothing is planned past it.
-pub fn skew_refusal(g: &Global, l: &crate::topology::Loaded, live: &crate::live::observe::Live) -> Result<(), Report> {
-    let diags = skew_diags(l, live);
-    if diags.is_empty() {
-        return Ok(());
-    }
-    super::print_diags(&diags, g);
-    Err(usage(
-        "plan::skew",
-        format!("{} version change(s) upstream's upgrade rules forbid from what runs", diags.len()),
-        "change the `versions:` line shown above to a release the rule allows (one minor at a time), apply it, then the next",
-    ))
 }

@@ -109,7 +109,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if o.format == ValidateFormat::Human {
         let loaded = load(g)?;
         if let Some(live) = observed(&o)? {
-            super::plan::skew_refusal(g, &loaded, &live)?;
+            skew_refusal(g, &loaded, &live)?;
         }
         let extra = refusal_warnings(&loaded)?;
         let found = consistency_diags(&loaded)?;
@@ -149,7 +149,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             d.extend(refusal_warnings(&l)?);
             d.extend(consistency_diags(&l)?);
             if let Some(live) = observed(&o)? {
-                d.extend(super::plan::skew_diags(&l, &live));
+                d.extend(skew_diags(&l, &live));
             }
             let ok = !d.iter().any(|d| d.problem.severity == Severity::Error);
             (d, ok)
@@ -169,4 +169,29 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     } else {
         Err(super::usage("topology::invalid", format!("{file} is not valid"), "see the diagnostics printed as JSON"))
     }
+}
+
+/// The `versions:` lines upstream's upgrade rules forbid from what `live` shows runs
+/// (`desired::upgrade`).
+pub fn skew_diags(
+    l: &crate::topology::Loaded,
+    live: &crate::live::observe::Live,
+) -> Vec<crate::topology::problem::Diag> {
+    let running = crate::live::versions::running(&l.topology, &live.observed);
+    crate::desired::upgrade::problems(&l.topology, &running).into_iter().map(|p| l.diag(p)).collect()
+}
+
+/// Refuses, at the `versions:` line, a change upstream's upgrade rules forbid from what runs:
+/// nothing is planned past it.
+pub fn skew_refusal(g: &Global, l: &crate::topology::Loaded, live: &crate::live::observe::Live) -> Result<(), Report> {
+    let diags = skew_diags(l, live);
+    if diags.is_empty() {
+        return Ok(());
+    }
+    super::print_diags(&diags, g);
+    Err(super::usage(
+        "plan::skew",
+        format!("{} version change(s) upstream's upgrade rules forbid from what runs", diags.len()),
+        "change the `versions:` line shown above to a release the rule allows (one minor at a time), apply it, then the next",
+    ))
 }

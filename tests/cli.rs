@@ -228,7 +228,7 @@ fn a_plan_fetches_no_bundle_url() {
     let out = stdout(&o);
     assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
     assert!(
-        out.contains(&format!("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle (k3s sha256 aaaaaaaaaaaa…; fetched here at apply: k3s from http://{at}/k3s, k3s-airgap-images-amd64.tar.zst from http://{at}/k3s-airgap-images-amd64.tar.zst), nothing downloaded on the host")),
+        out.contains(&format!("+ host.sp-cp1/command:k3s-install  K3s v1.33.5+k3s1 k3s from the air-gap bundle (k3s sha256 aaaaaaaaaaaa…; fetched here at apply: k3s from http://{at}/k3s, k3s-airgap-images-amd64.tar.zst from http://{at}/k3s-airgap-images-amd64.tar.zst), nothing downloaded on the host; over a running K3s: datastore and token backed up first, then cordon, drain, install, Ready, uncordon")),
         "{out}"
     );
     assert!(!out.contains("s3cret") && !stderr(&o).contains("s3cret"), "{out}");
@@ -623,4 +623,57 @@ fn a_gateway_route_to_a_site_without_gpus_is_an_error_at_the_route() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let o = fabric(&["-f", f.path(), "plan", "--offline", "-q"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}
+
+/// A snapshot (`fabric state snapshot`'s file) whose reads say `franca-cp1` runs K3s `server`,
+/// the agent `franca-gpu1` runs `agent`, and franca's Cilium chart is at `cilium`.
+fn running_snapshot(server: &str, agent: &str, cilium: &str) -> TempFile {
+    use fabric::providers::Observed;
+    let mut live = fabric::live::observe::Live::default();
+    let sha = "a".repeat(64);
+    for (node, svc, v) in [("franca-cp1", "k3s", server), ("franca-gpu1", "k3s-agent", agent)] {
+        let addr = format!("host.{node}/command:k3s-install").parse().unwrap();
+        live.observed.insert(addr, Observed::Present(format!("{svc} {sha} {v}\n")));
+    }
+    live.observed.insert(
+        "cluster.franca/kube-system/HelmChart/cilium".parse().unwrap(),
+        Observed::Present(format!("kind: HelmChart\nspec:\n  version: {cilium}\n")),
+    );
+    let snap = fabric::live::snapshot::Snapshot {
+        format_version: fabric::live::snapshot::SNAPSHOT_VERSION.into(),
+        fabric: "test".into(),
+        topology_digest: String::new(),
+        live,
+        orphans: vec![],
+    };
+    TempFile::new("state.json", &serde_json::to_string(&snap).unwrap())
+}
+
+#[test]
+fn validate_refuses_a_forbidden_upgrade_at_its_versions_line() {
+    // One minor up, servers not behind their agents: allowed.
+    let ok = running_snapshot("v1.32.9+k3s1", "v1.32.9+k3s1", "1.17.9");
+    let o = fabric(&["-f", "topology.example.yaml", "validate", "--observed", ok.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // K3s two minors up, Cilium skipping 1.17, an agent newer than the servers will be.
+    let bad = running_snapshot("v1.31.4+k3s1", "v1.34.1+k3s1", "1.16.5");
+    let o = fabric(&["-f", "topology.example.yaml", "validate", "--observed", bad.path()]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    let k3s = EXAMPLE.lines().position(|l| l.trim().starts_with("k3s: v")).unwrap() + 1;
+    let cilium = EXAMPLE.lines().position(|l| l.trim().starts_with("cilium: 1")).unwrap() + 1;
+    assert!(err.contains(&format!("topology.example.yaml:{k3s}:8")), "the k3s line: {err}");
+    assert!(err.contains(&format!("topology.example.yaml:{cilium}:11")), "the cilium line: {err}");
+    assert!(err.contains("skips minor 1.32") && err.contains("Manual Upgrades"), "{err}");
+    assert!(err.contains("skips minor 1.17") && err.contains("consecutive minor releases"), "{err}");
+    assert!(err.contains("agent franca-gpu1 runs K3s v1.34.1+k3s1, newer"), "{err}");
+    assert!(err.contains("3 version change(s) upstream's upgrade rules forbid"), "{err}");
+    // JSON: the same, as data.
+    let o = fabric(&["-f", "topology.example.yaml", "validate", "--observed", bad.path(), "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let skews: Vec<&serde_json::Value> =
+        v["diagnostics"].as_array().unwrap().iter().filter(|d| d["code"] == "topology::skew").collect();
+    assert_eq!(skews.len(), 3, "{v}");
+    assert_eq!(skews[0]["path"], "versions.k3s");
 }

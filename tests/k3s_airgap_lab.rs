@@ -239,7 +239,17 @@ fn k3s_from_the_air_gap_bundle() {
     );
 
     // 6. A binary of another version, with its right digest: refused on the host before it is
-    // installed; the installed one stays.
+    // installed; the installed one stays. (An upgrade of a running server backs it up first: the
+    // host gets what the backup needs, a stand-in systemctl and the server token.)
+    let o = lab.exec(
+        "sp-lan",
+        &format!(
+            "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{}EOF\nchmod 755 /usr/local/bin/systemctl; \
+             mkdir -p /var/lib/rancher/k3s/server/db; echo t > /var/lib/rancher/k3s/server/token",
+            fabric_testkit::k3s_node::SYSTEMCTL
+        ),
+    );
+    assert!(o.status.success(), "{}", out(&o));
     let other = k3s("v1.32.9+k3s1", "standin-3");
     write(&bundle(&dir.join("bundle3"), &other, None));
     let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
@@ -247,7 +257,8 @@ fn k3s_from_the_air_gap_bundle() {
     assert_eq!(o.status.code(), Some(1), "{text}");
     assert!(text.contains("the bundle's k3s is not versions.k3s (v1.33.5+k3s1)"), "{text}");
     assert_eq!(on("sp-lan", "sha256sum < /usr/local/bin/k3s | cut -d' ' -f1").trim(), sha(binary.as_bytes()));
-    assert_eq!(on("sp-lan", "ls -A /var/lib/fabric").trim(), "");
+    // No staging directory left; the backup taken before the refused upgrade is kept.
+    assert_eq!(on("sp-lan", "ls -A /var/lib/fabric").trim(), "backup");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -317,5 +328,125 @@ fn karmada_on_a_dedicated_vm() {
     assert!(vm.object("v1", "Namespace", None, "karmada-system").is_some());
     assert!(franca.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "karmada").is_none());
     assert!(!lines.contains(kube_api::TEST_TOKEN));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A K3s upgrade between two stand-in bundle versions (issue #26): the server first, its
+/// datastore and token backed up before anything changes (the journal names the backup, never
+/// the token), then the agent; each node cordoned, drained, upgraded, Ready, uncordoned. A skew
+/// upstream forbids is refused at its line by plan; `fabric rollback` restores the backup.
+#[test]
+fn k3s_upgrade_node_by_node_with_the_backup_first() {
+    let lab = lab::Lab::up("ku", "10.249", &["--hosts", "1"], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-k3s-upgrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (_franca, sp, _karmada) = kube_api::fabric_apis(&dir);
+    sp.simulate_controllers(std::time::Duration::from_millis(100));
+    sp.register_nodes(&["sp-lan", "sp-vm"]);
+    let base = TOPOLOGY.replace(
+        "ssh: { host: sp-lan } }\n",
+        "ssh: { host: sp-lan } }\n    external_workloads:\n      \
+         - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+    );
+    let write = |version: &str, section: &str| {
+        let text = base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
+        let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &dir);
+        std::fs::write(dir.join("topology.yaml"), text).unwrap();
+    };
+    let fabric =
+        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
+    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let old = k3s("v1.32.9+k3s1", "standin-old");
+    let new = k3s("v1.33.5+k3s1", "standin-new");
+
+    // 1. K3s v1.32 installed; the server's datastore and token as K3s keeps them, and a
+    // systemctl that records what it is asked (the lab has no systemd).
+    write("v1.32.9+k3s1", &bundle(&dir.join("old"), &old, None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    let systemctl = fabric_testkit::k3s_node::SYSTEMCTL
+        .replace("*) exit 0 ;;", "*) echo \"$1 $2\" >>/var/lib/rancher/systemctl.log ;;");
+    let o = lab.exec(
+        "sp-lan",
+        &format!(
+            "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{systemctl}EOF\nchmod 755 /usr/local/bin/systemctl; \
+             mkdir -p /var/lib/rancher/k3s/server/db; echo before > /var/lib/rancher/k3s/server/db/state.db; \
+             echo K10secret-token-value > /var/lib/rancher/k3s/server/token"
+        ),
+    );
+    assert!(o.status.success(), "{}", out(&o));
+
+    // 2. Two minors up: refused at the versions line, from what runs (read live).
+    write("v1.34.1+k3s1", &bundle(&dir.join("skip"), &k3s("v1.34.1+k3s1", "standin-skip"), None));
+    let o = fabric(&["plan", "--phase", "A", "--site", "sp"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("v1.32.9+k3s1 runs, and v1.34.1+k3s1 skips minor 1.33") && text.contains("Manual Upgrades"),
+        "{text}"
+    );
+    assert!(text.contains("topology.yaml:"), "at the line: {text}");
+
+    // 3. One minor up: planned as an update of each install, from the running version.
+    write("v1.33.5+k3s1", &bundle(&dir.join("new"), &new, None));
+    let o = fabric(&["plan", "--phase", "A", "--site", "sp"]);
+    let text = out(&o);
+    assert!(
+        text.contains("~ host.sp-lan/command:k3s-install") && text.contains("-k3s ") && text.contains(" v1.32.9+k3s1"),
+        "{text}"
+    );
+    assert!(text.contains("over a running K3s: datastore and token backed up first"), "plan shows the backup: {text}");
+
+    // 4. Applied: the server's backup first, then the server, then the agent, node by node.
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {text}"));
+    let backup = at("sp-lan: K3s datastore (sqlite) and server token backed up in /var/lib/fabric/backup/");
+    let server = at("sp-lan: K3s v1.33.5+k3s1 installed");
+    let agent_cordon = at("sp-vm: cordoned");
+    let agent = at("sp-vm: K3s v1.33.5+k3s1 installed");
+    assert!(backup < at("sp-lan: cordoned") && at("sp-lan: cordoned") < server, "{text}");
+    assert!(server < agent_cordon && agent_cordon < agent, "servers before agents: {text}");
+    assert!(!text.contains("K10secret-token-value"), "the token was shown: {text}");
+    let dir_on_host = on("sp-lan", "ls -d /var/lib/fabric/backup/*").trim().to_string();
+    assert_eq!(on("sp-lan", &format!("cat {dir_on_host}/db/state.db")).trim(), "before");
+    assert_eq!(on("sp-lan", &format!("stat -c %a {dir_on_host}/token")).trim(), "600");
+    let log = on("sp-lan", "cat /var/lib/rancher/systemctl.log");
+    assert!(log.contains("stop k3s") && log.contains("start k3s"), "SQLite copied with K3s stopped: {log}");
+    for n in ["sp-lan", "sp-vm"] {
+        assert_ne!(sp.object("v1", "Node", None, n).unwrap()["spec"]["unschedulable"], true, "{n} left cordoned");
+    }
+    let journals: String = std::fs::read_dir(dir.join(".fabric/runs"))
+        .unwrap()
+        .map(|j| std::fs::read_to_string(j.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert!(journals.contains(&format!("backup {dir_on_host}")), "the journal names the backup: {journals}");
+    assert!(!journals.contains("K10secret-token-value"), "a journal holds the token");
+
+    // 5. The cluster moves on; rollback restores the backup (what happened since is lost).
+    lab.exec(
+        "sp-lan",
+        "echo after > /var/lib/rancher/k3s/server/db/state.db; echo other > /var/lib/rancher/k3s/server/token",
+    );
+    let o = fabric(&["rollback"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(
+        text.contains("K3s cannot be downgraded: the backup taken before the upgrade") && text.contains("is lost"),
+        "{text}"
+    );
+    let journals: String = std::fs::read_dir(dir.join(".fabric/runs"))
+        .unwrap()
+        .map(|j| std::fs::read_to_string(j.unwrap().path()).unwrap_or_default())
+        .collect();
+    assert_eq!(
+        on("sp-lan", "cat /var/lib/rancher/k3s/server/db/state.db").trim(),
+        "before",
+        "{text}\n{journals}\n{}",
+        on("sp-lan", "cat /var/lib/rancher/systemctl.log; ls -laR /var/lib/fabric/backup")
+    );
+    assert_eq!(on("sp-lan", "cat /var/lib/rancher/k3s/server/token").trim(), "K10secret-token-value");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -86,6 +86,22 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             }
             continue;
         }
+        if let crate::desired::Desired::K3sInstall(k) = &r.desired
+            && crate::apply::upgrade::is_upgrade(&prior)
+        {
+            let ncx = crate::apply::node::Context {
+                step: &cx.step,
+                accesses: &cx.accesses,
+                budget: cx.budget.clone(),
+                progress: &cx.progress,
+            };
+            let result = crate::apply::upgrade::upgrade(&ncx, s, &r, k, &prior, &cx.state_dir).await;
+            ok.push((r, prior));
+            if let Err(e) = result {
+                return (ok, vec![], Some(e.to_string()));
+            }
+            continue;
+        }
         match providers::apply(s, &r, &text, &prior, Some(cx.confirm_minutes), &cx.state_dir).await {
             Ok(()) => ok.push((r, prior)),
             Err(e) => {

@@ -18,6 +18,7 @@ pub mod node;
 pub mod pause;
 pub mod revert;
 pub mod timeline;
+pub mod upgrade;
 pub mod wait;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -433,6 +434,13 @@ async fn apply_step(
         .collect();
     if let Err(reason) = sh.leases.required(&lease::guard_of(sh.t, &step.key), &clusters) {
         return Err(ApplyError::Blocked { step: step.key.clone(), reason: reason.0 });
+    }
+    // A running server's K3s upgrade: its rollback point names the backup taken before it.
+    let mut changes = changes;
+    for c in &mut changes {
+        if let crate::desired::Desired::K3sInstall(k) = &c.resource.desired {
+            c.prior = upgrade::with_backup(&c.prior, k, &sh.opts.run);
+        }
     }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;

@@ -169,7 +169,7 @@ pub async fn migrate(cx: &Context<'_>, s: &Session, m: &NodeMigration) -> Result
 }
 
 /// Cordon and drain in `m.cluster`.
-async fn cordon_and_drain(cx: &Context<'_>, client: &Client, node: &str) -> Result<(), NodeError> {
+pub(crate) async fn cordon_and_drain(cx: &Context<'_>, client: &Client, node: &str) -> Result<(), NodeError> {
     cordon(client, node, true).await.map_err(|source| NodeError::Kube { node: node.into(), source })?;
     cx.report(node, "cordoned".into());
     let report = |line: String| cx.report(node, line);

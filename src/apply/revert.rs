@@ -78,6 +78,18 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             }
             continue;
         }
+        // A server's K3s upgrade goes back by restoring its backup (no downgrade exists).
+        // (By address: a rollback's resources come from the journal, without their desired state.)
+        if r.address.command() == Some("k3s-install") && crate::apply::upgrade::backup_of(prior).is_some() {
+            let result = match pool.get(targets, r.target()).await {
+                Ok(s) => crate::apply::upgrade::restore(&s, r, prior).await.map_err(|e| e.to_string()),
+                Err(e) => Err(format!("{}: {e}", r.address)),
+            };
+            if let Err(e) = result {
+                left.push(e);
+            }
+            continue;
+        }
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }

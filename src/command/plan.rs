@@ -82,6 +82,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             planned
         }
     };
+    if let Some(o) = &planned.observation {
+        super::validate::skew_refusal(g, &ws.loaded, &o.live)?;
+    }
     if let Some(note) = planned.note.filter(|_| !g.quiet) {
         eprintln!("note: {note}");
     }

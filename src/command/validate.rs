@@ -25,6 +25,10 @@ pub struct Opts {
     /// Output format of the diagnostics
     #[arg(long, value_enum, default_value_t = ValidateFormat::Human)]
     pub format: ValidateFormat,
+    /// Also check `versions:` against what runs, as a snapshot (`fabric state snapshot`) read
+    /// it: a version change upstream's upgrade rules forbid is refused at its line
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -94,9 +98,19 @@ pub fn consistency_error(diags: &[Diag]) -> Option<Report> {
     })
 }
 
+/// What `--observed` read, when given.
+fn observed(o: &Opts) -> Result<Option<crate::live::observe::Live>, Report> {
+    let Some(file) = &o.observed else { return Ok(None) };
+    let snap = crate::live::snapshot::read(file).map_err(|e| super::usage("state::read", e.to_string(), e.help()))?;
+    Ok(Some(snap.live))
+}
+
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if o.format == ValidateFormat::Human {
         let loaded = load(g)?;
+        if let Some(live) = observed(&o)? {
+            skew_refusal(g, &loaded, &live)?;
+        }
         let extra = refusal_warnings(&loaded)?;
         let found = consistency_diags(&loaded)?;
         if !g.quiet {
@@ -134,6 +148,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             let mut d = l.warnings.clone();
             d.extend(refusal_warnings(&l)?);
             d.extend(consistency_diags(&l)?);
+            if let Some(live) = observed(&o)? {
+                d.extend(skew_diags(&l, &live));
+            }
             let ok = !d.iter().any(|d| d.problem.severity == Severity::Error);
             (d, ok)
         }
@@ -152,4 +169,29 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     } else {
         Err(super::usage("topology::invalid", format!("{file} is not valid"), "see the diagnostics printed as JSON"))
     }
+}
+
+/// The `versions:` lines upstream's upgrade rules forbid from what `live` shows runs
+/// (`desired::upgrade`).
+pub fn skew_diags(
+    l: &crate::topology::Loaded,
+    live: &crate::live::observe::Live,
+) -> Vec<crate::topology::problem::Diag> {
+    let running = crate::live::versions::running(&l.topology, &live.observed);
+    crate::desired::upgrade::problems(&l.topology, &running).into_iter().map(|p| l.diag(p)).collect()
+}
+
+/// Refuses, at the `versions:` line, a change upstream's upgrade rules forbid from what runs:
+/// nothing is planned past it.
+pub fn skew_refusal(g: &Global, l: &crate::topology::Loaded, live: &crate::live::observe::Live) -> Result<(), Report> {
+    let diags = skew_diags(l, live);
+    if diags.is_empty() {
+        return Ok(());
+    }
+    super::print_diags(&diags, g);
+    Err(super::usage(
+        "plan::skew",
+        format!("{} version change(s) upstream's upgrade rules forbid from what runs", diags.len()),
+        "change the `versions:` line shown above to a release the rule allows (one minor at a time), apply it, then the next",
+    ))
 }

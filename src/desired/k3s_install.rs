@@ -131,17 +131,21 @@ impl K3sInstall {
         [&self.binary, &self.images, &self.script]
     }
 
-    /// The state fabric wants, as `read` prints it: the service and the binary's digest.
+    /// The state fabric wants, as `read` prints it: the service, the binary's digest and its
+    /// version (the running version an upgrade plans from: `desired::upgrade`).
     pub fn text(&self) -> String {
-        format!("{} {}\n", self.role.service(), self.binary.sha256)
+        format!("{} {} {}\n", self.role.service(), self.binary.sha256, self.version)
     }
 
-    /// One line per installed K3s service with the installed binary's digest (`k3s <sha256>`),
-    /// or exit [`ABSENT`] when the install script never ran here.
+    /// One line per installed K3s service with the installed binary's digest and version
+    /// (`k3s <sha256> v1.33.5+k3s1`: the third word of `k3s --version`'s first line, "k3s version
+    /// v1.33.5+k3s1 (<commit>)", k3s-io/k3s `pkg/cli/cmds/root.go` `versionPrinter`), or exit
+    /// [`ABSENT`] when the install script never ran here.
     pub fn read() -> Sh {
         sh!(
             "found=; for u in k3s k3s-agent; do if [ -f /etc/systemd/system/$u.service ] && [ -f {} ]; then \
-             found=1; printf '%s %s\\n' \"$u\" \"$(sha256sum < {} | cut -d' ' -f1)\"; fi; done; [ -n \"$found\" ] || exit {}",
+             found=1; printf '%s %s %s\\n' \"$u\" \"$(sha256sum < {} | cut -d' ' -f1)\" \"$({} --version 2>/dev/null | head -n1 | cut -d' ' -f3)\"; fi; done; [ -n \"$found\" ] || exit {}",
+            BINARY,
             BINARY,
             BINARY,
             ABSENT.to_string()
@@ -225,11 +229,18 @@ impl Stage {
     }
 }
 
-/// What a host's `read` answer says, kept only when it is lines of `<service> <sha256>`.
+/// What a host's `read` answer says, kept only when it is lines of `<service> <sha256> <version>`.
 pub fn parse_read(answer: &str) -> Option<String> {
     let ok = |l: &str| {
-        l.split_once(' ')
-            .is_some_and(|(u, d)| (u == "k3s" || u == "k3s-agent") && crate::topology::airgap::is_sha256(d))
+        let w: Vec<&str> = l.split(' ').collect();
+        let version = |v: &str| {
+            crate::topology::rules::parse_version(v).is_some()
+                && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+        };
+        w.len() == 3
+            && (w[0] == "k3s" || w[0] == "k3s-agent")
+            && crate::topology::airgap::is_sha256(w[1])
+            && version(w[2])
     };
     let lines: Vec<&str> = answer.lines().collect();
     (!lines.is_empty() && lines.iter().all(|l| ok(l))).then(|| lines.join("\n") + "\n")
@@ -288,8 +299,10 @@ mod tests {
     #[test]
     fn a_read_answer_is_only_services_and_digests() {
         let d = "e".repeat(64);
-        assert_eq!(parse_read(&format!("k3s-agent {d}\n")), Some(format!("k3s-agent {d}\n")));
-        assert!(parse_read(&format!("k3s-agent {d}\n[Interface]\n")).is_none());
+        let line = format!("k3s-agent {d} v1.33.5+k3s1\n");
+        assert_eq!(parse_read(&line), Some(line.clone()));
+        assert!(parse_read(&format!("{line}[Interface]\n")).is_none());
+        assert!(parse_read(&format!("k3s-agent {d} $(reboot)\n")).is_none(), "a version is only a version");
         assert!(parse_read("").is_none());
     }
 
@@ -303,7 +316,7 @@ mod tests {
         let run = cmd.find("INSTALL_K3S_SKIP_DOWNLOAD=true INSTALL_K3S_EXEC=agent sh install.sh").unwrap();
         assert!(check < version && version < run, "{cmd}");
         assert!(cmd.starts_with("cd /var/lib/fabric/stage.AbC123xy"), "{cmd}");
-        assert_eq!(k.text(), format!("k3s-agent {}\n", "a".repeat(64)));
+        assert_eq!(k.text(), format!("k3s-agent {} v1.33.5+k3s1\n", "a".repeat(64)));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::transport::shell::Sh;
 use serde_json::Value;
 
 pub mod argocd;
+pub mod backup;
 pub mod charts;
 pub mod cilium;
 pub mod consistency;
@@ -33,6 +34,7 @@ pub mod objects;
 pub mod refs;
 pub mod tensorzero;
 pub mod text;
+pub mod upgrade;
 pub mod vyos;
 pub mod yaml;
 

@@ -8,3 +8,4 @@ pub mod pool;
 pub mod prune;
 pub mod served_cert;
 pub mod snapshot;
+pub mod versions;

@@ -88,6 +88,15 @@ pub fn run(
                 result = Err(e.into());
                 break;
             }
+            // Kubernetes has no control-plane downgrade: a K3s upgrade went back by its backup.
+            for p in priors {
+                if let Some(dir) = crate::apply::upgrade::backup_of(&p.prior) {
+                    progress(&format!(
+                        "{step}: {}: K3s cannot be downgraded: the backup taken before the upgrade ({dir}) was restored; what the cluster did since it was taken is lost",
+                        p.address
+                    ));
+                }
+            }
             progress(&format!("{step}: rolled back"));
             done.push(step.clone());
         }

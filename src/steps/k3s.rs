@@ -46,6 +46,13 @@ pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role, bri
         k.version,
         role.service(),
     );
+    // What an upgrade of a running K3s does (`apply::upgrade`): shown before it happens.
+    summary.push_str(match role {
+        Role::Server => {
+            "; over a running K3s: datastore and token backed up first, then cordon, drain, install, Ready, uncordon"
+        }
+        Role::Agent => "; over a running K3s: cordon, drain, install, Ready, uncordon",
+    });
     if pending {
         summary.push_str("; apply refuses it until k3s_airgap's digests are recorded (see validate)");
     }

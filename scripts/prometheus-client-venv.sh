@@ -6,13 +6,9 @@
 # The version is the one the test names (PROMETHEUS_CLIENT in tests/metrics_lab.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/pinned-venv.sh
+source scripts/pinned-venv.sh
 version="$(sed -n 's/^const PROMETHEUS_CLIENT: &str = "\([^"]*\)";/\1/p' tests/metrics_lab.rs)"
 [[ -n "$version" ]] || { echo "prometheus-client-venv.sh: no PROMETHEUS_CLIENT in tests/metrics_lab.rs" >&2; exit 1; }
 venv="${FABRIC_PROMETHEUS_VENV:-$HOME/.cache/fabric/prometheus-client-$version}"
-if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('prometheus-client') != '$version')" 2>/dev/null; then
-	echo "prometheus-client $version: $venv"
-else
-	/usr/bin/python3 -m venv "$venv"
-	"$venv/bin/pip" install --quiet --disable-pip-version-check "prometheus-client==$version"
-	echo "prometheus-client $version: installed into $venv"
-fi
+pinned_venv prometheus-client "$version" "$venv"

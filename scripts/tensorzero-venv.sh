@@ -14,6 +14,8 @@
 # only each crate's sqlx.toml, postgres/migrations/*.sql and pgcron_setup.sql are kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/pinned-venv.sh
+source scripts/pinned-venv.sh
 version="$(sed -n 's/^  tensorzero: *\([^ #]*\).*/\1/p' topology.example.yaml | head -n1)"
 [[ -n "$version" ]] || { echo "tensorzero-venv.sh: no versions.tensorzero in topology.example.yaml" >&2; exit 1; }
 venv="${FABRIC_TENSORZERO_VENV:-$HOME/.cache/fabric/tensorzero-$version}"
@@ -43,11 +45,5 @@ migrations() {
 	echo "tensorzero $version: Postgres migrations in $src"
 }
 
-if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import importlib.metadata as m, sys; sys.exit(m.version('tensorzero') != '$version')" 2>/dev/null; then
-	echo "tensorzero $version: $venv"
-else
-	/usr/bin/python3 -m venv "$venv"
-	"$venv/bin/pip" install --quiet --disable-pip-version-check "tensorzero==$version"
-	echo "tensorzero $version: installed into $venv"
-fi
+pinned_venv tensorzero "$version" "$venv"
 grep -qx "Version: $version" "$src/PKG-INFO" 2>/dev/null || migrations

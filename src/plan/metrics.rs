@@ -181,7 +181,7 @@ mod tests {
 
     fn plan(changes: Vec<Change>, unreachable: Vec<Unreachable>) -> Plan {
         Plan {
-            format_version: "1.2".into(),
+            format_version: crate::plan::model::FORMAT_VERSION.into(),
             fabric: "lab".into(),
             topology_file: "t.yaml".into(),
             topology_digest: String::new(),

@@ -54,9 +54,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             continue;
         };
         let result = match crate::providers::kube::client(r.target(), access).await {
-            Ok(c) => {
-                crate::providers::kube::for_cluster(r.target(), crate::providers::kube::revert(&c, obj, prior)).await
-            }
+            Ok(c) => crate::providers::kube::for_cluster(r.target(), revert_kube(&c, r, obj, prior, run)).await,
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -109,6 +107,27 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
         }
     }
     left
+}
+
+/// Puts a Kubernetes object back. A Secret whose content the journal does not hold is put back
+/// from what the run kept of it in the cluster (`fabric rotate credentials` keeps the old data
+/// beside it: `providers::kept_secret`); one the run kept nothing of stays as it is.
+async fn revert_kube(
+    client: &kube::Client,
+    r: &Resource,
+    obj: &serde_json::Value,
+    prior: &Observed,
+    run: &str,
+) -> Result<(), crate::providers::kube::KubeError> {
+    let secret = obj["apiVersion"] == "v1" && obj["kind"] == "Secret";
+    if r.sensitive && secret && matches!(prior, Observed::Present(_)) {
+        let (ns, name) = (
+            obj["metadata"]["namespace"].as_str().unwrap_or("default"),
+            obj["metadata"]["name"].as_str().unwrap_or_default(),
+        );
+        return crate::providers::kept_secret::restore(client, ns, name, run).await.map(drop);
+    }
+    crate::providers::kube::revert(client, obj, prior).await
 }
 
 /// The identity of a Kubernetes object (enough to find it again), for the journal.

@@ -147,8 +147,8 @@ fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line:
     }
 }
 
-/// Asks for `yes` at the terminal, as terraform does.
-fn approve() -> Result<(), Report> {
+/// Asks for `yes` at the terminal, as terraform does (apply, rotate credentials).
+pub(super) fn approve() -> Result<(), Report> {
     if !std::io::stdin().is_terminal() {
         return Err(usage(
             "apply::approve",

@@ -155,7 +155,8 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
 }
 
 /// What the metrics say besides the plan: the sites, the last apply that ended well (this
-/// machine's journals), the certificates read (Karmada's, when C.1 is planned).
+/// machine's journals), the certificates read (Karmada's, when C.1 is planned; the mesh CA,
+/// when B.2 is).
 fn metric_facts(
     g: &Global,
     ws: &crate::operation::Workspace,
@@ -163,17 +164,24 @@ fn metric_facts(
 ) -> crate::plan::metrics::Facts {
     use crate::live::served_cert::ServedCert;
     use crate::plan::metrics::CertExpiry;
-    let certificates = match live.and_then(|l| l.karmada_cert.as_ref()) {
-        Some(ServedCert::Read(names)) => vec![CertExpiry {
-            name: format!(
-                "{}/{}",
-                crate::desired::karmada::KARMADA_NAMESPACE,
-                crate::desired::karmada::KARMADA_CERT_SECRET
-            ),
-            not_after: names.not_after,
-        }],
-        _ => vec![],
-    };
+    let certificates = [
+        (
+            live.and_then(|l| l.karmada_cert.as_ref()),
+            crate::desired::karmada::KARMADA_NAMESPACE,
+            crate::desired::karmada::KARMADA_CERT_SECRET,
+        ),
+        (
+            live.and_then(|l| l.mesh_ca.as_ref()),
+            crate::live::served_cert::MESH_CA_NAMESPACE,
+            crate::live::served_cert::MESH_CA_SECRET,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(cert, ns, name)| match cert {
+        Some(ServedCert::Read(names)) => Some(CertExpiry { name: format!("{ns}/{name}"), not_after: names.not_after }),
+        _ => None,
+    })
+    .collect();
     crate::plan::metrics::Facts {
         sites: ws.topology().sites.iter().map(|s| s.name.clone()).collect(),
         last_successful_apply: crate::apply::journal::last_success(&g.state_dir),

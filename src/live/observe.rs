@@ -117,6 +117,10 @@ pub struct Live {
     /// public; see `live::served_cert`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub karmada_cert: Option<super::served_cert::ServedCert>,
+    /// The Cluster Mesh CA (`kube-system/cilium-ca` of the first site), when B.2 is planned
+    /// (its expiry: public; see `live::served_cert`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mesh_ca: Option<super::served_cert::ServedCert>,
 }
 
 /// A GPU node's NVIDIA driver and container toolkit, as read over SSH.

@@ -7,10 +7,12 @@ pub mod apply;
 pub mod charts;
 pub mod karmada_cert;
 pub mod lock;
+pub mod mesh_ca;
 pub mod plan;
 pub mod read;
 pub mod render;
 pub mod rollback;
+pub mod rotate_credentials;
 pub mod runs;
 pub mod snapshot;
 pub mod verify;
@@ -75,6 +77,9 @@ pub enum OpError {
     ReadJournal { path: String, source: std::io::Error },
     #[error("rollback of run {run} is incomplete: {}", .failed.join(" | "))]
     RollbackIncomplete { run: String, failed: Vec<String> },
+    /// `fabric rotate credentials` stopped at a step (never with secret data in `reason`).
+    #[error("rotation stopped: {reason} (run {run})")]
+    Rotate { run: String, reason: String },
 }
 
 impl Diagnostic for OpError {
@@ -98,6 +103,7 @@ impl Diagnostic for OpError {
             OpError::NotARunId(_) => "rollback::run-id",
             OpError::ReadJournal { .. } => "rollback::journal",
             OpError::RollbackIncomplete { .. } => "rollback::failed",
+            OpError::Rotate { .. } => "rotate::failed",
         };
         Some(Box::new(code))
     }
@@ -128,6 +134,9 @@ impl Diagnostic for OpError {
             OpError::NotARunId(_) => "give a run id as listed in .fabric/runs (like 20261130T061502Z-4242)".into(),
             OpError::ReadJournal { .. } => "give a run id listed in .fabric/runs".into(),
             OpError::RollbackIncomplete { .. } => "fix the named targets and run rollback again".into(),
+            OpError::Rotate { .. } => {
+                "the step named was put back from the old data the run kept; fix the cause and rotate again (`fabric rollback RUN-ID` undoes the steps renewed before it)".into()
+            }
         };
         Some(Box::new(help))
     }

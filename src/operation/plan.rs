@@ -77,6 +77,7 @@ fn from_snapshot(ws: &Workspace, sel: Selection, file: &Path) -> Result<Planned,
     let mut warnings = super::read::key_warnings(ws.topology(), &live);
     ws.refuse_gpu_steps(&mut inputs, &live, &mut warnings);
     ws.refuse_karmada_cert(&mut inputs, &live, &mut warnings);
+    warnings.extend(super::mesh_ca::warning(&live));
     let mut plan = plan::build(ws.header(&sel, mode), inputs, Some(&live));
     plan.warnings = warnings;
     Ok(Planned { plan, note, observation: None })

@@ -79,6 +79,7 @@ impl Workspace {
         let mut live = live;
         live.gpu_runtime = observe::read_gpu_runtimes(&self.gpu_nodes_of(&selected), targets).await;
         live.karmada_cert = self.read_karmada_cert(&selected, targets, &live).await;
+        live.mesh_ca = self.read_mesh_ca(&selected, targets, &live).await;
         Ok(Observation { selection: sel, selected, live, orphans, report })
     }
 
@@ -89,6 +90,7 @@ impl Workspace {
         let mut warnings = key_warnings(self.topology(), &o.live);
         self.refuse_gpu_steps(&mut inputs, &o.live, &mut warnings);
         self.refuse_karmada_cert(&mut inputs, &o.live, &mut warnings);
+        warnings.extend(super::mesh_ca::warning(&o.live));
         let mut plan = plan::build(header, inputs, Some(&o.live));
         plan.warnings = warnings;
         plan

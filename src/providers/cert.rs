@@ -14,6 +14,29 @@ use x509_parser::extensions::GeneralName;
 /// Below this many days to a certificate's `notAfter`, plan and verify warn (issue #26).
 pub const EXPIRY_WARNING_DAYS: i64 = 30;
 
+/// Where a certificate stands against the [`EXPIRY_WARNING_DAYS`] rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// At least [`EXPIRY_WARNING_DAYS`] days left (whole days).
+    Valid { days: i64 },
+    /// Under [`EXPIRY_WARNING_DAYS`] days left, not expired yet (whole days, 0 on the last day).
+    Soon { days: i64 },
+    /// `notAfter` is past.
+    Expired,
+}
+
+/// [`Expiry`] of a certificate ending at `not_after`, at time `now` (both Unix seconds).
+pub fn expiry(not_after: i64, now: i64) -> Expiry {
+    let left = not_after - now;
+    if left < 0 {
+        Expiry::Expired
+    } else if left < EXPIRY_WARNING_DAYS * 86_400 {
+        Expiry::Soon { days: left / 86_400 }
+    } else {
+        Expiry::Valid { days: left / 86_400 }
+    }
+}
+
 /// Why a certificate could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CertError {
@@ -84,6 +107,15 @@ mod tests {
         let key = rcgen::KeyPair::generate().unwrap();
         let params = rcgen::CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
         params.self_signed(&key).unwrap().pem()
+    }
+
+    #[test]
+    fn the_thirty_day_rule_at_its_boundaries() {
+        let (day, now) = (86_400, 1_800_000_000);
+        assert_eq!(expiry(now + 30 * day, now), Expiry::Valid { days: 30 });
+        assert_eq!(expiry(now + 30 * day - 1, now), Expiry::Soon { days: 29 });
+        assert_eq!(expiry(now, now), Expiry::Soon { days: 0 });
+        assert_eq!(expiry(now - 1, now), Expiry::Expired);
     }
 
     #[test]

@@ -7,8 +7,10 @@
 
 pub mod airgap;
 pub mod bundle;
+pub mod ca_bundle;
 pub mod cert;
 pub mod charts;
+pub mod kept_secret;
 pub mod kube;
 pub mod lease;
 pub mod nft;

@@ -12,6 +12,7 @@ use crate::catalog::Instance;
 use crate::desired::Out;
 use crate::desired::objects as o;
 use crate::desired::cilium;
+use crate::live::served_cert::{MESH_CA_KEY, MESH_CA_NAMESPACE, MESH_CA_SECRET, ServedCert, cert_of};
 use crate::topology::model::Site;
 
 pub struct B2;
@@ -78,7 +79,28 @@ async fn clustermesh(cx: &VerifyCx<'_>) -> Vec<CheckResult> {
         None => (Verdict::Pass, format!("the same cilium-ca in {} clusters", cas.len())),
     };
     out.push(CheckResult { step: key.into(), check: "one CA for the mesh".into(), verdict, evidence });
+    // The CA's expiry, from the first cluster's Secret (where fabric generates it).
+    let served = match cas.first() {
+        Some((_, Some(data))) => cert_of(data, MESH_CA_NAMESPACE, MESH_CA_SECRET, MESH_CA_KEY),
+        _ => ServedCert::Absent,
+    };
+    let (verdict, evidence) = mesh_ca_expiry(&served, now());
+    out.push(CheckResult { step: key.into(), check: "the mesh CA's expiry".into(), verdict, evidence });
     out
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The mesh CA's expiry as verify reports it (at time `now`): a pass with its date, a warning
+/// under [`crate::providers::cert::EXPIRY_WARNING_DAYS`] days, a failure once expired, absent or
+/// unreadable. fabric generates it for 3 years (`providers::secrets::ca`, as cilium-certgen's
+/// CA); docs/runbook.md, "Rotating credentials", says how to renew it.
+pub fn mesh_ca_expiry(served: &ServedCert, now: i64) -> (Verdict, String) {
+    let at = format!("Secret {MESH_CA_NAMESPACE}/{MESH_CA_SECRET} ({MESH_CA_KEY})");
+    let runbook = "docs/runbook.md, \"Rotating credentials\" (fabric rotate credentials)";
+    crate::steps::verify::cert_expiry(&at, runbook, "B.2 generates it", served, now)
 }
 
 /// The clustermesh-apiserver Service on the topology's NodePort.
@@ -119,4 +141,49 @@ async fn knows_peers(cx: &VerifyCx<'_>, s: &Site, target: &Target) -> CheckResul
         }
     };
     CheckResult { step: cx.key.into(), check: "knows every other cluster".into(), verdict, evidence }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::cert::CertNames;
+
+    fn read(not_after: i64) -> ServedCert {
+        ServedCert::Read(CertNames { dns: vec![], ips: vec![], not_after })
+    }
+
+    #[test]
+    fn the_mesh_ca_passes_warns_under_thirty_days_and_fails_once_expired() {
+        let (day, now) = (86_400, 1_800_000_000);
+        let (v, e) = mesh_ca_expiry(&read(now + 30 * day), now);
+        assert_eq!(v, Verdict::Pass, "{e}");
+        assert!(e.contains("kube-system/cilium-ca") && e.contains("(30 days)"), "{e}");
+        let (v, e) = mesh_ca_expiry(&read(now + 30 * day - 1), now);
+        assert_eq!(v, Verdict::Warn, "{e}");
+        assert!(e.contains("expires in 29 day(s)") && e.contains("fabric rotate credentials"), "{e}");
+        let (v, e) = mesh_ca_expiry(&read(now - 1), now);
+        assert_eq!(v, Verdict::Fail, "{e}");
+        assert!(e.contains("expired"), "{e}");
+        assert_eq!(mesh_ca_expiry(&ServedCert::Absent, now).0, Verdict::Fail);
+        assert_eq!(mesh_ca_expiry(&ServedCert::Unread("x".into()), now).0, Verdict::Fail);
+    }
+
+    /// The certificate is read from the Secret's data as the API returns it (base64 PEM); a
+    /// CA made with rcgen near its end warns.
+    #[test]
+    fn a_near_expiry_ca_in_the_secret_warns() {
+        use base64::Engine as _;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::default();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let now = std::time::SystemTime::now();
+        params.not_after = (now + std::time::Duration::from_secs(10 * 86_400 + 60)).into();
+        let pem = params.self_signed(&key).unwrap().pem();
+        let mut data = serde_json::Map::new();
+        data.insert("ca.crt".into(), base64::engine::general_purpose::STANDARD.encode(pem).into());
+        let served = cert_of(&data, MESH_CA_NAMESPACE, MESH_CA_SECRET, MESH_CA_KEY);
+        let (v, e) = mesh_ca_expiry(&served, super::now());
+        assert_eq!(v, Verdict::Warn, "{e}");
+        assert!(e.contains("expires in 10 day(s)"), "{e}");
+    }
 }

@@ -12,7 +12,6 @@ use crate::desired::karmada;
 use crate::desired::k3s_install::Role;
 use crate::desired::{Desired, Out, karmada_host, text, yaml};
 use crate::live::served_cert::{ServedCert, read_karmada_cert};
-use crate::providers::cert::EXPIRY_WARNING_DAYS;
 
 pub struct C1;
 
@@ -70,26 +69,14 @@ fn now() -> i64 {
 }
 
 /// The certificate's expiry as verify reports it (at time `now`): a pass with its date, a
-/// warning under [`EXPIRY_WARNING_DAYS`] days, a failure once expired or when it cannot be read.
-/// The chart issues it for 43800 h (karmada-io/karmada `charts/karmada/values.yaml`,
-/// `certs.auto.expiry`); docs/runbook.md, "Karmada's API certificate", says how to issue it again.
+/// warning under [`crate::providers::cert::EXPIRY_WARNING_DAYS`] days, a failure once expired or
+/// when it cannot be read. The chart issues it for 43800 h (karmada-io/karmada
+/// `charts/karmada/values.yaml`, `certs.auto.expiry`); docs/runbook.md, "Karmada's API
+/// certificate", says how to issue it again.
 pub fn cert_expiry(served: &ServedCert, now: i64) -> (Verdict, String) {
     let at = format!("Secret {}/{}", karmada::KARMADA_NAMESPACE, karmada::KARMADA_CERT_SECRET);
-    match served {
-        ServedCert::Read(names) => {
-            let (left, when) = (names.not_after - now, crate::apply::journal::utc(names.not_after));
-            if left < 0 {
-                (Verdict::Fail, format!("{at}: expired {when}; see docs/runbook.md, \"Karmada's API certificate\""))
-            } else if left < EXPIRY_WARNING_DAYS * 86_400 {
-                let days = left / 86_400;
-                (Verdict::Warn, format!("{at}: expires in {days} day(s), {when}; see docs/runbook.md, \"Karmada's API certificate\""))
-            } else {
-                (Verdict::Pass, format!("{at}: valid until {when} ({} days)", left / 86_400))
-            }
-        }
-        ServedCert::Absent => (Verdict::Fail, format!("no {at}: the chart's install issues it")),
-        ServedCert::Unread(why) => (Verdict::Fail, format!("{at} not read: {why}")),
-    }
+    let runbook = "docs/runbook.md, \"Karmada's API certificate\"";
+    super::verify::cert_expiry(&at, runbook, "the chart's install issues it", served, now)
 }
 
 #[cfg(test)]

@@ -51,6 +51,35 @@ pub fn skip(key: &str) -> Vec<CheckResult> {
     }]
 }
 
+/// A certificate's expiry as verify reports it (at time `now`): a pass with its date, a warning
+/// under [`crate::providers::cert::EXPIRY_WARNING_DAYS`] days, a failure once expired, absent
+/// (`absent` says what makes it) or unread. `at` names where it is kept; `runbook` is the
+/// section that says how to renew it.
+pub fn cert_expiry(
+    at: &str,
+    runbook: &str,
+    absent: &str,
+    served: &crate::live::served_cert::ServedCert,
+    now: i64,
+) -> (Verdict, String) {
+    use crate::live::served_cert::ServedCert;
+    use crate::providers::cert::{Expiry, expiry};
+    match served {
+        ServedCert::Read(names) => {
+            let when = crate::apply::journal::utc(names.not_after);
+            match expiry(names.not_after, now) {
+                Expiry::Expired => (Verdict::Fail, format!("{at}: expired {when}; see {runbook}")),
+                Expiry::Soon { days } => {
+                    (Verdict::Warn, format!("{at}: expires in {days} day(s), {when}; see {runbook}"))
+                }
+                Expiry::Valid { days } => (Verdict::Pass, format!("{at}: valid until {when} ({days} days)")),
+            }
+        }
+        ServedCert::Absent => (Verdict::Fail, format!("no {at}: {absent}")),
+        ServedCert::Unread(why) => (Verdict::Fail, format!("{at} not read: {why}")),
+    }
+}
+
 /// A client for a Kubernetes target of the topology.
 pub async fn client(t: &Targets, target: &Target) -> Result<kube::Client, ReadError> {
     let access = t.kube.get(target).ok_or_else(|| ReadError(format!("no kubeconfig for {target}")))?;

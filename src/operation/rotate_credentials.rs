@@ -1,0 +1,696 @@
+//! `fabric rotate credentials`: renews the credentials fabric copied or generated, planned and
+//! shown first (what is renewed, never a value), then applied like a step: journaled (without
+//! secrets), the old data of each Secret kept beside it in the cluster as the rollback point
+//! (`providers::kept_secret`), reverted on failure, rolled back by `fabric rollback RUN-ID`.
+//!
+//! What is renewed:
+//! - **Copied Secrets** (Karmada's member credentials, ArgoCD's cluster secret, the
+//!   estimators' and MultiKueue's worker kubeconfigs, the mesh CA's copies): copied again from
+//!   their source as it is now (a source token renewed since is taken up).
+//! - **The Cluster Mesh CA** (`kube-system/cilium-ca` of the first site, which fabric
+//!   generated), with an overlap, one stage per run (`providers::ca_bundle` says which keys
+//!   decide what, from cilium's sources): 1. a new CA is generated (`cilium-ca-next`) and added
+//!   beside the old in the trust bundle (`ca.crt`) of the certificates cilium-certgen issued in
+//!   every cluster; 2. once the agents have the new bundle, `cilium-ca` becomes the new CA
+//!   (its copies follow) and those certificates are issued again by it; 3. the old CA is
+//!   removed from the bundles and `cilium-ca-next` deleted.
+//!
+//! What is refused, with why (docs/runbook.md, "Rotating credentials"): K3s join tokens, which
+//! K3s generated (fabric copies them to the agents but never made one): `k3s token rotate`
+//! re-encrypts the bootstrap data with the new token and every other server must restart with
+//! it (k3s-io/k3s `docs/adrs/server-token-rotation.md`), which fabric does not do.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::{Map, Value, json};
+
+use super::{OpError, Workspace};
+use crate::addr::Target;
+use crate::apply::journal::{self, Entry, Journal, Prior};
+use crate::apply::{Progress, lease};
+use crate::desired::{Desired, ProviderKind, Resource};
+use crate::live::observe::Targets;
+use crate::live::served_cert::{MESH_CA_NAMESPACE, MESH_CA_SECRET};
+use crate::providers::ca_bundle::{self, ISSUED_SECRETS};
+use crate::providers::kept_secret::{self, secret_id};
+use crate::providers::kube::{self as k, KubeError};
+use crate::providers::secrets::{self, CopySource};
+use crate::providers::{Observed, SENSITIVE};
+
+/// The new mesh CA while a rotation is under way (in the CA's cluster, beside `cilium-ca`).
+pub const NEXT_CA_SECRET: &str = "cilium-ca-next";
+/// The step the mesh CA belongs to (its journal entries and Lease).
+const MESH_STEP: &str = "B.2";
+
+/// How a copied Secret stands against its source now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CopyState {
+    /// The copy differs from what its source gives now: it is renewed.
+    Differs,
+    /// It holds what its source gives now: nothing to renew.
+    Same,
+    /// The copy does not exist: `fabric apply` makes it first.
+    DestAbsent,
+    /// Its source does not exist (or lacks a key): nothing to copy from.
+    SourceAbsent(String),
+}
+
+/// Where the mesh CA's rotation stands, and so what this run does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MeshStage {
+    /// Stage 1: the new CA (generated now when `generate`) added beside the old in every trust
+    /// bundle.
+    Add { generate: bool },
+    /// Stage 2: `cilium-ca` becomes the new CA; the issued certificates are issued again by it.
+    Switch,
+    /// Stage 3: the old CA removed from the trust bundles; `cilium-ca-next` deleted.
+    Finish,
+    /// No `cilium-ca` yet: B.2 generates it.
+    NotMade,
+}
+
+/// One piece of the rotation.
+#[derive(Debug, Clone)]
+pub enum Item {
+    /// A Secret fabric copies, copied again from its source.
+    Recopy { step: String, resource: Resource, from: CopySource, state: CopyState },
+    /// The mesh CA: this run's stage, the CA's cluster and its `cilium-ca` as fabric applies it
+    /// (labels, annotations), the certificates cilium-certgen issued (cluster, Secret) and the
+    /// other clusters' copies of `cilium-ca`.
+    MeshCa { stage: MeshStage, ca: Target, ca_obj: Value, issued: Vec<(Target, String)>, copies: Vec<Resource> },
+    /// What is not renewed, and why.
+    Refused { what: String, why: String },
+}
+
+impl Item {
+    /// Whether applying the item changes something.
+    pub fn changes(&self) -> bool {
+        match self {
+            Item::Recopy { state, .. } => *state == CopyState::Differs,
+            Item::MeshCa { stage, .. } => *stage != MeshStage::NotMade,
+            Item::Refused { .. } => false,
+        }
+    }
+
+    /// The step whose Lease and journal entry the item's changes belong to.
+    fn step(&self) -> &str {
+        match self {
+            Item::Recopy { step, .. } => step,
+            Item::MeshCa { .. } => MESH_STEP,
+            Item::Refused { .. } => "",
+        }
+    }
+}
+
+/// What `fabric rotate credentials` would renew.
+#[derive(Debug, Clone, Default)]
+pub struct Rotation {
+    pub items: Vec<Item>,
+}
+
+impl Rotation {
+    pub fn has_changes(&self) -> bool {
+        self.items.iter().any(Item::changes)
+    }
+}
+
+/// The plan's lines: what is renewed, what is not and why. Names and states only.
+pub fn lines(r: &Rotation) -> Vec<String> {
+    let mut out = Vec::new();
+    for item in &r.items {
+        match item {
+            Item::Recopy { step, resource, from, state } => {
+                let (mark, what) = match state {
+                    CopyState::Differs => ("~", "copied again: it differs from its source now".to_string()),
+                    CopyState::Same => ("=", "holds what its source gives now: nothing to renew".to_string()),
+                    CopyState::DestAbsent => ("!", "does not exist yet: `fabric apply` makes it".to_string()),
+                    CopyState::SourceAbsent(why) => ("!", format!("not renewed: {why}")),
+                };
+                out.push(format!("  {mark} {} ({step}), from {}: {what}", resource.address, from.address()));
+            }
+            Item::MeshCa { stage, issued, copies, .. } => {
+                let ca = format!("{MESH_CA_NAMESPACE}/{MESH_CA_SECRET}");
+                let n = issued.len();
+                let line = match stage {
+                    MeshStage::Add { generate: true } => format!(
+                        "~ the Cluster Mesh CA ({MESH_STEP}), stage 1 of 3: a new CA is generated ({MESH_CA_NAMESPACE}/{NEXT_CA_SECRET}) and added beside the old in the trust bundle (ca.crt) of {n} certificate Secret(s) cilium-certgen issued"
+                    ),
+                    MeshStage::Add { generate: false } => format!(
+                        "~ the Cluster Mesh CA ({MESH_STEP}), stage 1 of 3 again: the new CA ({MESH_CA_NAMESPACE}/{NEXT_CA_SECRET}) is added back beside the old in the trust bundle of {n} certificate Secret(s) (cilium-certgen issued some again since)"
+                    ),
+                    MeshStage::Switch => format!(
+                        "~ the Cluster Mesh CA ({MESH_STEP}), stage 2 of 3: {ca} becomes the new CA ({} copie(s) follow) and {n} certificate Secret(s) are issued again by it, their bundle trusting old and new",
+                        copies.len()
+                    ),
+                    MeshStage::Finish => format!(
+                        "~ the Cluster Mesh CA ({MESH_STEP}), stage 3 of 3: the old CA is removed from the trust bundle of {n} certificate Secret(s); {MESH_CA_NAMESPACE}/{NEXT_CA_SECRET} is deleted"
+                    ),
+                    MeshStage::NotMade => format!("= the Cluster Mesh CA ({MESH_STEP}): no {ca} yet: B.2 generates it"),
+                };
+                out.push(format!("  {line}"));
+                for (target, name) in issued {
+                    out.push(format!("      {target}/{MESH_CA_NAMESPACE}/Secret/{name}"));
+                }
+            }
+            Item::Refused { what, why } => out.push(format!("  ! {what}: refused: {why}")),
+        }
+    }
+    out
+}
+
+/// The site `--site` names keeps a copy made at that site, or copied from its cluster.
+fn at_site(r: &Resource, from: &CopySource, site: Option<&str>) -> bool {
+    site.is_none_or(|s| r.site.as_deref() == Some(s) || from.target == Target::cluster(s))
+}
+
+/// Whether `from` is the mesh CA (whose copies are renewed with it).
+fn is_mesh_ca(from: &CopySource) -> bool {
+    from.namespace == MESH_CA_NAMESPACE && from.name == MESH_CA_SECRET
+}
+
+/// The Secret `(namespace, name)` of a Kubernetes resource.
+fn ns_name(r: &Resource) -> (String, String) {
+    let o = r.kube_object().cloned().unwrap_or(Value::Null);
+    let m = &o["metadata"];
+    (m["namespace"].as_str().unwrap_or("default").to_string(), m["name"].as_str().unwrap_or_default().to_string())
+}
+
+/// What the rotation reads, from every instance's desired state.
+#[derive(Default)]
+struct Inventory {
+    /// Copied Secrets at the selected site, with their step and source.
+    copies: Vec<(String, Resource, CopySource)>,
+    /// The mesh CA's copies (every site but the first).
+    mesh_copies: Vec<Resource>,
+    /// The mesh CA as fabric applies it (in the first site's cluster).
+    mesh_ca: Option<Value>,
+    /// The sites whose agents copy a K3s join token.
+    token_sites: BTreeSet<String>,
+}
+
+fn inventory(ws: &Workspace, site: Option<&str>) -> Inventory {
+    let mut inv = Inventory::default();
+    for &n in &ws.graph.order {
+        let key = ws.instance(n).key();
+        for r in ws.desired.get(&n).map(|p| p.resources.as_slice()).unwrap_or_default() {
+            if let Desired::Secret(Some(_)) = &r.desired {
+                inv.token_sites.extend(r.site.clone().filter(|s| site.is_none_or(|want| want == s)));
+            }
+            let Some(obj) = r.kube_object().filter(|_| r.sensitive) else { continue };
+            if secrets::generated(obj).is_some() && ns_name(r) == (MESH_CA_NAMESPACE.into(), MESH_CA_SECRET.into()) {
+                inv.mesh_ca = Some(obj.clone());
+            }
+            let Some(from) = secrets::copy_source(obj) else { continue };
+            if is_mesh_ca(&from) {
+                inv.mesh_copies.push(r.clone());
+            } else if at_site(r, &from, site) {
+                inv.copies.push((key.clone(), r.clone(), from));
+            }
+        }
+    }
+    inv
+}
+
+/// Clients of the Kubernetes targets, made once.
+#[derive(Default)]
+struct Clients(BTreeMap<Target, kube::Client>);
+
+impl Clients {
+    async fn get(&mut self, targets: &Targets, target: &Target) -> Result<kube::Client, KubeError> {
+        if let Some(c) = self.0.get(target) {
+            return Ok(c.clone());
+        }
+        let access = targets.kube.get(target).ok_or_else(|| KubeError::NoAccess { target: target.to_string() })?;
+        let c = k::client(target, access).await?;
+        self.0.insert(target.clone(), c.clone());
+        Ok(c)
+    }
+}
+
+/// Reads what the rotation needs (in memory; nothing of it is kept) and plans it. A target
+/// that cannot be read stops it, naming the target and why.
+pub fn read(
+    ws: &Workspace,
+    site: Option<&str>,
+    targets: &Targets,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Rotation, OpError> {
+    ws.live_allowed("it holds production addresses: rotate the credentials of a topology of your own")?;
+    if let Some(s) = site.filter(|s| !ws.topology().sites.iter().any(|x| x.name == *s)) {
+        return Err(OpError::Selection(crate::plan::select::SelectError::Unknown {
+            what: "site",
+            name: s.to_string(),
+            hint: String::new(),
+        }));
+    }
+    rt.block_on(read_async(ws, site, targets))
+}
+
+async fn read_async(ws: &Workspace, site: Option<&str>, targets: &Targets) -> Result<Rotation, OpError> {
+    let inv = inventory(ws, site);
+    let mut clients = Clients::default();
+    let mut unread = Vec::new();
+    let mut items = Vec::new();
+    match site {
+        None => match mesh_item(ws, targets, &mut clients, inv.mesh_ca, inv.mesh_copies).await {
+            Ok(item) => items.extend(item),
+            Err(e) => unread.push(e),
+        },
+        Some(_) => items.push(Item::Refused {
+            what: format!("the Cluster Mesh CA ({MESH_STEP})"),
+            why: "it is shared by every site: run `fabric rotate credentials` without --site".into(),
+        }),
+    }
+    for (step, resource, from) in inv.copies {
+        match copy_state(targets, &mut clients, &resource, &from).await {
+            Ok(state) => items.push(Item::Recopy { step, resource, from, state }),
+            Err(e) => unread.push(e),
+        }
+    }
+    for s in inv.token_sites {
+        items.push(Item::Refused {
+            what: format!("the K3s join token of `{s}`'s agents"),
+            why: "K3s generated it, not fabric (fabric only copies it to the agents). `k3s token rotate` re-encrypts the cluster's bootstrap data with a new token and every other server must restart with it (k3s-io/k3s docs/adrs/server-token-rotation.md); do that by hand (docs/runbook.md, \"Rotating credentials\"), then replace each agent's /etc/rancher/k3s/token".into(),
+        });
+    }
+    if !unread.is_empty() {
+        return Err(OpError::Unreachable(unread));
+    }
+    Ok(Rotation { items })
+}
+
+/// How the copy `r` stands against its source now (both read in memory, compared, dropped).
+async fn copy_state(
+    targets: &Targets,
+    clients: &mut Clients,
+    r: &Resource,
+    from: &CopySource,
+) -> Result<CopyState, String> {
+    let (ns, name) = ns_name(r);
+    let dest = clients.get(targets, r.target()).await.map_err(|e| format!("{}: {e}", r.target()))?;
+    let source = clients.get(targets, &from.target).await.map_err(|e| format!("{}: {e}", from.target))?;
+    let have = k::secret_data(&dest, &ns, &name).await.map_err(|e| format!("{}: {e}", r.address))?;
+    let src =
+        k::secret_data(&source, &from.namespace, &from.name).await.map_err(|e| format!("{}: {e}", from.address()))?;
+    Ok(match (have, src) {
+        (None, _) => CopyState::DestAbsent,
+        (_, None) => CopyState::SourceAbsent(format!("the source Secret {} does not exist", from.address())),
+        (Some(have), Some(src)) => match secrets::copied_data(&src, from) {
+            Err(e) => CopyState::SourceAbsent(e.to_string()),
+            Ok(want) if want.iter().all(|(k, v)| have.get(k) == Some(v)) => CopyState::Same,
+            Ok(_) => CopyState::Differs,
+        },
+    })
+}
+
+/// A Secret value as text (PEM), or "" when missing or not base64 text.
+fn text_of(data: &Map<String, Value>, key: &str) -> String {
+    let compact: String = data.get(key).and_then(Value::as_str).unwrap_or_default().split_whitespace().collect();
+    B64.decode(compact).ok().and_then(|b| String::from_utf8(b).ok()).unwrap_or_default()
+}
+
+/// The mesh CA's stage, from the CA's cluster (`cilium-ca`, `cilium-ca-next`) and the issued
+/// certificates' trust bundles in every cluster.
+async fn mesh_item(
+    ws: &Workspace,
+    targets: &Targets,
+    clients: &mut Clients,
+    ca_obj: Option<Value>,
+    copies: Vec<Resource>,
+) -> Result<Option<Item>, String> {
+    let Some(ca_target) = super::mesh_ca::ca_cluster(ws.topology()) else { return Ok(None) };
+    let at = |t: &Target, e: KubeError| format!("{t}: {e}");
+    let ca_client = clients.get(targets, &ca_target).await.map_err(|e| at(&ca_target, e))?;
+    let current = k::secret_data(&ca_client, MESH_CA_NAMESPACE, MESH_CA_SECRET).await.map_err(|e| at(&ca_target, e))?;
+    let next = k::secret_data(&ca_client, MESH_CA_NAMESPACE, NEXT_CA_SECRET).await.map_err(|e| at(&ca_target, e))?;
+    let mut issued = Vec::new();
+    let mut bundles_hold_next = true;
+    let next_crt = next.as_ref().map(|d| text_of(d, "ca.crt"));
+    for s in &ws.topology().sites {
+        let target = Target::cluster(&s.name);
+        let client = clients.get(targets, &target).await.map_err(|e| at(&target, e))?;
+        for name in ISSUED_SECRETS {
+            let Some(data) = k::secret_data(&client, MESH_CA_NAMESPACE, name).await.map_err(|e| at(&target, e))? else {
+                continue;
+            };
+            if let Some(next) = &next_crt {
+                bundles_hold_next &= ca_bundle::holds(&text_of(&data, "ca.crt"), next);
+            }
+            issued.push((target.clone(), name.to_string()));
+        }
+    }
+    let stage = match (current, next_crt) {
+        (None, _) => MeshStage::NotMade,
+        (Some(_), None) => MeshStage::Add { generate: true },
+        (Some(cur), Some(next)) if ca_bundle::holds(&text_of(&cur, "ca.crt"), &next) => MeshStage::Finish,
+        (Some(_), Some(_)) if !bundles_hold_next => MeshStage::Add { generate: false },
+        (Some(_), Some(_)) => MeshStage::Switch,
+    };
+    let ca_obj = ca_obj.unwrap_or_else(|| bare(MESH_CA_NAMESPACE, MESH_CA_SECRET, "Opaque"));
+    Ok(Some(Item::MeshCa { stage, ca: ca_target, ca_obj, issued, copies }))
+}
+
+/// How to rotate.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub state_dir: PathBuf,
+}
+
+/// A finished rotation.
+pub struct Rotated {
+    pub run: String,
+    /// The steps whose credentials were renewed.
+    pub renewed: Vec<String>,
+    pub journal: PathBuf,
+}
+
+/// A change made by this run, to put back on failure: the Secret at `target` and its prior.
+struct Made {
+    target: Target,
+    ns: String,
+    name: String,
+    prior: Observed,
+}
+
+impl Made {
+    fn prior(&self) -> Prior {
+        let id = secret_id(&self.ns, &self.name);
+        Prior {
+            address: self.target.at(format!("{}/Secret/{}", self.ns, self.name)),
+            target: self.target.clone(),
+            provider: ProviderKind::Kube,
+            sensitive: true,
+            prior: self.prior.clone(),
+            object: Some(id),
+        }
+    }
+}
+
+/// What one step of the rotation changes, in order: each Secret's prior is journaled before
+/// anything is written (a prior Secret is kept in the cluster first).
+struct Work<'a> {
+    run: &'a str,
+    targets: &'a Targets,
+    clients: Clients,
+    progress: Progress<'a>,
+}
+
+/// Journals the rotation and applies it, step by step; a failed step is put back (its Secrets
+/// restored from what the run kept) and stops the run.
+pub fn run(
+    ws: &Workspace,
+    rotation: Rotation,
+    opts: &Options,
+    targets: &Targets,
+    progress: Progress<'_>,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Rotated, OpError> {
+    let run = journal::new_run_id();
+    let mut j = Journal::create(&opts.state_dir, &run)
+        .map_err(|source| OpError::JournalCreate { dir: opts.state_dir.display().to_string(), source })?;
+    j.record(&Entry::Start {
+        run: run.clone(),
+        fabric: ws.topology().name.clone(),
+        topology_digest: ws.digest.clone(),
+        user: std::env::var("USER").unwrap_or_default(),
+    })?;
+    // One journal step per step of the catalog, in the rotation's order (the mesh CA first).
+    let mut steps: Vec<(String, Vec<Item>)> = Vec::new();
+    for item in rotation.items.into_iter().filter(Item::changes) {
+        match steps.iter_mut().find(|(s, _)| s == item.step()) {
+            Some((_, items)) => items.push(item),
+            None => steps.push((item.step().to_string(), vec![item])),
+        }
+    }
+    let guards: BTreeSet<Target> = steps.iter().map(|(s, _)| lease::guard_of(ws.topology(), s)).collect();
+    let result: Result<Vec<String>, OpError> = rt.block_on(async {
+        let mut held = lease::take(targets, &guards, &crate::apply::holder(&run), lease::Times::default(), progress)
+            .await
+            .map_err(|error| OpError::Apply { run: run.clone(), error: Box::new(error) })?;
+        let mut work = Work { run: &run, targets, clients: Clients::default(), progress };
+        let mut renewed = Vec::new();
+        let mut outcome = Ok(());
+        for (step, items) in &steps {
+            match rotate_step(&mut work, &mut j, step, items).await {
+                Ok(()) => renewed.push(step.clone()),
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        let ok = outcome.is_ok();
+        let ended = j.record(&Entry::End { run: run.clone(), ok });
+        if let Ok(text) = std::fs::read_to_string(&j.path) {
+            for f in held.share_journal(&run, &text).await {
+                progress(&format!("warning: the run's journal is not shared in {f}"));
+            }
+        }
+        held.release().await;
+        outcome?;
+        ended?;
+        Ok(renewed)
+    });
+    let renewed = result?;
+    Ok(Rotated { run, renewed, journal: j.path.clone() })
+}
+
+/// One step: its Secrets' priors journaled (by presence), then each item renewed; on failure
+/// what was changed is put back and the step journaled as reverted.
+async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[Item]) -> Result<(), OpError> {
+    let run = work.run.to_string();
+    let mut made: Vec<Made> = Vec::new();
+    let mut failure = None;
+    // The journal's rollback point comes first: the Secrets this step will write, by presence.
+    let planned = match planned_secrets(work, items).await {
+        Ok(p) => p,
+        Err(e) => return Err(OpError::Rotate { run, reason: format!("{step}: {e}") }),
+    };
+    j.record(&Entry::Begin { run: run.clone(), step: step.into(), priors: planned.iter().map(Made::prior).collect() })?;
+    for item in items {
+        if let Err(e) = renew(work, item, &mut made).await {
+            failure = Some(e);
+            break;
+        }
+    }
+    let Some(why) = failure else {
+        j.record(&Entry::Done { run: run.clone(), step: step.into() })?;
+        (work.progress)(&format!("{step}: renewed"));
+        return Ok(());
+    };
+    let left = put_back(work, &made).await;
+    let reason = if left.is_empty() { why.clone() } else { format!("{why}; not put back: {}", left.join("; ")) };
+    let entry = if left.is_empty() {
+        Entry::Reverted { run: run.clone(), step: step.into(), reason: reason.clone() }
+    } else {
+        Entry::Failed { run: run.clone(), step: step.into(), reason: reason.clone() }
+    };
+    j.record(&entry)?;
+    let state = if left.is_empty() { "was reverted" } else { "could not be put back completely" };
+    Err(OpError::Rotate { run, reason: format!("{step}: {reason} ({step} {state})") })
+}
+
+/// Every Secret the items write, with its state now (present or absent).
+async fn planned_secrets(work: &mut Work<'_>, items: &[Item]) -> Result<Vec<Made>, String> {
+    let mut out = Vec::new();
+    for (target, ns, name) in items.iter().flat_map(writes) {
+        let client = work.clients.get(work.targets, &target).await.map_err(|e| format!("{target}: {e}"))?;
+        let present = k::get(&client, &secret_id(&ns, &name)).await.map_err(|e| format!("{target}: {e}"))?.is_some();
+        let prior = if present { Observed::Present(SENSITIVE.into()) } else { Observed::Absent };
+        out.push(Made { target, ns, name, prior });
+    }
+    Ok(out)
+}
+
+/// The Secrets an item writes: (cluster, namespace, name).
+fn writes(item: &Item) -> Vec<(Target, String, String)> {
+    let kube_system = || MESH_CA_NAMESPACE.to_string();
+    match item {
+        Item::Recopy { resource, .. } => {
+            let (ns, name) = ns_name(resource);
+            vec![(resource.target().clone(), ns, name)]
+        }
+        Item::MeshCa { stage, ca, issued, copies, .. } => {
+            let ca = |name: &str| (ca.clone(), kube_system(), name.to_string());
+            let mut out: Vec<(Target, String, String)> = Vec::new();
+            match stage {
+                MeshStage::Add { .. } | MeshStage::Finish => out.push(ca(NEXT_CA_SECRET)),
+                MeshStage::Switch => {
+                    out.push(ca(MESH_CA_SECRET));
+                    out.extend(copies.iter().map(|r| (r.target().clone(), kube_system(), MESH_CA_SECRET.to_string())));
+                }
+                MeshStage::NotMade => return vec![],
+            }
+            out.extend(issued.iter().map(|(t, n)| (t.clone(), kube_system(), n.clone())));
+            out
+        }
+        Item::Refused { .. } => vec![],
+    }
+}
+
+/// Puts the Secrets `made` back (newest first) from what the run kept; what could not be.
+async fn put_back(work: &mut Work<'_>, made: &[Made]) -> Vec<String> {
+    let mut left = Vec::new();
+    for m in made.iter().rev() {
+        let r = async {
+            let client = work.clients.get(work.targets, &m.target).await?;
+            match m.prior {
+                Observed::Absent => k::delete(&client, &secret_id(&m.ns, &m.name)).await,
+                Observed::Present(_) => kept_secret::restore(&client, &m.ns, &m.name, work.run).await.map(drop),
+            }
+        };
+        if let Err(e) = r.await {
+            left.push(format!("{}/{}/Secret/{}: {e}", m.target, m.ns, m.name));
+        }
+    }
+    left
+}
+
+/// Writes `data` into the Secret `ns/name` at `target` (as `obj` when given: a desired object
+/// with fabric's labels and annotations), keeping what was there first. Records it in `made`.
+async fn write_secret(
+    work: &mut Work<'_>,
+    made: &mut Vec<Made>,
+    target: &Target,
+    obj: Value,
+    data: Map<String, Value>,
+) -> Result<(), String> {
+    let (ns, name) = (
+        obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
+        obj["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+    );
+    let client = work.clients.get(work.targets, target).await.map_err(|e| format!("{target}: {e}"))?;
+    let kept = kept_secret::keep(&client, &ns, &name, work.run).await.map_err(|e| format!("{target}: {e}"))?;
+    made.push(Made {
+        target: target.clone(),
+        ns: ns.clone(),
+        name: name.clone(),
+        prior: if kept.is_some() { Observed::Present(SENSITIVE.into()) } else { Observed::Absent },
+    });
+    let mut obj = obj;
+    obj["data"] = Value::Object(data);
+    k::apply(&client, &obj, true).await.map_err(|e| format!("{target}/{ns}/Secret/{name}: {e}"))?;
+    match kept {
+        Some(kept) => (work.progress)(&format!(
+            "{target}/{ns}/Secret/{name}: renewed; the old data kept in Secret {ns}/{kept} until the next rotation"
+        )),
+        None => (work.progress)(&format!("{target}/{ns}/Secret/{name}: created")),
+    }
+    // What earlier rotations kept of it: the data they renewed has been in use since.
+    for older in kept_secret::drop_older(&client, &ns, &name, work.run).await.map_err(|e| format!("{target}: {e}"))? {
+        (work.progress)(&format!("{target}/{ns}/Secret/{older}: deleted (kept by an earlier rotation)"));
+    }
+    Ok(())
+}
+
+/// The live `data` of the Secret `ns/name` at `target` (empty when absent).
+async fn data_of(work: &mut Work<'_>, target: &Target, ns: &str, name: &str) -> Result<Map<String, Value>, String> {
+    let client = work.clients.get(work.targets, target).await.map_err(|e| format!("{target}: {e}"))?;
+    Ok(k::secret_data(&client, ns, name).await.map_err(|e| format!("{target}: {e}"))?.unwrap_or_default())
+}
+
+/// A Secret's object without data: its identity and type.
+fn bare(ns: &str, name: &str, ty: &str) -> Value {
+    let mut o = secret_id(ns, name);
+    o["type"] = json!(ty);
+    o
+}
+
+fn b64(text: &str) -> Value {
+    Value::from(B64.encode(text))
+}
+
+/// Renews one item.
+async fn renew(work: &mut Work<'_>, item: &Item, made: &mut Vec<Made>) -> Result<(), String> {
+    match item {
+        Item::Recopy { resource, from, .. } => recopy(work, made, resource, from).await,
+        Item::MeshCa { stage, ca, ca_obj, issued, copies } => {
+            mesh(work, made, stage, (ca, ca_obj), issued, copies).await
+        }
+        Item::Refused { .. } => Ok(()),
+    }
+}
+
+/// Copies `r` again from its source as it is now.
+async fn recopy(work: &mut Work<'_>, made: &mut Vec<Made>, r: &Resource, from: &CopySource) -> Result<(), String> {
+    let obj = r.kube_object().cloned().ok_or_else(|| format!("{} is no Kubernetes object", r.address))?;
+    let source = work.clients.get(work.targets, &from.target).await.map_err(|e| format!("{}: {e}", from.target))?;
+    let copied = k::with_copied_data(&obj, &source, from).await.map_err(|e| format!("{}: {e}", r.address))?;
+    let data = copied["data"].as_object().cloned().unwrap_or_default();
+    write_secret(work, made, r.target(), obj, data).await
+}
+
+/// The mesh CA's stage.
+async fn mesh(
+    work: &mut Work<'_>,
+    made: &mut Vec<Made>,
+    stage: &MeshStage,
+    (ca_target, ca_obj): (&Target, &Value),
+    issued: &[(Target, String)],
+    copies: &[Resource],
+) -> Result<(), String> {
+    let ns = MESH_CA_NAMESPACE;
+    let next = match stage {
+        MeshStage::Add { generate: true } => {
+            let data = secrets::generate(secrets::Generated::Ca).map_err(|e| e.to_string())?;
+            let mut obj = bare(ns, NEXT_CA_SECRET, "Opaque");
+            obj["metadata"]["annotations"] = json!({ "fabric.io/next-of": MESH_CA_SECRET });
+            write_secret(work, made, ca_target, obj, data.clone()).await?;
+            data
+        }
+        MeshStage::NotMade => return Ok(()),
+        _ => data_of(work, ca_target, ns, NEXT_CA_SECRET).await?,
+    };
+    let (next_crt, next_key) = (text_of(&next, "ca.crt"), text_of(&next, "ca.key"));
+    if next_crt.is_empty() || next_key.is_empty() {
+        return Err(format!("{ca_target}/{ns}/Secret/{NEXT_CA_SECRET} has no ca.crt or ca.key"));
+    }
+    if *stage == MeshStage::Switch {
+        // The CA certgen signs with: the new one alone (never both: see providers::ca_bundle).
+        let mut ca = Map::new();
+        ca.insert("ca.crt".into(), b64(&next_crt));
+        ca.insert("ca.key".into(), b64(&next_key));
+        write_secret(work, made, ca_target, ca_obj.clone(), ca.clone()).await?;
+        for r in copies {
+            let obj = r.kube_object().cloned().unwrap_or_else(|| bare(ns, MESH_CA_SECRET, "Opaque"));
+            write_secret(work, made, r.target(), obj, ca.clone()).await?;
+        }
+    }
+    for (target, name) in issued {
+        let mut data = data_of(work, target, ns, name).await?;
+        let bundle = text_of(&data, "ca.crt");
+        let new_bundle = match stage {
+            MeshStage::Finish => ca_bundle::certificates(&next_crt).concat(),
+            _ => ca_bundle::with(&bundle, &next_crt),
+        };
+        data.insert("ca.crt".into(), b64(&new_bundle));
+        if *stage == MeshStage::Switch {
+            let (crt, key) = ca_bundle::reissue(&text_of(&data, "tls.crt"), &next_crt, &next_key)
+                .map_err(|e| format!("{target}/{ns}/Secret/{name}: {e}"))?;
+            data.insert("tls.crt".into(), b64(&crt));
+            data.insert("tls.key".into(), b64(&key));
+        }
+        write_secret(work, made, target, bare(ns, name, "kubernetes.io/tls"), data).await?;
+    }
+    if *stage == MeshStage::Finish {
+        let client = work.clients.get(work.targets, ca_target).await.map_err(|e| format!("{ca_target}: {e}"))?;
+        let kept =
+            kept_secret::keep(&client, ns, NEXT_CA_SECRET, work.run).await.map_err(|e| format!("{ca_target}: {e}"))?;
+        made.push(Made {
+            target: ca_target.clone(),
+            ns: ns.into(),
+            name: NEXT_CA_SECRET.into(),
+            prior: Observed::Present(SENSITIVE.into()),
+        });
+        k::delete(&client, &secret_id(ns, NEXT_CA_SECRET)).await.map_err(|e| format!("{ca_target}: {e}"))?;
+        if let Some(kept) = kept {
+            (work.progress)(&format!(
+                "{ca_target}/{ns}/Secret/{NEXT_CA_SECRET}: deleted (kept as {kept} until the next rotation)"
+            ));
+        }
+    }
+    Ok(())
+}

@@ -18,6 +18,7 @@ fn codes_in(dir: &Path, out: &mut Vec<String>) {
                 "\"render::",
                 "\"apply::",
                 "\"rollback::",
+                "\"rotate::",
                 "\"consistency::",
             ] {
                 for (i, _) in text.match_indices(prefix) {

@@ -11,7 +11,8 @@ use crate::operation::rollback as rollback_op;
 ///
 /// Without RUN-ID, the newest run in .fabric/runs. A RUN-ID this machine does not have is
 /// fetched from the clusters it was shared in (`fabric runs` lists every operator's runs).
-/// Secrets are never restored from a journal.
+/// Secrets are never restored from a journal: a `fabric rotate credentials` run's Secrets are put
+/// back from the old data it kept beside each in the cluster.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric rollback\n  fabric rollback 20261130T061502Z-4242")]
 pub struct Opts {

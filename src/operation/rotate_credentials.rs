@@ -76,7 +76,7 @@ pub enum MeshStage {
 #[derive(Debug, Clone)]
 pub enum Item {
     /// A Secret fabric copies, copied again from its source.
-    Recopy { step: String, resource: Resource, from: CopySource, state: CopyState },
+    Recopy { step: String, resource: Box<Resource>, from: CopySource, state: CopyState },
     /// The mesh CA: this run's stage, the CA's cluster and its `cilium-ca` as fabric applies it
     /// (labels, annotations), the certificates cilium-certgen issued (cluster, Secret) and the
     /// other clusters' copies of `cilium-ca`.
@@ -266,7 +266,7 @@ async fn read_async(ws: &Workspace, site: Option<&str>, targets: &Targets) -> Re
     }
     for (step, resource, from) in inv.copies {
         match copy_state(targets, &mut clients, &resource, &from).await {
-            Ok(state) => items.push(Item::Recopy { step, resource, from, state }),
+            Ok(state) => items.push(Item::Recopy { step, resource: Box::new(resource), from, state }),
             Err(e) => unread.push(e),
         }
     }
@@ -693,4 +693,74 @@ async fn mesh(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copy(site: Option<&str>, target: &str, from: &str) -> (Resource, CopySource) {
+        let r = Resource {
+            address: crate::addr::Address { target: target.into(), path: "karmada-cluster/Secret/sp".into() },
+            site: site.map(String::from),
+            provider: ProviderKind::Kube,
+            summary: String::new(),
+            sensitive: true,
+            desired: Desired::Kube(secret_id("karmada-cluster", "sp")),
+            file: None,
+        };
+        let from = CopySource {
+            target: from.into(),
+            namespace: "karmada-cluster".into(),
+            name: "karmada-member-token".into(),
+            shape: secrets::Shape::Keys(vec![("token".into(), "token".into())]),
+        };
+        (r, from)
+    }
+
+    #[test]
+    fn a_site_keeps_the_copies_made_there_or_copied_from_its_cluster() {
+        let (r, from) = copy(None, "karmada", "cluster.sp");
+        assert!(at_site(&r, &from, None));
+        assert!(at_site(&r, &from, Some("sp")), "Karmada's credentials for sp come from sp");
+        assert!(!at_site(&r, &from, Some("franca")));
+        let (r, from) = copy(Some("franca"), "cluster.franca", "karmada");
+        assert!(at_site(&r, &from, Some("franca")) && !at_site(&r, &from, Some("sp")));
+    }
+
+    #[test]
+    fn the_lines_name_what_is_renewed_and_the_stage_never_a_value() {
+        let (resource, from) = copy(None, "karmada", "cluster.sp");
+        let r = Rotation {
+            items: vec![
+                Item::MeshCa {
+                    stage: MeshStage::Switch,
+                    ca: Target::cluster("franca"),
+                    ca_obj: Value::Null,
+                    issued: vec![(Target::cluster("sp"), "clustermesh-apiserver-remote-cert".into())],
+                    copies: vec![],
+                },
+                Item::Recopy {
+                    step: "C.2".into(),
+                    resource: Box::new(resource.clone()),
+                    from: from.clone(),
+                    state: CopyState::Differs,
+                },
+                Item::Recopy { step: "C.2".into(), resource: Box::new(resource), from, state: CopyState::Same },
+                Item::Refused { what: "the K3s join token of `sp`'s agents".into(), why: "K3s generated it".into() },
+            ],
+        };
+        let text = lines(&r).join("\n");
+        assert!(text.contains("stage 2 of 3: kube-system/cilium-ca becomes the new CA (0 copie(s) follow) and 1 certificate Secret(s) are issued again"), "{text}");
+        assert!(text.contains("      cluster.sp/kube-system/Secret/clustermesh-apiserver-remote-cert"), "{text}");
+        assert!(text.contains("  ~ karmada/karmada-cluster/Secret/sp (C.2), from cluster.sp/karmada-cluster/karmada-member-token: copied again"), "{text}");
+        assert!(text.contains("  = karmada/karmada-cluster/Secret/sp (C.2)"), "{text}");
+        assert!(text.contains("  ! the K3s join token of `sp`'s agents: refused: K3s generated it"), "{text}");
+        assert!(r.has_changes());
+        // Only the changing items are applied, the mesh CA's Secrets in their order.
+        let w = writes(&r.items[0]);
+        assert_eq!(w[0], (Target::cluster("franca"), "kube-system".into(), "cilium-ca".into()));
+        assert_eq!(w[1].2, "clustermesh-apiserver-remote-cert");
+        assert!(!r.items[2].changes() && !r.items[3].changes());
+    }
 }

@@ -269,6 +269,7 @@ fn phases_a_to_d_end_to_end() {
     for check in [
         "PASS  B.1",
         "the same cilium-ca in 2 clusters",
+        "the mesh CA's expiry: Secret kube-system/cilium-ca (ca.crt): valid until",
         "connects to sp",
         "Cluster/sp Ready=True",
         "ready backend(s)",

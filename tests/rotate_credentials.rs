@@ -320,3 +320,66 @@ async fn the_mesh_ca_is_warned_about_and_renewed_in_three_runs_with_an_overlap()
         never_shown(text, &refs);
     }
 }
+
+/// A stage that fails part-way is put back whole: the CA, its copies and every certificate
+/// written before the failure get their old data back, and nothing the run kept is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stage_that_fails_part_way_is_put_back_whole() {
+    let f = ExampleFabric::start("rotcred-fail");
+    let (old_issuer, old_crt, old_key) = ca(400);
+    for s in [&f.franca, &f.sp] {
+        s.put_raw_as(
+            json!({ "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                "metadata": { "name": "cilium-ca", "namespace": "kube-system" },
+                "data": { "ca.crt": b64(old_crt.as_bytes()), "ca.key": b64(old_key.as_bytes()) } }),
+            "fabric",
+        );
+        for (name, server) in ISSUED {
+            s.put_raw_as(issued(&old_issuer, &old_crt, name, server), "cilium-certgen");
+        }
+    }
+    let (ok, text) = fabric(&f, &["rotate", "credentials", "--auto-approve"]);
+    assert!(ok && text.contains("stage 1 of 3"), "{text}");
+    let run1 = run_id(&text);
+    // SP's remote certificate is no certificate any more: it cannot be issued again.
+    let mut broken = secret(&f.sp, "kube-system", "clustermesh-apiserver-remote-cert").unwrap();
+    broken["data"]["tls.crt"] = json!(b64(b"not a certificate"));
+    replace(&f.sp, broken, "cilium-certgen");
+    let snapshot = |s: &TestApiServer| -> Vec<Value> {
+        ["cilium-ca", ISSUED[0].0, ISSUED[1].0]
+            .iter()
+            .map(|n| secret(s, "kube-system", n).unwrap()["data"].clone())
+            .collect()
+    };
+    let before = (snapshot(&f.franca), snapshot(&f.sp));
+
+    let (ok, text) = fabric(&f, &["rotate", "credentials", "--auto-approve"]);
+    assert!(!ok, "{text}");
+    assert!(text.contains("stage 2 of 3"), "{text}");
+    assert!(text.contains("rotate::failed") && text.contains("B.2 was reverted"), "{text}");
+    assert!(text.contains("cluster.sp/kube-system/Secret/clustermesh-apiserver-remote-cert"), "{text}");
+    assert_eq!((snapshot(&f.franca), snapshot(&f.sp)), before, "nothing half-applied");
+    // Nothing the failed run kept is left; what the first run kept stays, for its rollback.
+    let failed = kept_suffix(&text);
+    let kept_by = |s: &TestApiServer, suffix: &str| -> Vec<String> {
+        s.objects()
+            .iter()
+            .filter_map(|o| o["metadata"]["name"].as_str().map(String::from))
+            .filter(|n| n.ends_with(suffix))
+            .collect()
+    };
+    let first = format!(".prior-{}", run1.to_ascii_lowercase());
+    for s in [&f.franca, &f.sp] {
+        assert!(kept_by(s, &failed).is_empty(), "{:?}\n{text}", kept_by(s, &failed));
+        assert_eq!(kept_by(s, &first).len(), 2, "the first run's kept certificates: {:?}", kept_by(s, &first));
+    }
+    let journal = journals(&f);
+    assert!(journal.contains("\"event\":\"reverted\"") && journal.contains("\"step\":\"B.2\""), "{journal}");
+}
+
+/// The name suffix of what a run kept (`.prior-<run id, lowercased>`), from its first
+/// "kept in Secret" line.
+fn kept_suffix(text: &str) -> String {
+    let at = text.find(".prior-").unwrap_or_else(|| panic!("nothing kept:\n{text}"));
+    text[at..].split(' ').next().unwrap().to_string()
+}

@@ -479,6 +479,7 @@ async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[
     let Some(why) = failure else {
         j.record(&Entry::Done { run: run.clone(), step: step.into() })?;
         (work.progress)(&format!("{step}: renewed"));
+        drop_older(work, &made).await;
         return Ok(());
     };
     let left = put_back(work, &made).await;
@@ -531,6 +532,32 @@ fn writes(item: &Item) -> Vec<(Target, String, String)> {
     }
 }
 
+/// Once a step is done: deletes what earlier rotations kept of its Secrets (the data they renewed
+/// has been in use since). Not before: a step put back needs them for those runs' rollback. A
+/// deletion that fails is a warning (the kept Secret stays; the next rotation deletes it).
+async fn drop_older(work: &mut Work<'_>, made: &[Made]) {
+    for m in made {
+        let dropped = match work.clients.get(work.targets, &m.target).await {
+            Ok(client) => kept_secret::drop_older(&client, &m.ns, &m.name, work.run).await,
+            Err(e) => Err(e),
+        };
+        match dropped {
+            Ok(names) => {
+                for older in names {
+                    (work.progress)(&format!(
+                        "{}/{}/Secret/{older}: deleted (kept by an earlier rotation)",
+                        m.target, m.ns
+                    ));
+                }
+            }
+            Err(e) => (work.progress)(&format!(
+                "warning: {}/{}/Secret/{}: what earlier rotations kept of it is not deleted: {e}",
+                m.target, m.ns, m.name
+            )),
+        }
+    }
+}
+
 /// Puts the Secrets `made` back (newest first) from what the run kept; what could not be.
 async fn put_back(work: &mut Work<'_>, made: &[Made]) -> Vec<String> {
     let mut left = Vec::new();
@@ -578,10 +605,6 @@ async fn write_secret(
             "{target}/{ns}/Secret/{name}: renewed; the old data kept in Secret {ns}/{kept} until the next rotation"
         )),
         None => (work.progress)(&format!("{target}/{ns}/Secret/{name}: created")),
-    }
-    // What earlier rotations kept of it: the data they renewed has been in use since.
-    for older in kept_secret::drop_older(&client, &ns, &name, work.run).await.map_err(|e| format!("{target}: {e}"))? {
-        (work.progress)(&format!("{target}/{ns}/Secret/{older}: deleted (kept by an earlier rotation)"));
     }
     Ok(())
 }

@@ -383,3 +383,16 @@ fn kept_suffix(text: &str) -> String {
     let at = text.find(".prior-").unwrap_or_else(|| panic!("nothing kept:\n{text}"));
     text[at..].split(' ').next().unwrap().to_string()
 }
+
+#[test]
+fn its_help_explains_with_examples() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(["rotate", "credentials", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{text}");
+    for part in ["Examples:", "--site", "--auto-approve", "fabric rollback", "K3s join tokens are refused"] {
+        assert!(text.contains(part), "{part}:\n{text}");
+    }
+}

@@ -156,6 +156,19 @@ pub async fn restore(s: &Session, r: &Resource, prior: &Observed) -> Result<Opti
     }
 }
 
+/// Why a step must not change a HelmChart's version yet: a chart whose new CRDs Helm would not
+/// upgrade (`desired::upgrade::chart_crds`), until they are applied by hand.
+pub fn crds_by_hand(changes: &[crate::providers::PendingChange]) -> Option<String> {
+    changes.iter().find_map(|c| {
+        let obj = c.resource.kube_object().filter(|o| o["kind"] == "HelmChart")?;
+        let (_, wanted) = crate::apply::karmada_backup::version_change(&c.prior, obj)?;
+        match crate::desired::upgrade::chart_crds(obj["metadata"]["name"].as_str()?, &wanted)? {
+            crate::desired::upgrade::Crds::ByHand(why) => Some(format!("{}: {why}", c.resource.address)),
+            crate::desired::upgrade::Crds::ByChart(_) => None,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

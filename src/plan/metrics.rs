@@ -176,6 +176,7 @@ mod tests {
             diff: None,
             refused: None,
             left_to_controllers: vec![],
+            upgrade: vec![],
         }
     }
 

@@ -10,8 +10,9 @@ use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
-/// when fields are added, the major one when a consumer must change. 1.1 added `held`.
-pub const FORMAT_VERSION: &str = "1.3";
+/// when fields are added, the major one when a consumer must change. 1.1 added `held`; 1.4
+/// added `changes[].upgrade`.
+pub const FORMAT_VERSION: &str = "1.4";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,6 +76,10 @@ pub struct Change {
     /// (`spec.suspend: left to kueue`); display only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_controllers: Vec<String>,
+    /// A chart's version change: the upgrade, how its CRDs follow, the backup taken first (one
+    /// line each, `desired::upgrade::chart_upgrade_lines`); display only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade: Vec<String>,
 }
 
 impl Change {
@@ -89,6 +94,7 @@ impl Change {
             diff: None,
             refused: None,
             left_to_controllers: Vec::new(),
+            upgrade: Vec::new(),
         }
     }
 }

@@ -72,6 +72,7 @@ mod tests {
                     diff: Some("-a\n+b\n".into()),
                     refused: None,
                     left_to_controllers: vec![],
+                    upgrade: vec![],
                 }],
                 refused: None,
                 unreachable: vec![],

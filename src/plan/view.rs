@@ -73,6 +73,9 @@ pub fn human(p: &Plan, st: &Style) -> String {
             for l in &c.left_to_controllers {
                 let _ = writeln!(out, "      {}", st.dim(l));
             }
+            for l in &c.upgrade {
+                let _ = writeln!(out, "      {}", st.yellow(l));
+            }
             if let Some(d) = &c.diff
                 && c.action == Action::Update
             {

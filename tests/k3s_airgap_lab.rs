@@ -450,3 +450,166 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
     assert_eq!(on("sp-lan", "cat /var/lib/rancher/k3s/server/token").trim(), "K10secret-token-value");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A stand-in for `k3s kubectl exec` into the Karmada chart's etcd pod (issue #26): it records
+/// each call, refuses anything but the chart's pod, container and certificate paths (as the real
+/// etcdctl would fail to open a file the `etcd-cert` mount does not hold), and writes the snapshot
+/// where the pod's `/var/lib/etcd` is on the node (the chart's hostPath volume).
+const KUBECTL_EXEC: &str = r#"#!/bin/sh
+# stand-in k3s: `k3s kubectl exec` into Karmada's etcd pod
+echo "$*" >>/var/lib/rancher/k3s-standin.log
+[ "$1" = kubectl ] || exit 0
+shift
+case "$*" in
+"-n karmada-system exec etcd-0 -c etcd -- etcdctl "*) ;;
+*) echo "stand-in: not the chart's etcd pod: $*" >&2; exit 1 ;;
+esac
+[ ! -e /var/lib/rancher/etcd-fails ] || { echo "Error: context deadline exceeded" >&2; exit 1; }
+shift 8
+path=
+for a; do
+	case "$a" in
+	--endpoints=https://127.0.0.1:2379 | snapshot | save) ;;
+	--cacert=/etc/kubernetes/pki/etcd/server-ca.crt | --cert=/etc/kubernetes/pki/etcd/karmada.crt | --key=/etc/kubernetes/pki/etcd/karmada.key) ;;
+	/var/lib/etcd/*) path="$a" ;;
+	*) echo "Error: open ${a#*=}: no such file or directory" >&2; exit 1 ;;
+	esac
+done
+[ -n "$path" ] || { echo "Error: snapshot save expects one argument" >&2; exit 1; }
+mkdir -p /var/lib/karmada-system/karmada-etcd
+echo "etcd snapshot" >"/var/lib/karmada-system/karmada-etcd/${path#/var/lib/etcd/}"
+echo "Snapshot saved at $path"
+"#;
+
+/// Karmada's upgrade (issue #26): plan shows the chart's upgrade with its CRD line and the etcd
+/// snapshot; apply takes the snapshot inside the chart's etcd pod (through `k3s kubectl exec` on
+/// the host site's server) and moves it into the run's backup directory before the HelmChart
+/// changes, the journal naming where; a snapshot that fails leaves the HelmChart untouched; a
+/// rollback does not downgrade Karmada but names the snapshot and the runbook's procedure.
+#[test]
+fn karmada_upgrade_takes_the_etcd_snapshot_first() {
+    let lab = lab::Lab::up("kg", "10.214", &[], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-karmada-upgrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, _sp, _karmada) = kube_api::fabric_apis(&dir);
+    franca.simulate_controllers(std::time::Duration::from_millis(100));
+    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let topology = |version: &str| {
+        let text = TOPOLOGY.replace("karmada: 1.15.0", &format!("karmada: {version}"));
+        fabric::topology::load_str("t.yaml", kube_api::with_test_kubeconfigs(&text, &dir))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .topology
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Applies C.1 of `t` as run `run`: the outcome and the progress lines.
+    let apply = |t: &fabric::topology::Topology, run: &str| {
+        let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), t).unwrap();
+        let step = fabric::apply::StepWork::alone(&g, t, "C.1").unwrap();
+        let targets = fabric::live::observe::Targets::from_topology(
+            t,
+            &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+        )
+        .unwrap();
+        let opts = fabric::apply::Options {
+            run: run.into(),
+            state_dir: dir.clone(),
+            confirm_timeout: std::time::Duration::from_secs(30),
+            force_conflicts: false,
+            wait_timeout: std::time::Duration::from_secs(60),
+            lease: Default::default(),
+        };
+        let lines = std::sync::Mutex::new(Vec::new());
+        let result = rt.block_on(async {
+            let keys = fabric::live::observe::key_targets(&step.resources);
+            let live = fabric::live::observe::observe(&step.resources, &keys, &targets).await;
+            let mut j = fabric::apply::journal::Journal::create(&dir, &opts.run).unwrap();
+            let progress = |l: &str| lines.lock().unwrap().push(l.to_string());
+            fabric::apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &progress).await
+        });
+        (result, lines.into_inner().unwrap().join("\n"), step, targets)
+    };
+    let chart = || franca.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "karmada").unwrap();
+
+    // 1. Karmada 1.15 runs; the chart's etcd pod runs on the host site's server.
+    let (r, lines, _, _) = apply(&topology("1.15.0"), "20261202T100000Z-1");
+    r.unwrap_or_else(|e| panic!("{e}\n{lines}"));
+    franca.put_raw(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "etcd-0", "namespace": "karmada-system", "labels": {"app": "etcd"}},
+        "spec": {"nodeName": "franca-lan", "containers": [{"name": "etcd", "image": "registry.k8s.io/etcd:3.6.8-0"}]}}));
+    let o = lab.exec(
+        "franca-lan",
+        &format!("set -e; cat > /usr/local/bin/k3s <<'EOF'\n{KUBECTL_EXEC}EOF\nchmod 755 /usr/local/bin/k3s"),
+    );
+    assert!(o.status.success(), "{}", run::out(&o));
+
+    // 2. Plan of 1.16: the upgrade, its CRDs, the snapshot first.
+    let t = topology("1.16.0");
+    let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), &t).unwrap();
+    let step = fabric::apply::StepWork::alone(&g, &t, "C.1").unwrap();
+    let targets = fabric::live::observe::Targets::from_topology(
+        &t,
+        &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+    )
+    .unwrap();
+    let live = rt.block_on(fabric::live::observe::observe(&step.resources, &Default::default(), &targets));
+    let r = step.resources.iter().find(|r| r.address.to_string().ends_with("HelmChart/karmada")).unwrap();
+    let c = fabric::plan::diff::change(r, &live).unwrap();
+    assert_eq!(c.upgrade[0], "upgrade: karmada chart 1.15.0 → 1.16.0", "{:?}", c.upgrade);
+    assert!(c.upgrade[1].starts_with("CRDs: Karmada's CRDs live in its own API server"), "{:?}", c.upgrade);
+    assert!(c.upgrade[2].starts_with("backup: Karmada etcd snapshot → "), "{:?}", c.upgrade);
+
+    // 3. Applied: the snapshot in the pod, moved into the run's backup directory, then the chart.
+    let run = "20261202T110000Z-1";
+    let kept = format!("/var/lib/fabric/backup/{run}/karmada-etcd.db");
+    let (r, lines, _, _) = apply(&t, run);
+    r.unwrap_or_else(|e| panic!("{e}\n{lines}"));
+    let at = |needle: &str| lines.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {lines}"));
+    let backup = at(&format!("C.1: backup: Karmada etcd snapshot → franca-lan:{kept}"));
+    assert!(backup < at("C.1: applying cluster.franca/kube-system/HelmChart/karmada"), "snapshot first: {lines}");
+    let log = on("franca-lan", "cat /var/lib/rancher/k3s-standin.log");
+    assert!(
+        log.contains(&format!(
+            "kubectl -n karmada-system exec etcd-0 -c etcd -- etcdctl --endpoints=https://127.0.0.1:2379 \
+             --cacert=/etc/kubernetes/pki/etcd/server-ca.crt --cert=/etc/kubernetes/pki/etcd/karmada.crt \
+             --key=/etc/kubernetes/pki/etcd/karmada.key snapshot save /var/lib/etcd/fabric-{run}.db"
+        )),
+        "{log}"
+    );
+    assert_eq!(on("franca-lan", &format!("cat {kept}")).trim(), "etcd snapshot");
+    assert_eq!(on("franca-lan", &format!("stat -c %a {kept}")).trim(), "600");
+    assert_eq!(on("franca-lan", "ls -A /var/lib/karmada-system/karmada-etcd").trim(), "", "moved off etcd's volume");
+    assert_eq!(chart()["spec"]["version"], "1.16.0");
+    let journal = std::fs::read_to_string(dir.join(format!("runs/{run}.jsonl"))).unwrap();
+    assert!(journal.contains(&format!("# fabric backup: karmada-etcd franca-lan:{kept}")), "{journal}");
+
+    // 4. A snapshot that fails stops the step before its HelmChart changes.
+    lab.exec("franca-lan", "touch /var/lib/rancher/etcd-fails");
+    let before = chart()["metadata"]["resourceVersion"].clone();
+    let (r, lines, _, _) = apply(&topology("1.17.0"), "20261202T120000Z-1");
+    let e = r.expect_err("the snapshot failed").to_string();
+    assert!(e.contains("Karmada's etcd snapshot before the upgrade failed, nothing changed"), "{e}\n{lines}");
+    assert!(e.contains("context deadline exceeded"), "{e}");
+    assert_eq!(chart()["spec"]["version"], "1.16.0");
+    assert_eq!(chart()["metadata"]["resourceVersion"], before, "the HelmChart was not touched");
+    lab.exec("franca-lan", "rm /var/lib/rancher/etcd-fails");
+
+    // 5. Rolling the upgrade back: Karmada is not downgraded; the snapshot and the procedure are named.
+    let entries = fabric::apply::journal::Journal::read(&dir.join(format!("runs/{run}.jsonl"))).unwrap();
+    let steps = fabric::apply::journal::steps_to_roll_back(&entries);
+    let (_, priors) = steps.iter().find(|(s, _)| s == "C.1").unwrap();
+    let applied: Vec<_> =
+        priors.iter().map(|p| (fabric::apply::revert::resource_from_prior(p), p.prior.clone())).collect();
+    let left = rt.block_on(async {
+        let pool = fabric::apply::Pool::default();
+        let left = fabric::apply::revert::revert_all(&applied, run, &pool, &targets).await;
+        pool.close().await;
+        left
+    });
+    let said = left.join("\n");
+    assert!(said.contains("Karmada 1.16.0 is not put back to 1.15.0"), "{said}");
+    assert!(said.contains(&format!("franca-lan:{kept}")) && said.contains("Restoring Karmada's etcd"), "{said}");
+    assert!(said.contains("loses what Karmada recorded since"), "{said}");
+    assert_eq!(chart()["spec"]["version"], "1.16.0", "no downgrade");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

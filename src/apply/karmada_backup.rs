@@ -163,8 +163,8 @@ pub fn rollback_refusal(address: &str, node: &str, path: &str, running: &str, pr
     format!(
         "{address}: Karmada {running} is not put back to {prior}: Karmada has no supported downgrade, and the older \
          chart would run over etcd the newer one wrote. Its etcd snapshot from before the upgrade is {node}:{path}; \
-         restore it by hand (docs/runbook.md \"Restoring Karmada's etcd\"), which loses what Karmada recorded since \
-         it was taken, then pin versions.karmada {prior} and apply"
+         restore it and the {prior} chart by hand (docs/runbook.md \"Restoring Karmada's etcd\"), which loses what \
+         Karmada recorded since it was taken; the step stays applied until then"
     )
 }
 

@@ -9,7 +9,8 @@
 //!   Kubernetes version skew policy applies. Ensure that your plan does not skip intermediate
 //!   minor versions" (docs.k3s.io, "Manual Upgrades"). The policy (kubernetes/website
 //!   `content/en/releases/version-skew-policy.md`): "kubelet must not be newer than
-//!   kube-apiserver", and HA API servers stay within one minor. Kubernetes has no supported
+//!   kube-apiserver", "may be up to three minor versions older" ([`KUBELET_RULE`], checked for
+//!   every Node of the cluster, the topology's or not), and HA API servers stay within one minor. Kubernetes has no supported
 //!   control-plane downgrade, so an older `versions.k3s` than what runs is refused too (rollback
 //!   of an upgrade restores the backup instead: `desired::backup`).
 //! - **Cilium**: "The only tested rollback and upgrade path is between consecutive minor

@@ -121,6 +121,26 @@ pub struct StepPlan {
     pub unreachable: Vec<Target>,
 }
 
+impl Plan {
+    /// An offline plan of `steps` on the lab's topology file, not summarized (for tests of views).
+    #[cfg(test)]
+    pub fn of_steps(steps: Vec<StepPlan>) -> Plan {
+        Plan {
+            format_version: FORMAT_VERSION.into(),
+            fabric: "lab".into(),
+            topology_file: "t.yaml".into(),
+            topology_digest: String::new(),
+            selection: Default::default(),
+            mode: Mode::Offline,
+            steps,
+            unreachable: vec![],
+            held: vec![],
+            warnings: vec![],
+            summary: Summary::default(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Summary {
     pub create: usize,

@@ -286,20 +286,7 @@ mod tests {
             refused: None,
             unreachable: vec![],
         };
-        let mut p = Plan {
-            format_version: crate::plan::model::FORMAT_VERSION.into(),
-            fabric: "lab".into(),
-            topology_file: "t.yaml".into(),
-            topology_digest: String::new(),
-            selection: Default::default(),
-            mode: Mode::Offline,
-            steps: vec![step],
-            unreachable: vec![],
-            held: vec![],
-            warnings: vec![],
-            summary: Default::default(),
-        };
-        p.summarize();
+        let p = Plan::of_steps(vec![step]);
         let human = human(&p, &Style::detect(true, false));
         assert!(human.contains("      upgrade: karmada chart 1.15.0 → 1.16.0\n"), "{human}");
         assert!(human.contains("      backup: Karmada etcd snapshot → "), "{human}");

@@ -181,19 +181,7 @@ mod tests {
     }
 
     fn plan(changes: Vec<Change>, unreachable: Vec<Unreachable>) -> Plan {
-        let mut p = Plan::of_steps(vec![StepPlan {
-            key: "B.1".into(),
-            id: "B.1".into(),
-            site: None,
-            phase: "B".into(),
-            title: "tunnel".into(),
-            risk: crate::catalog::spec::Risk::Low,
-            costs: vec![],
-            needs: vec![],
-            changes,
-            refused: None,
-            unreachable: vec![],
-        }]);
+        let mut p = Plan::of_steps(vec![StepPlan::tunnel(changes)]);
         p.unreachable = unreachable;
         p
     }

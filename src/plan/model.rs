@@ -121,6 +121,26 @@ pub struct StepPlan {
     pub unreachable: Vec<Target>,
 }
 
+impl StepPlan {
+    /// B.1 (the tunnel, low risk, fabric-wide) with `changes` (for tests of plans and views).
+    #[cfg(test)]
+    pub fn tunnel(changes: Vec<Change>) -> StepPlan {
+        StepPlan {
+            key: "B.1".into(),
+            id: "B.1".into(),
+            site: None,
+            phase: "B".into(),
+            title: "tunnel".into(),
+            risk: crate::catalog::spec::Risk::Low,
+            costs: vec![],
+            needs: vec![],
+            changes,
+            refused: None,
+            unreachable: vec![],
+        }
+    }
+}
+
 impl Plan {
     /// An offline plan of `steps` on the lab's topology file, not summarized (for tests of views).
     #[cfg(test)]

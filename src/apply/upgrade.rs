@@ -174,6 +174,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_argocd_chart_whose_crds_helm_would_leave_old_is_not_upgraded() {
+        use crate::desired::{Desired, ProviderKind, Resource};
+        let change = |from: &str, to: &str| crate::providers::PendingChange {
+            resource: Resource {
+                address: "cluster.franca/kube-system/HelmChart/argocd".into(),
+                site: Some("franca".into()),
+                provider: ProviderKind::Kube,
+                summary: String::new(),
+                sensitive: false,
+                desired: Desired::Kube(json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+                    "metadata": {"name": "argocd", "namespace": "kube-system"}, "spec": {"version": to}})),
+                file: None,
+            },
+            prior: Observed::Present(format!("kind: HelmChart\nspec:\n  version: {from}\n")),
+            text: String::new(),
+        };
+        let why = crds_by_hand(&[change("5.1.0", "5.1.9")]).expect("argo-cd 5.1 keeps its CRDs in crds/");
+        assert!(why.starts_with("cluster.franca/kube-system/HelmChart/argocd: argo-cd chart 5.1.9"), "{why}");
+        assert_eq!(crds_by_hand(&[change("5.1.9", "5.2.0")]), None, "5.2.0 templates them");
+        assert_eq!(crds_by_hand(&[change("5.1.9", "5.1.9")]), None, "no version change");
+    }
+
+    #[test]
     fn a_backup_path_is_taken_only_in_fabrics_form() {
         let p = |t: &str| Observed::Present(t.into());
         assert_eq!(

@@ -10,7 +10,8 @@
 //! before any change of the step, `etcdctl snapshot save` runs inside the pod through `k3s
 //! kubectl exec` on a server of the cluster, and the file is moved off etcd's hostPath volume
 //! into the run's backup directory on the pod's node (`desired::backup`, which says why not
-//! `kubectl cp`). A backup that fails stops the step before the HelmChart changes.
+//! `kubectl cp`). Both hosts are locked for the run first, as a step's hosts are. A backup that
+//! fails stops the step before the HelmChart changes.
 //!
 //! `fabric rollback` does not put the older chart back over etcd the newer Karmada wrote, nor
 //! restore the snapshot by itself (that means stopping the chart's etcd and rewriting its data

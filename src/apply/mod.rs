@@ -451,6 +451,12 @@ async fn apply_step(
     let karmada = karmada_backup::prepare(sh.t, sh.targets, &mut changes, &sh.opts.run)
         .await
         .map_err(|reason| ApplyError::Blocked { step: step.key.clone(), reason })?;
+    // The hosts the snapshot runs on are locked like the step's own (no other run upgrades
+    // K3s under it).
+    if let Some(b) = &karmada {
+        let hosts = [Target::host(&b.server), Target::host(&b.node)].into();
+        sh.locks.take_all(&sh.pool, sh.targets, &hosts, &sh.opts.run, sh.progress).await?;
+    }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
     // Shared before the change: another operator can roll it back should this machine be lost.

@@ -331,32 +331,77 @@ fn karmada_on_a_dedicated_vm() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Site `sp` on the lab for an upgrade test: its cluster's API double (controllers simulated,
+/// `nodes` registered), the lab topology with `extra` lines after sp-lan's node, and the
+/// `fabric` binary run against it.
+struct UpgradeLab {
+    lab: lab::Lab,
+    dir: std::path::PathBuf,
+    sp: kube_api::TestApiServer,
+    base: String,
+    _others: (kube_api::TestApiServer, kube_api::TestApiServer),
+}
+
+impl UpgradeLab {
+    fn up(prefix: &str, mgmt_net: &str, name: &str, extra: &str, nodes: &[&str]) -> UpgradeLab {
+        let lab = lab::Lab::up(prefix, mgmt_net, &["--hosts", "1"], &[]);
+        let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+        sp.simulate_controllers(std::time::Duration::from_millis(100));
+        sp.register_nodes(nodes);
+        let base = TOPOLOGY.replace("ssh: { host: sp-lan } }\n", &format!("ssh: {{ host: sp-lan }} }}\n{extra}"));
+        UpgradeLab { lab, dir, sp, base, _others: (franca, karmada) }
+    }
+
+    /// The topology with `versions.k3s` at `version` and the bundle `section`.
+    fn write(&self, version: &str, section: &str) {
+        let text = self.base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
+        let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &self.dir);
+        std::fs::write(self.dir.join("topology.yaml"), text).unwrap();
+    }
+
+    fn fabric(&self, args: &[&str]) -> Output {
+        run::fabric_in(&self.dir, &self.dir.join("topology.yaml"), &self.lab.ssh_config(), args)
+    }
+
+    fn on(&self, host: &str, cmd: &str) -> String {
+        String::from_utf8_lossy(&self.lab.exec(host, cmd).stdout).to_string()
+    }
+
+    /// A running server's datastore and token as K3s keeps them, and a `systemctl` (the lab
+    /// has no systemd).
+    fn server_state(&self, host: &str, systemctl: &str) {
+        let o = self.lab.exec(
+            host,
+            &format!(
+                "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{systemctl}EOF\nchmod 755 /usr/local/bin/systemctl; \
+                 mkdir -p /var/lib/rancher/k3s/server/db; echo before > /var/lib/rancher/k3s/server/db/state.db; \
+                 echo K10secret-token-value > /var/lib/rancher/k3s/server/token"
+            ),
+        );
+        assert!(o.status.success(), "{}", out(&o));
+    }
+}
+
 /// A K3s upgrade between two stand-in bundle versions (issue #26): the server first, its
 /// datastore and token backed up before anything changes (the journal names the backup, never
 /// the token), then the agent; each node cordoned, drained, upgraded, Ready, uncordoned. A skew
 /// upstream forbids is refused at its line by plan; `fabric rollback` restores the backup.
 #[test]
 fn k3s_upgrade_node_by_node_with_the_backup_first() {
-    let lab = lab::Lab::up("ku", "10.249", &["--hosts", "1"], &[]);
-    let dir = std::env::temp_dir().join(format!("fabric-k3s-upgrade-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (_franca, sp, _karmada) = kube_api::fabric_apis(&dir);
-    sp.simulate_controllers(std::time::Duration::from_millis(100));
-    sp.register_nodes(&["sp-lan", "sp-vm"]);
-    let base = TOPOLOGY.replace(
-        "ssh: { host: sp-lan } }\n",
-        "ssh: { host: sp-lan } }\n    external_workloads:\n      \
-         - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+    let u = UpgradeLab::up(
+        "ku",
+        "10.249",
+        "k3s-upgrade",
+        "    external_workloads:\n      - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+        &["sp-lan", "sp-vm"],
     );
-    let write = |version: &str, section: &str| {
-        let text = base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
-        let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &dir);
-        std::fs::write(dir.join("topology.yaml"), text).unwrap();
-    };
-    let fabric =
-        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
-    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let (dir, sp) = (&u.dir, &u.sp);
+    let write = |version: &str, section: &str| u.write(version, section);
+    let fabric = |args: &[&str]| u.fabric(args);
+    let on = |host: &str, cmd: &str| u.on(host, cmd);
     let old = k3s("v1.32.9+k3s1", "standin-old");
     let new = k3s("v1.33.5+k3s1", "standin-new");
 
@@ -367,15 +412,7 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
     assert!(o.status.success(), "{}", out(&o));
     let systemctl = fabric_testkit::k3s_node::SYSTEMCTL
         .replace("*) exit 0 ;;", "*) echo \"$1 $2\" >>/var/lib/rancher/systemctl.log ;;");
-    let o = lab.exec(
-        "sp-lan",
-        &format!(
-            "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{systemctl}EOF\nchmod 755 /usr/local/bin/systemctl; \
-             mkdir -p /var/lib/rancher/k3s/server/db; echo before > /var/lib/rancher/k3s/server/db/state.db; \
-             echo K10secret-token-value > /var/lib/rancher/k3s/server/token"
-        ),
-    );
-    assert!(o.status.success(), "{}", out(&o));
+    u.server_state("sp-lan", &systemctl);
 
     // 2. Two minors up: refused at the versions line, from what runs (read live).
     write("v1.34.1+k3s1", &bundle(&dir.join("skip"), &k3s("v1.34.1+k3s1", "standin-skip"), None));
@@ -426,7 +463,7 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
     assert!(!journals.contains("K10secret-token-value"), "a journal holds the token");
 
     // 5. The cluster moves on; rollback restores the backup (what happened since is lost).
-    lab.exec(
+    on(
         "sp-lan",
         "echo after > /var/lib/rancher/k3s/server/db/state.db; echo other > /var/lib/rancher/k3s/server/token",
     );
@@ -448,7 +485,7 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
         on("sp-lan", "cat /var/lib/rancher/systemctl.log; ls -laR /var/lib/fabric/backup")
     );
     assert_eq!(on("sp-lan", "cat /var/lib/rancher/k3s/server/token").trim(), "K10secret-token-value");
-    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// A stand-in for `k3s kubectl exec` into the Karmada chart's etcd pod (issue #26): it records
@@ -612,4 +649,47 @@ fn karmada_upgrade_takes_the_etcd_snapshot_first() {
     assert!(said.contains("loses what Karmada recorded since"), "{said}");
     assert_eq!(chart()["spec"]["version"], "1.16.0", "no downgrade");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two servers of one cluster (issue #26): upgraded one at a time in the topology's order, the
+/// second cordoned only once the first is Ready and uncordoned again, each with its backup.
+#[test]
+fn two_servers_upgrade_one_at_a_time() {
+    let u = UpgradeLab::up(
+        "k2",
+        "10.216",
+        "k3s-two-servers",
+        "        - { name: sp-cp2, role: control-plane, address: 172.30.2.11, ssh: { host: host1 } }\n",
+        &["sp-lan", "sp-cp2"],
+    );
+    let dir = &u.dir;
+    let write = |version: &str, section: &str| u.write(version, section);
+    let fabric = |args: &[&str]| u.fabric(args);
+    write("v1.32.9+k3s1", &bundle(&dir.join("old"), &k3s("v1.32.9+k3s1", "standin-old"), None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for host in ["sp-lan", "host1"] {
+        u.server_state(host, fabric_testkit::k3s_node::SYSTEMCTL);
+    }
+
+    write("v1.33.5+k3s1", &bundle(&dir.join("new"), &k3s("v1.33.5+k3s1", "standin-new"), None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {text}"));
+    let first = [
+        at("sp-lan: K3s datastore (sqlite) and server token backed up"),
+        at("sp-lan: cordoned"),
+        at("sp-lan: K3s v1.33.5+k3s1 installed"),
+        at("sp-lan: uncordoned"),
+    ];
+    let second = [
+        at("sp-cp2: K3s datastore (sqlite) and server token backed up"),
+        at("sp-cp2: cordoned"),
+        at("sp-cp2: K3s v1.33.5+k3s1 installed"),
+        at("sp-cp2: uncordoned"),
+    ];
+    assert!(first.windows(2).all(|w| w[0] < w[1]) && second.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(first[3] < second[0], "the second server starts once the first is Ready and uncordoned: {text}");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -25,6 +25,7 @@ use serde_json::Value;
 use crate::apply::journal::is_run_id;
 use crate::desired::backup::{self, KARMADA_ETCD_POD, KARMADA_SNAPSHOT};
 use crate::desired::karmada::KARMADA_NAMESPACE;
+use crate::desired::upgrade::version_change;
 use crate::desired::{Target, karmada_host};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
@@ -51,20 +52,6 @@ pub struct Backup {
 /// Whether `obj` is Karmada's HelmChart (C.1's, `desired::karmada::karmada_helm_chart`).
 pub fn is_karmada_chart(obj: &Value) -> bool {
     obj["kind"] == "HelmChart" && obj["metadata"]["name"] == "karmada" && obj["metadata"]["namespace"] == "kube-system"
-}
-
-/// `spec.version` of a HelmChart as the provider reads it (YAML, possibly with fabric's comment).
-pub fn chart_version(text: &str) -> Option<String> {
-    let v = serde_saphyr::from_str::<crate::topology::tree::Node>(text).ok()?.to_json();
-    v["spec"]["version"].as_str().map(String::from)
-}
-
-/// `(running, wanted)` when applying `desired` over `prior` changes a running chart's version.
-pub fn version_change(prior: &Observed, desired: &Value) -> Option<(String, String)> {
-    let Observed::Present(text) = prior else { return None };
-    let running = chart_version(text)?;
-    let wanted = desired["spec"]["version"].as_str()?.to_string();
-    (running != wanted).then_some((running, wanted))
 }
 
 /// The rollback point of Karmada's HelmChart with the place of its snapshot.
@@ -172,6 +159,7 @@ pub fn rollback_refusal(address: &str, node: &str, path: &str, running: &str, pr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desired::upgrade::chart_version;
     use serde_json::json;
 
     const CHART: &str = "apiVersion: helm.cattle.io/v1\nkind: HelmChart\nmetadata:\n  name: karmada\n  namespace: kube-system\nspec:\n  version: 1.15.0\n";

@@ -124,7 +124,7 @@ async fn karmada_refusal(c: &kube::Client, r: &Resource, obj: &serde_json::Value
     use crate::apply::karmada_backup as kb;
     let (node, path) = kb::backup_of(prior)?;
     let Observed::Present(text) = prior else { return None };
-    let before = kb::chart_version(text)?;
+    let before = crate::desired::upgrade::chart_version(text)?;
     let live = crate::providers::kube::get(c, obj).await;
     let running = match &live {
         Ok(Some(v)) => v["spec"]["version"].as_str().unwrap_or_default().to_string(),

@@ -161,7 +161,7 @@ pub async fn restore(s: &Session, r: &Resource, prior: &Observed) -> Result<Opti
 pub fn crds_by_hand(changes: &[crate::providers::PendingChange]) -> Option<String> {
     changes.iter().find_map(|c| {
         let obj = c.resource.kube_object().filter(|o| o["kind"] == "HelmChart")?;
-        let (_, wanted) = crate::apply::karmada_backup::version_change(&c.prior, obj)?;
+        let (_, wanted) = crate::desired::upgrade::version_change(&c.prior, obj)?;
         match crate::desired::upgrade::chart_crds(obj["metadata"]["name"].as_str()?, &wanted)? {
             crate::desired::upgrade::Crds::ByHand(why) => Some(format!("{}: {why}", c.resource.address)),
             crate::desired::upgrade::Crds::ByChart(_) => None,

@@ -238,6 +238,20 @@ pub fn node_order(site: &crate::topology::model::Site) -> Vec<(&str, bool)> {
         .collect()
 }
 
+/// `spec.version` of a HelmChart as the provider reads it (YAML, possibly with fabric's comment).
+pub fn chart_version(text: &str) -> Option<String> {
+    let v = serde_saphyr::from_str::<crate::topology::tree::Node>(text).ok()?.to_json();
+    v["spec"]["version"].as_str().map(String::from)
+}
+
+/// `(running, wanted)` when applying `desired` over `prior` changes a running chart's version.
+pub fn version_change(prior: &crate::providers::Observed, desired: &serde_json::Value) -> Option<(String, String)> {
+    let crate::providers::Observed::Present(text) = prior else { return None };
+    let running = chart_version(text)?;
+    let wanted = desired["spec"]["version"].as_str()?.to_string();
+    (running != wanted).then_some((running, wanted))
+}
+
 /// How a chart's CRDs reach their new version when fabric changes its HelmChart's version. Helm
 /// installs a chart's `crds/` folder once and never upgrades it ("There is no support at this
 /// time for upgrading or deleting CRDs using Helm": helm.sh, "Custom Resource Definitions",

@@ -44,7 +44,7 @@ pub fn running(t: &Topology, live: &Live) -> Running {
         for system in [System::Cilium, System::Kueue, System::Karmada] {
             let addr = Target::cluster(&s.name).at(format!("kube-system/HelmChart/{}", system.key()));
             let Some(Observed::Present(text)) = observed.get(&addr) else { continue };
-            if let Some(v) = chart_version(text) {
+            if let Some(v) = crate::desired::upgrade::chart_version(text) {
                 out.charts.push((system, s.name.clone(), v));
             }
         }
@@ -91,12 +91,6 @@ pub fn k3s_clusters(resources: &[crate::desired::Resource], live: &Live) -> Vec<
     out.sort();
     out.dedup();
     out
-}
-
-/// `spec.version` of a HelmChart as the kube provider's read shows it (YAML).
-fn chart_version(text: &str) -> Option<String> {
-    let v = serde_saphyr::from_str::<crate::topology::tree::Node>(text).ok()?.to_json();
-    v["spec"]["version"].as_str().map(String::from)
 }
 
 #[cfg(test)]

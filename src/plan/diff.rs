@@ -43,7 +43,7 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
 /// The lines of a HelmChart whose version changes over the one that runs (empty otherwise).
 fn chart_upgrade(r: &Resource, observed: &Observed) -> Vec<String> {
     let Some(obj) = r.kube_object().filter(|o| o["kind"] == "HelmChart") else { return vec![] };
-    let Some((running, wanted)) = crate::apply::karmada_backup::version_change(observed, obj) else { return vec![] };
+    let Some((running, wanted)) = crate::desired::upgrade::version_change(observed, obj) else { return vec![] };
     let chart = obj["metadata"]["name"].as_str().unwrap_or_default();
     crate::desired::upgrade::chart_upgrade_lines(chart, &running, &wanted)
 }

@@ -420,7 +420,7 @@ fn plan_selection() {
 fn plan_json_is_versioned_and_markdown_is_a_table() {
     let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["format_version"], "1.3");
+    assert_eq!(v["format_version"], "1.4");
     assert_eq!(v["mode"]["kind"], "offline");
     assert!(v["summary"]["create"].as_u64().unwrap() > 50);
     let c = &v["steps"][0]["changes"][0];

@@ -331,32 +331,77 @@ fn karmada_on_a_dedicated_vm() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Site `sp` on the lab for an upgrade test: its cluster's API double (controllers simulated,
+/// `nodes` registered), the lab topology with `extra` lines after sp-lan's node, and the
+/// `fabric` binary run against it.
+struct UpgradeLab {
+    lab: lab::Lab,
+    dir: std::path::PathBuf,
+    sp: kube_api::TestApiServer,
+    base: String,
+    _others: (kube_api::TestApiServer, kube_api::TestApiServer),
+}
+
+impl UpgradeLab {
+    fn up(prefix: &str, mgmt_net: &str, name: &str, extra: &str, nodes: &[&str]) -> UpgradeLab {
+        let lab = lab::Lab::up(prefix, mgmt_net, &["--hosts", "1"], &[]);
+        let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let (franca, sp, karmada) = kube_api::fabric_apis(&dir);
+        sp.simulate_controllers(std::time::Duration::from_millis(100));
+        sp.register_nodes(nodes);
+        let base = TOPOLOGY.replace("ssh: { host: sp-lan } }\n", &format!("ssh: {{ host: sp-lan }} }}\n{extra}"));
+        UpgradeLab { lab, dir, sp, base, _others: (franca, karmada) }
+    }
+
+    /// The topology with `versions.k3s` at `version` and the bundle `section`.
+    fn write(&self, version: &str, section: &str) {
+        let text = self.base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
+        let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &self.dir);
+        std::fs::write(self.dir.join("topology.yaml"), text).unwrap();
+    }
+
+    fn fabric(&self, args: &[&str]) -> Output {
+        run::fabric_in(&self.dir, &self.dir.join("topology.yaml"), &self.lab.ssh_config(), args)
+    }
+
+    fn on(&self, host: &str, cmd: &str) -> String {
+        String::from_utf8_lossy(&self.lab.exec(host, cmd).stdout).to_string()
+    }
+
+    /// A running server's datastore and token as K3s keeps them, and a `systemctl` (the lab
+    /// has no systemd).
+    fn server_state(&self, host: &str, systemctl: &str) {
+        let o = self.lab.exec(
+            host,
+            &format!(
+                "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{systemctl}EOF\nchmod 755 /usr/local/bin/systemctl; \
+                 mkdir -p /var/lib/rancher/k3s/server/db; echo before > /var/lib/rancher/k3s/server/db/state.db; \
+                 echo K10secret-token-value > /var/lib/rancher/k3s/server/token"
+            ),
+        );
+        assert!(o.status.success(), "{}", out(&o));
+    }
+}
+
 /// A K3s upgrade between two stand-in bundle versions (issue #26): the server first, its
 /// datastore and token backed up before anything changes (the journal names the backup, never
 /// the token), then the agent; each node cordoned, drained, upgraded, Ready, uncordoned. A skew
 /// upstream forbids is refused at its line by plan; `fabric rollback` restores the backup.
 #[test]
 fn k3s_upgrade_node_by_node_with_the_backup_first() {
-    let lab = lab::Lab::up("ku", "10.249", &["--hosts", "1"], &[]);
-    let dir = std::env::temp_dir().join(format!("fabric-k3s-upgrade-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let (_franca, sp, _karmada) = kube_api::fabric_apis(&dir);
-    sp.simulate_controllers(std::time::Duration::from_millis(100));
-    sp.register_nodes(&["sp-lan", "sp-vm"]);
-    let base = TOPOLOGY.replace(
-        "ssh: { host: sp-lan } }\n",
-        "ssh: { host: sp-lan } }\n    external_workloads:\n      \
-         - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+    let u = UpgradeLab::up(
+        "ku",
+        "10.249",
+        "k3s-upgrade",
+        "    external_workloads:\n      - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host1 } }\n",
+        &["sp-lan", "sp-vm"],
     );
-    let write = |version: &str, section: &str| {
-        let text = base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
-        let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &dir);
-        std::fs::write(dir.join("topology.yaml"), text).unwrap();
-    };
-    let fabric =
-        |args: &[&str]| -> Output { run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args) };
-    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let (dir, sp) = (&u.dir, &u.sp);
+    let write = |version: &str, section: &str| u.write(version, section);
+    let fabric = |args: &[&str]| u.fabric(args);
+    let on = |host: &str, cmd: &str| u.on(host, cmd);
     let old = k3s("v1.32.9+k3s1", "standin-old");
     let new = k3s("v1.33.5+k3s1", "standin-new");
 
@@ -367,15 +412,7 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
     assert!(o.status.success(), "{}", out(&o));
     let systemctl = fabric_testkit::k3s_node::SYSTEMCTL
         .replace("*) exit 0 ;;", "*) echo \"$1 $2\" >>/var/lib/rancher/systemctl.log ;;");
-    let o = lab.exec(
-        "sp-lan",
-        &format!(
-            "set -e; cat > /usr/local/bin/systemctl <<'EOF'\n{systemctl}EOF\nchmod 755 /usr/local/bin/systemctl; \
-             mkdir -p /var/lib/rancher/k3s/server/db; echo before > /var/lib/rancher/k3s/server/db/state.db; \
-             echo K10secret-token-value > /var/lib/rancher/k3s/server/token"
-        ),
-    );
-    assert!(o.status.success(), "{}", out(&o));
+    u.server_state("sp-lan", &systemctl);
 
     // 2. Two minors up: refused at the versions line, from what runs (read live).
     write("v1.34.1+k3s1", &bundle(&dir.join("skip"), &k3s("v1.34.1+k3s1", "standin-skip"), None));
@@ -426,7 +463,7 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
     assert!(!journals.contains("K10secret-token-value"), "a journal holds the token");
 
     // 5. The cluster moves on; rollback restores the backup (what happened since is lost).
-    lab.exec(
+    on(
         "sp-lan",
         "echo after > /var/lib/rancher/k3s/server/db/state.db; echo other > /var/lib/rancher/k3s/server/token",
     );
@@ -448,5 +485,211 @@ fn k3s_upgrade_node_by_node_with_the_backup_first() {
         on("sp-lan", "cat /var/lib/rancher/systemctl.log; ls -laR /var/lib/fabric/backup")
     );
     assert_eq!(on("sp-lan", "cat /var/lib/rancher/k3s/server/token").trim(), "K10secret-token-value");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A stand-in for `k3s kubectl exec` into the Karmada chart's etcd pod (issue #26): it records
+/// each call, refuses anything but the chart's pod, container and certificate paths (as the real
+/// etcdctl would fail to open a file the `etcd-cert` mount does not hold), and writes the snapshot
+/// where the pod's `/var/lib/etcd` is on the node (the chart's hostPath volume).
+const KUBECTL_EXEC: &str = r#"#!/bin/sh
+# stand-in k3s: `k3s kubectl exec` into Karmada's etcd pod
+echo "$*" >>/var/lib/rancher/k3s-standin.log
+[ "$1" = kubectl ] || exit 0
+shift
+case "$*" in
+"-n karmada-system exec etcd-0 -c etcd -- etcdctl "*) ;;
+*) echo "stand-in: not the chart's etcd pod: $*" >&2; exit 1 ;;
+esac
+[ ! -e /var/lib/rancher/etcd-fails ] || { echo "Error: context deadline exceeded" >&2; exit 1; }
+shift 8
+path=
+for a; do
+	case "$a" in
+	--endpoints=https://127.0.0.1:2379 | snapshot | save) ;;
+	--cacert=/etc/kubernetes/pki/etcd/server-ca.crt | --cert=/etc/kubernetes/pki/etcd/karmada.crt | --key=/etc/kubernetes/pki/etcd/karmada.key) ;;
+	/var/lib/etcd/*) path="$a" ;;
+	*) echo "Error: open ${a#*=}: no such file or directory" >&2; exit 1 ;;
+	esac
+done
+[ -n "$path" ] || { echo "Error: snapshot save expects one argument" >&2; exit 1; }
+mkdir -p /var/lib/karmada-system/karmada-etcd
+echo "etcd snapshot" >"/var/lib/karmada-system/karmada-etcd/${path#/var/lib/etcd/}"
+echo "Snapshot saved at $path"
+"#;
+
+/// Karmada's upgrade (issue #26): plan shows the chart's upgrade with its CRD line and the etcd
+/// snapshot; apply takes the snapshot inside the chart's etcd pod (through `k3s kubectl exec` on
+/// the host site's server) and moves it into the run's backup directory before the HelmChart
+/// changes, the journal naming where; a snapshot that fails leaves the HelmChart untouched; a
+/// rollback does not downgrade Karmada but names the snapshot and the runbook's procedure.
+#[test]
+fn karmada_upgrade_takes_the_etcd_snapshot_first() {
+    let lab = lab::Lab::up("kg", "10.214", &[], &[]);
+    let dir = std::env::temp_dir().join(format!("fabric-karmada-upgrade-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (franca, _sp, _karmada) = kube_api::fabric_apis(&dir);
+    franca.simulate_controllers(std::time::Duration::from_millis(100));
+    let on = |host: &str, cmd: &str| String::from_utf8_lossy(&lab.exec(host, cmd).stdout).to_string();
+    let topology = |version: &str| {
+        let text = TOPOLOGY.replace("karmada: 1.15.0", &format!("karmada: {version}"));
+        fabric::topology::load_str("t.yaml", kube_api::with_test_kubeconfigs(&text, &dir))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .topology
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Applies C.1 of `t` as run `run`: the outcome and the progress lines.
+    let apply = |t: &fabric::topology::Topology, run: &str| {
+        let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), t).unwrap();
+        let step = fabric::apply::StepWork::alone(&g, t, "C.1").unwrap();
+        let targets = fabric::live::observe::Targets::from_topology(
+            t,
+            &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+        )
+        .unwrap();
+        let opts = fabric::apply::Options {
+            run: run.into(),
+            state_dir: dir.clone(),
+            confirm_timeout: std::time::Duration::from_secs(30),
+            force_conflicts: false,
+            wait_timeout: std::time::Duration::from_secs(60),
+            lease: Default::default(),
+        };
+        let lines = std::sync::Mutex::new(Vec::new());
+        let result = rt.block_on(async {
+            let keys = fabric::live::observe::key_targets(&step.resources);
+            let live = fabric::live::observe::observe(&step.resources, &keys, &targets).await;
+            let mut j = fabric::apply::journal::Journal::create(&dir, &opts.run).unwrap();
+            let progress = |l: &str| lines.lock().unwrap().push(l.to_string());
+            fabric::apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &progress).await
+        });
+        (result, lines.into_inner().unwrap().join("\n"), step, targets)
+    };
+    let chart = || franca.object("helm.cattle.io/v1", "HelmChart", Some("kube-system"), "karmada").unwrap();
+
+    // 1. Karmada 1.15 runs; the chart's etcd pod runs on the host site's server.
+    let (r, lines, _, _) = apply(&topology("1.15.0"), "20261202T100000Z-1");
+    r.unwrap_or_else(|e| panic!("{e}\n{lines}"));
+    franca.put_raw(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "etcd-0", "namespace": "karmada-system", "labels": {"app": "etcd"}},
+        "spec": {"nodeName": "franca-lan", "containers": [{"name": "etcd", "image": "registry.k8s.io/etcd:3.6.8-0"}]}}));
+    let o = lab.exec(
+        "franca-lan",
+        &format!("set -e; cat > /usr/local/bin/k3s <<'EOF'\n{KUBECTL_EXEC}EOF\nchmod 755 /usr/local/bin/k3s"),
+    );
+    assert!(o.status.success(), "{}", run::out(&o));
+
+    // 2. Plan of 1.16: the upgrade, its CRDs, the snapshot first.
+    let t = topology("1.16.0");
+    let g = fabric::catalog::StepGraph::build(&fabric::catalog::Catalog::embedded().unwrap(), &t).unwrap();
+    let step = fabric::apply::StepWork::alone(&g, &t, "C.1").unwrap();
+    let targets = fabric::live::observe::Targets::from_topology(
+        &t,
+        &fabric::transport::ssh_config::SshConfig::load(&lab.ssh_config()).unwrap(),
+    )
+    .unwrap();
+    let live = rt.block_on(fabric::live::observe::observe(&step.resources, &Default::default(), &targets));
+    let r = step.resources.iter().find(|r| r.address.to_string().ends_with("HelmChart/karmada")).unwrap();
+    let c = fabric::plan::diff::change(r, &live).unwrap();
+    assert_eq!(c.upgrade[0], "upgrade: karmada chart 1.15.0 → 1.16.0", "{:?}", c.upgrade);
+    assert!(c.upgrade[1].starts_with("CRDs: Karmada's CRDs live in its own API server"), "{:?}", c.upgrade);
+    assert!(c.upgrade[2].starts_with("backup: Karmada etcd snapshot → "), "{:?}", c.upgrade);
+
+    // 3. Applied: the snapshot in the pod, moved into the run's backup directory, then the chart.
+    let run = "20261202T110000Z-1";
+    let kept = format!("/var/lib/fabric/backup/{run}/karmada-etcd.db");
+    let (r, lines, _, _) = apply(&t, run);
+    r.unwrap_or_else(|e| panic!("{e}\n{lines}"));
+    let at = |needle: &str| lines.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {lines}"));
+    let backup = at(&format!("C.1: backup: Karmada etcd snapshot → franca-lan:{kept}"));
+    assert!(backup < at("C.1: applying cluster.franca/kube-system/HelmChart/karmada"), "snapshot first: {lines}");
+    let log = on("franca-lan", "cat /var/lib/rancher/k3s-standin.log");
+    assert!(
+        log.contains(&format!(
+            "kubectl -n karmada-system exec etcd-0 -c etcd -- etcdctl --endpoints=https://127.0.0.1:2379 \
+             --cacert=/etc/kubernetes/pki/etcd/server-ca.crt --cert=/etc/kubernetes/pki/etcd/karmada.crt \
+             --key=/etc/kubernetes/pki/etcd/karmada.key snapshot save /var/lib/etcd/fabric-{run}.db"
+        )),
+        "{log}"
+    );
+    assert_eq!(on("franca-lan", &format!("cat {kept}")).trim(), "etcd snapshot");
+    assert_eq!(on("franca-lan", &format!("stat -c %a {kept}")).trim(), "600");
+    assert_eq!(on("franca-lan", "ls -A /var/lib/karmada-system/karmada-etcd").trim(), "", "moved off etcd's volume");
+    assert_eq!(chart()["spec"]["version"], "1.16.0");
+    let journal = std::fs::read_to_string(dir.join(format!("runs/{run}.jsonl"))).unwrap();
+    assert!(journal.contains(&format!("# fabric backup: karmada-etcd franca-lan:{kept}")), "{journal}");
+
+    // 4. A snapshot that fails stops the step before its HelmChart changes.
+    lab.exec("franca-lan", "touch /var/lib/rancher/etcd-fails");
+    let before = chart()["metadata"]["resourceVersion"].clone();
+    let (r, lines, _, _) = apply(&topology("1.17.0"), "20261202T120000Z-1");
+    let e = r.expect_err("the snapshot failed").to_string();
+    assert!(e.contains("Karmada's etcd snapshot before the upgrade failed, nothing changed"), "{e}\n{lines}");
+    assert!(e.contains("context deadline exceeded"), "{e}");
+    assert_eq!(chart()["spec"]["version"], "1.16.0");
+    assert_eq!(chart()["metadata"]["resourceVersion"], before, "the HelmChart was not touched");
+    lab.exec("franca-lan", "rm /var/lib/rancher/etcd-fails");
+
+    // 5. Rolling the upgrade back: Karmada is not downgraded; the snapshot and the procedure are named.
+    let entries = fabric::apply::journal::Journal::read(&dir.join(format!("runs/{run}.jsonl"))).unwrap();
+    let steps = fabric::apply::journal::steps_to_roll_back(&entries);
+    let (_, priors) = steps.iter().find(|(s, _)| s == "C.1").unwrap();
+    let applied: Vec<_> =
+        priors.iter().map(|p| (fabric::apply::revert::resource_from_prior(p), p.prior.clone())).collect();
+    let left = rt.block_on(async {
+        let pool = fabric::apply::Pool::default();
+        let left = fabric::apply::revert::revert_all(&applied, run, &pool, &targets).await;
+        pool.close().await;
+        left
+    });
+    let said = left.join("\n");
+    assert!(said.contains("Karmada 1.16.0 is not put back to 1.15.0"), "{said}");
+    assert!(said.contains(&format!("franca-lan:{kept}")) && said.contains("Restoring Karmada's etcd"), "{said}");
+    assert!(said.contains("loses what Karmada recorded since"), "{said}");
+    assert_eq!(chart()["spec"]["version"], "1.16.0", "no downgrade");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two servers of one cluster (issue #26): upgraded one at a time in the topology's order, the
+/// second cordoned only once the first is Ready and uncordoned again, each with its backup.
+#[test]
+fn two_servers_upgrade_one_at_a_time() {
+    let u = UpgradeLab::up(
+        "k2",
+        "10.216",
+        "k3s-two-servers",
+        "        - { name: sp-cp2, role: control-plane, address: 172.30.2.11, ssh: { host: host1 } }\n",
+        &["sp-lan", "sp-cp2"],
+    );
+    let dir = &u.dir;
+    let write = |version: &str, section: &str| u.write(version, section);
+    let fabric = |args: &[&str]| u.fabric(args);
+    write("v1.32.9+k3s1", &bundle(&dir.join("old"), &k3s("v1.32.9+k3s1", "standin-old"), None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    for host in ["sp-lan", "host1"] {
+        u.server_state(host, fabric_testkit::k3s_node::SYSTEMCTL);
+    }
+
+    write("v1.33.5+k3s1", &bundle(&dir.join("new"), &k3s("v1.33.5+k3s1", "standin-new"), None));
+    let o = fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let at = |needle: &str| text.find(needle).unwrap_or_else(|| panic!("no `{needle}` in {text}"));
+    let first = [
+        at("sp-lan: K3s datastore (sqlite) and server token backed up"),
+        at("sp-lan: cordoned"),
+        at("sp-lan: K3s v1.33.5+k3s1 installed"),
+        at("sp-lan: uncordoned"),
+    ];
+    let second = [
+        at("sp-cp2: K3s datastore (sqlite) and server token backed up"),
+        at("sp-cp2: cordoned"),
+        at("sp-cp2: K3s v1.33.5+k3s1 installed"),
+        at("sp-cp2: uncordoned"),
+    ];
+    assert!(first.windows(2).all(|w| w[0] < w[1]) && second.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert!(first[3] < second[0], "the second server starts once the first is Ready and uncordoned: {text}");
+    std::fs::remove_dir_all(dir).unwrap();
 }

@@ -12,6 +12,7 @@ pub mod host;
 pub mod host_locks;
 pub mod interrupt;
 pub mod journal;
+pub mod karmada_backup;
 pub mod kube;
 pub mod lease;
 pub mod node;
@@ -442,10 +443,31 @@ async fn apply_step(
             c.prior = upgrade::with_backup(&c.prior, k, &sh.opts.run);
         }
     }
+    // A chart whose CRDs Helm would leave old is not upgraded until they are applied by hand.
+    if let Some(reason) = upgrade::crds_by_hand(&changes) {
+        return Err(ApplyError::Blocked { step: step.key.clone(), reason });
+    }
+    // A Karmada upgrade: where its etcd snapshot will be, in the rollback point, before it is taken.
+    let karmada = karmada_backup::prepare(sh.t, sh.targets, &mut changes, &sh.opts.run)
+        .await
+        .map_err(|reason| ApplyError::Blocked { step: step.key.clone(), reason })?;
+    // The hosts the snapshot runs on are locked like the step's own (no other run upgrades
+    // K3s under it).
+    if let Some(b) = &karmada {
+        let hosts = [Target::host(&b.server), Target::host(&b.node)].into();
+        sh.locks.take_all(&sh.pool, sh.targets, &hosts, &sh.opts.run, sh.progress).await?;
+    }
     let priors: Vec<Prior> = changes.iter().map(prior_of).collect();
     sh.journal(&Entry::Begin { run: sh.opts.run.clone(), step: step.key.clone(), priors })?;
     // Shared before the change: another operator can roll it back should this machine be lost.
     sh.share().await;
+    if let Some(b) = &karmada {
+        if let Err(e) = karmada_backup::take(&sh.pool, sh.targets, b, &sh.opts.run).await {
+            let reason = format!("Karmada's etcd snapshot before the upgrade failed, nothing changed: {e}");
+            return Err(revert_step(sh, step, &[], reason).await);
+        }
+        (sh.progress)(&format!("{}: backup: Karmada etcd snapshot → {}:{}", step.key, b.node, b.path));
+    }
     (sh.progress)(&format!("{}: applying {} change(s)", step.key, changes.len()));
     phase.end(&phase_of("journal"));
     let (applied, mut failure) = apply_bringing_up(sh, step, changes, &bootstrap).await?;
@@ -609,7 +631,7 @@ async fn apply_rounds(sh: &Shared<'_>, step: &StepWork, changes: Vec<PendingChan
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
     let mut pending_waits: Vec<(Target, Resource, serde_json::Value)> = Vec::new();
-    for round in rounds(changes) {
+    for round in one_server_at_a_time(rounds(changes)) {
         if round.is_empty() || failure.is_some() {
             continue;
         }
@@ -784,6 +806,38 @@ fn rounds(changes: Vec<PendingChange>) -> [Vec<PendingChange>; 3] {
     [first, middle, last]
 }
 
+/// [`rounds`] with each server whose running K3s is upgraded in a round of its own, before the
+/// rest of its round and in the step's order: "upgrade server nodes first one at a time, then
+/// any agent nodes" (docs.k3s.io "Manual Upgrades"). A server's upgrade ends with its node
+/// Ready again (`apply::upgrade`), so the next starts only then; the first that fails stops
+/// the rounds after it.
+fn one_server_at_a_time(rounds: [Vec<PendingChange>; 3]) -> Vec<Vec<PendingChange>> {
+    let upgrading_server = |c: &PendingChange| match &c.resource.desired {
+        crate::desired::Desired::K3sInstall(k) => {
+            k.role == crate::desired::k3s_install::Role::Server && upgrade::is_upgrade(&c.prior)
+        }
+        _ => false,
+    };
+    let mut out = Vec::new();
+    for (i, round) in rounds.into_iter().enumerate() {
+        // Generated secrets (the first round) hold no host.
+        let mut servers: Vec<Target> = Vec::new();
+        for c in round.iter().filter(|c| i > 0 && upgrading_server(c)) {
+            if !servers.contains(c.resource.target()) {
+                servers.push(c.resource.target().clone());
+            }
+        }
+        let mut rest = round;
+        for server in servers {
+            let (mine, others): (Vec<_>, Vec<_>) = rest.into_iter().partition(|c| c.resource.target() == &server);
+            out.push(mine);
+            rest = others;
+        }
+        out.push(rest);
+    }
+    out
+}
+
 /// Waits, target by target at the same time, until the step's applied objects are done.
 async fn wait_for_objects(
     sh: &Shared<'_>,
@@ -950,6 +1004,52 @@ mod tests {
             ]
         );
         assert_eq!(names(&c), ["karmada/ns/Secret/a"]);
+    }
+
+    /// Two servers of one cluster upgraded in one step: one at a time, each in a round of its
+    /// own (its config with it), in the step's order, before the rest of the step's hosts; an
+    /// install on a host without K3s is no upgrade and stays with the rest.
+    #[test]
+    fn servers_upgrade_one_at_a_time_before_the_rest() {
+        use crate::desired::Desired;
+        use crate::desired::k3s_install::{K3sInstall, Role, Source, Upload};
+        let upload = || Upload { from: Source::Path("x".into()), sha256: String::new(), name: "x".into() };
+        let install = |role| {
+            Desired::K3sInstall(Box::new(K3sInstall {
+                role,
+                brings_up: None,
+                version: "v1.33.5+k3s1".into(),
+                binary: upload(),
+                images: upload(),
+                script: upload(),
+            }))
+        };
+        let running = Observed::Present(format!("k3s {} v1.32.9+k3s1\n", "a".repeat(64)));
+        let change = |address: &str, desired: Desired, prior: &Observed| {
+            let mut r = work("x", &[], &["host.a"]).resources.remove(0);
+            r.address = address.into();
+            r.provider = ProviderKind::Command;
+            r.desired = desired;
+            PendingChange { resource: r, prior: prior.clone(), text: String::new() }
+        };
+        let changes = vec![
+            change("host.cp1/command:k3s-install", install(Role::Server), &running),
+            change("host.new/command:k3s-install", install(Role::Server), &Observed::Absent),
+            change("host.cp2/file:/etc/rancher/k3s/config.yaml", Desired::File("c".into()), &Observed::Absent),
+            change("host.cp2/command:k3s-install", install(Role::Server), &running),
+            change("host.agent/command:k3s-install", install(Role::Agent), &running),
+        ];
+        let names = |v: &Vec<PendingChange>| v.iter().map(|c| c.resource.address.to_string()).collect::<Vec<_>>();
+        let rounds: Vec<Vec<String>> =
+            one_server_at_a_time(rounds(changes)).iter().map(names).filter(|r| !r.is_empty()).collect();
+        assert_eq!(
+            rounds,
+            vec![
+                vec!["host.cp1/command:k3s-install".to_string()],
+                vec!["host.cp2/file:/etc/rancher/k3s/config.yaml".into(), "host.cp2/command:k3s-install".into()],
+                vec!["host.new/command:k3s-install".into(), "host.agent/command:k3s-install".into()],
+            ]
+        );
     }
 
     /// A.1's agents copy the join token of the server A.1 installs: all their changes wait for

@@ -54,7 +54,15 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             continue;
         };
         let result = match crate::providers::kube::client(r.target(), access).await {
-            Ok(c) => crate::providers::kube::for_cluster(r.target(), revert_kube(&c, r, obj, prior, run)).await,
+            Ok(c) => {
+                // An upgraded Karmada is not put back to its older chart (no downgrade exists):
+                // the rollback names its snapshot instead (`karmada_backup`).
+                if let Some(refusal) = karmada_refusal(&c, r, obj, prior).await {
+                    left.push(refusal);
+                    continue;
+                }
+                crate::providers::kube::for_cluster(r.target(), revert_kube(&c, r, obj, prior, run)).await
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = result {
@@ -128,6 +136,23 @@ async fn revert_kube(
         return crate::providers::kept_secret::restore(client, ns, name, run).await.map(drop);
     }
     crate::providers::kube::revert(client, obj, prior).await
+}
+
+/// Why Karmada's HelmChart is not put back, when its rollback point names an etcd snapshot and
+/// the chart that runs is no longer the one before the upgrade (a step stopped before its
+/// HelmChart changed is put back as any other).
+async fn karmada_refusal(c: &kube::Client, r: &Resource, obj: &serde_json::Value, prior: &Observed) -> Option<String> {
+    use crate::apply::karmada_backup as kb;
+    let (node, path) = kb::backup_of(prior)?;
+    let Observed::Present(text) = prior else { return None };
+    let before = crate::desired::upgrade::chart_version(text)?;
+    let live = crate::providers::kube::get(c, obj).await;
+    let running = match &live {
+        Ok(Some(v)) => v["spec"]["version"].as_str().unwrap_or_default().to_string(),
+        Ok(None) => return None,
+        Err(e) => return Some(format!("{}: cannot read the running Karmada chart: {e}", r.address)),
+    };
+    (running != before).then(|| kb::rollback_refusal(&r.address.to_string(), &node, &path, &running, &before))
 }
 
 /// The identity of a Kubernetes object (enough to find it again), for the journal.

@@ -156,9 +156,45 @@ pub async fn restore(s: &Session, r: &Resource, prior: &Observed) -> Result<Opti
     }
 }
 
+/// Why a step must not change a HelmChart's version yet: a chart whose new CRDs Helm would not
+/// upgrade (`desired::upgrade::chart_crds`), until they are applied by hand.
+pub fn crds_by_hand(changes: &[crate::providers::PendingChange]) -> Option<String> {
+    changes.iter().find_map(|c| {
+        let obj = c.resource.kube_object().filter(|o| o["kind"] == "HelmChart")?;
+        let (_, wanted) = crate::desired::upgrade::version_change(&c.prior, obj)?;
+        match crate::desired::upgrade::chart_crds(obj["metadata"]["name"].as_str()?, &wanted)? {
+            crate::desired::upgrade::Crds::ByHand(why) => Some(format!("{}: {why}", c.resource.address)),
+            crate::desired::upgrade::Crds::ByChart(_) => None,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_argocd_chart_whose_crds_helm_would_leave_old_is_not_upgraded() {
+        use crate::desired::{Desired, ProviderKind, Resource};
+        let change = |from: &str, to: &str| crate::providers::PendingChange {
+            resource: Resource {
+                address: "cluster.franca/kube-system/HelmChart/argocd".into(),
+                site: Some("franca".into()),
+                provider: ProviderKind::Kube,
+                summary: String::new(),
+                sensitive: false,
+                desired: Desired::Kube(json!({"apiVersion": "helm.cattle.io/v1", "kind": "HelmChart",
+                    "metadata": {"name": "argocd", "namespace": "kube-system"}, "spec": {"version": to}})),
+                file: None,
+            },
+            prior: Observed::Present(format!("kind: HelmChart\nspec:\n  version: {from}\n")),
+            text: String::new(),
+        };
+        let why = crds_by_hand(&[change("5.1.0", "5.1.9")]).expect("argo-cd 5.1 keeps its CRDs in crds/");
+        assert!(why.starts_with("cluster.franca/kube-system/HelmChart/argocd: argo-cd chart 5.1.9"), "{why}");
+        assert_eq!(crds_by_hand(&[change("5.1.9", "5.2.0")]), None, "5.2.0 templates them");
+        assert_eq!(crds_by_hand(&[change("5.1.9", "5.1.9")]), None, "no version change");
+    }
 
     #[test]
     fn a_backup_path_is_taken_only_in_fabrics_form() {

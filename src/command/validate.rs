@@ -177,7 +177,7 @@ pub fn skew_diags(
     l: &crate::topology::Loaded,
     live: &crate::live::observe::Live,
 ) -> Vec<crate::topology::problem::Diag> {
-    let running = crate::live::versions::running(&l.topology, &live.observed);
+    let running = crate::live::versions::running(&l.topology, live);
     crate::desired::upgrade::problems(&l.topology, &running).into_iter().map(|p| l.diag(p)).collect()
 }
 

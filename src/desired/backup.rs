@@ -15,8 +15,19 @@
 //! directory's path.
 //!
 //! Karmada's etcd runs as a pod (the chart's `etcd` StatefulSet, karmada-io/karmada
-//! `charts/karmada/templates/etcd.yaml`): [`karmada_etcd_save`] is the `etcdctl snapshot save`
-//! run inside it (etcd-io/etcd `etcdctl/README.md`, "SNAPSHOT SAVE").
+//! `charts/karmada/templates/etcd.yaml`): [`karmada_snapshot`] is the `etcdctl snapshot save`
+//! run inside it (etcd-io/etcd `etcdctl/README.md`, "SNAPSHOT SAVE"), through `k3s kubectl exec`
+//! on a server of the cluster that hosts Karmada. The snapshot is taken
+//! off the pod through its data volume, not `kubectl cp`: `kubectl cp` runs `tar` in the
+//! container (kubernetes/kubernetes `staging/src/k8s.io/kubectl/pkg/cmd/cp/cp.go`,
+//! `copyFromPod`), and the chart's image (`registry.k8s.io/etcd`, built by
+//! kubernetes/kubernetes `cluster/images/etcd/Dockerfile`: distroless with etcd, etcdctl, a static
+//! `sh` and a Go `cp`) has no `tar`. The chart's data volume is a hostPath on the pod's node
+//! (`etcd.internal.storageType: hostPath` by default, which fabric's values keep;
+//! `/var/lib/<namespace>/karmada-etcd` mounted at `/var/lib/etcd`), so the snapshot saved there
+//! is a file on that node, which [`karmada_keep`] moves into the run's backup directory.
+//! Restoring it is by hand (docs/runbook.md, "Restoring Karmada's etcd"): fabric does not stop
+//! the chart's etcd and rewrite its data directory by itself.
 
 use crate::sh;
 use crate::transport::shell::{ABSENT, Sh};
@@ -75,22 +86,78 @@ pub fn k3s_restore(dir: &str) -> Sh {
     )
 }
 
-/// `etcdctl snapshot save` inside Karmada's etcd pod, to `path` on the pod's data volume; the
-/// chart's etcd listens on loopback with client TLS from its `etcd-cert` mount.
-pub fn karmada_etcd_save(path: &str) -> Vec<String> {
-    [
-        "etcdctl",
-        "--endpoints=https://127.0.0.1:2379",
-        "--cacert=/etc/kubernetes/pki/etcd/ca.crt",
-        "--cert=/etc/kubernetes/pki/etcd/server.crt",
-        "--key=/etc/kubernetes/pki/etcd/server.key",
-        "snapshot",
-        "save",
-        path,
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect()
+/// Karmada's etcd as the chart makes it (karmada-io/karmada `charts/karmada/templates/etcd.yaml`):
+/// the StatefulSet `etcd` (one replica by default, `etcd.internal.replicaCount`: its pod is
+/// `etcd-0`), the container `etcd`, the data directory `--data-dir=/var/lib/etcd` (the volume
+/// `etcd-data`, a hostPath at `/var/lib/{{ namespace }}/karmada-etcd`), and client TLS from the
+/// `etcd-cert` mount: `--trusted-ca-file=/etc/kubernetes/pki/etcd/server-ca.crt`,
+/// `--cert-file=.../karmada.crt`, `--key-file=.../karmada.key` (the pair Karmada's API server
+/// also uses as etcd's client, `karmada-apiserver.yaml`'s `--etcd-certfile`).
+pub const KARMADA_ETCD_POD: &str = "etcd-0";
+pub const KARMADA_ETCD_CONTAINER: &str = "etcd";
+const KARMADA_ETCD_DATA: &str = "/var/lib/etcd";
+pub const KARMADA_ETCD_HOST_PATH: &str = "/var/lib/karmada-system/karmada-etcd";
+/// The snapshot's name in the run's backup directory.
+pub const KARMADA_SNAPSHOT: &str = "karmada-etcd.db";
+
+/// etcd's client endpoint and TLS inside the pod: the chart's etcd listens on every address
+/// (`--listen-client-urls https://0.0.0.0:2379`) with a certificate whose hosts include
+/// `127.0.0.1` (the chart's default `certs.auto.hosts`), and asks clients for a certificate of
+/// its CA (`--client-cert-auth=true`).
+const KARMADA_ETCD_ENDPOINT: &str = "--endpoints=https://127.0.0.1:2379";
+const KARMADA_ETCD_CA: &str = "/etc/kubernetes/pki/etcd/server-ca.crt";
+const KARMADA_ETCD_CERT: &str = "/etc/kubernetes/pki/etcd/karmada.crt";
+const KARMADA_ETCD_KEY: &str = "/etc/kubernetes/pki/etcd/karmada.key";
+
+/// The snapshot's file name on etcd's data volume while it is taken: the run's, so a snapshot
+/// of another run is never the one moved.
+fn karmada_snapshot_file(run: &str) -> String {
+    format!("fabric-{run}.db")
+}
+
+/// Run on a server of the cluster that hosts Karmada (`k3s kubectl` has its admin kubeconfig):
+/// `etcdctl snapshot save` inside the etcd pod (etcd-io/etcd `etcdctl/README.md`, "SNAPSHOT
+/// SAVE"), onto the pod's data volume. etcdctl's report is kept off the output.
+pub fn karmada_snapshot(namespace: &str, run: &str) -> Sh {
+    sh!(
+        "set -e; k3s kubectl -n {} exec {} -c {} -- etcdctl {} --cacert={} --cert={} --key={} snapshot save {} >/dev/null",
+        namespace,
+        KARMADA_ETCD_POD,
+        KARMADA_ETCD_CONTAINER,
+        KARMADA_ETCD_ENDPOINT,
+        KARMADA_ETCD_CA,
+        KARMADA_ETCD_CERT,
+        KARMADA_ETCD_KEY,
+        format!("{KARMADA_ETCD_DATA}/{}", karmada_snapshot_file(run))
+    )
+}
+
+/// Run on the node of the etcd pod: the snapshot moved off etcd's data volume (the hostPath
+/// [`KARMADA_ETCD_HOST_PATH`]) into the run's backup directory `dir`, root's only (etcd holds
+/// Karmada's Secrets). Exits [`ABSENT`] when the snapshot is not there.
+pub fn karmada_keep(dir: &str, run: &str) -> Sh {
+    let snapshot = format!("{KARMADA_ETCD_HOST_PATH}/{}", karmada_snapshot_file(run));
+    let kept = format!("{dir}/{KARMADA_SNAPSHOT}");
+    sh!(
+        "set -e; [ -s {} ] || exit {}; umask 077; mkdir -p {}; chmod 700 {} {}; mv -f {} {}; chmod 600 {}",
+        snapshot.clone(),
+        ABSENT.to_string(),
+        dir,
+        BACKUP_ROOT,
+        dir,
+        snapshot,
+        kept.clone(),
+        kept
+    )
+}
+
+/// What the plan says of Karmada's snapshot, before it knows the run or the etcd pod's node.
+pub fn karmada_plan_line() -> String {
+    format!(
+        "backup: Karmada etcd snapshot → <node of karmada-system/{KARMADA_ETCD_POD}>:{BACKUP_ROOT}/<run>/{KARMADA_SNAPSHOT}, \
+         taken before the HelmChart changes; `fabric rollback` cannot downgrade Karmada: it names the snapshot and \
+         docs/runbook.md \"Restoring Karmada's etcd\" (what Karmada recorded since is lost)"
+    )
 }
 
 #[cfg(test)]
@@ -124,8 +191,33 @@ mod tests {
     }
 
     #[test]
+    fn karmadas_snapshot_is_taken_in_its_etcd_pod_with_the_charts_certificates() {
+        let c = karmada_snapshot("karmada-system", "20261202T100000Z-1").to_string();
+        assert_eq!(
+            c,
+            "set -e; k3s kubectl -n karmada-system exec etcd-0 -c etcd -- etcdctl --endpoints=https://127.0.0.1:2379 \
+             --cacert=/etc/kubernetes/pki/etcd/server-ca.crt --cert=/etc/kubernetes/pki/etcd/karmada.crt \
+             --key=/etc/kubernetes/pki/etcd/karmada.key snapshot save /var/lib/etcd/fabric-20261202T100000Z-1.db >/dev/null"
+        );
+    }
+
+    #[test]
+    fn karmadas_snapshot_is_moved_off_etcds_volume_into_the_runs_directory() {
+        let c = karmada_keep(&dir_of("r1"), "r1").to_string();
+        let from = "/var/lib/karmada-system/karmada-etcd/fabric-r1.db";
+        assert!(c.starts_with(&format!("set -e; [ -s {from} ] || exit 3;")), "{c}");
+        assert!(c.contains(&format!("mv -f {from} /var/lib/fabric/backup/r1/karmada-etcd.db")), "{c}");
+        assert!(c.ends_with("chmod 600 /var/lib/fabric/backup/r1/karmada-etcd.db"), "{c}");
+    }
+
+    #[test]
     fn builders_run_in_sh() {
-        for c in [k3s_save("/var/lib/fabric/backup/r1"), k3s_restore("/var/lib/fabric/backup/r1")] {
+        for c in [
+            k3s_save("/var/lib/fabric/backup/r1"),
+            k3s_restore("/var/lib/fabric/backup/r1"),
+            karmada_snapshot("karmada-system", "r1"),
+            karmada_keep("/var/lib/fabric/backup/r1", "r1"),
+        ] {
             let o = std::process::Command::new("sh").args(["-n", "-c", c.as_str()]).output().unwrap();
             assert!(o.status.success(), "{c}: {}", String::from_utf8_lossy(&o.stderr));
         }

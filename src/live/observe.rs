@@ -121,6 +121,11 @@ pub struct Live {
     /// (its expiry: public; see `live::served_cert`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mesh_ca: Option<super::served_cert::ServedCert>,
+    /// Each Node's kubelet version (`status.nodeInfo.kubeletVersion`) in the clusters whose K3s
+    /// a selected step installs or upgrades, all of them, the topology's or not (see
+    /// `live::versions`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kubelets: BTreeMap<Target, BTreeMap<String, String>>,
 }
 
 /// A GPU node's NVIDIA driver and container toolkit, as read over SSH.

@@ -80,6 +80,10 @@ impl Workspace {
         live.gpu_runtime = observe::read_gpu_runtimes(&self.gpu_nodes_of(&selected), targets).await;
         live.karmada_cert = self.read_karmada_cert(&selected, targets, &live).await;
         live.mesh_ca = self.read_mesh_ca(&selected, targets, &live).await;
+        // Every kubelet of a cluster whose K3s is planned: the skew check covers nodes the
+        // topology does not hold (`live::versions`).
+        let clusters = crate::live::versions::k3s_clusters(&all, &live);
+        live.kubelets = crate::live::versions::read_kubelets(&clusters, targets).await;
         Ok(Observation { selection: sel, selected, live, orphans, report })
     }
 

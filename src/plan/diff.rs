@@ -34,7 +34,18 @@ pub fn change(r: &Resource, live: &Live) -> Option<Change> {
     c.diff = diff;
     c.refused = live.refusals.get(&r.address).filter(|_| action != Action::NoOp).cloned();
     c.left_to_controllers = live.left_to_controllers.get(&r.address).cloned().unwrap_or_default();
+    if action == Action::Update {
+        c.upgrade = chart_upgrade(r, &observed);
+    }
     Some(c)
+}
+
+/// The lines of a HelmChart whose version changes over the one that runs (empty otherwise).
+fn chart_upgrade(r: &Resource, observed: &Observed) -> Vec<String> {
+    let Some(obj) = r.kube_object().filter(|o| o["kind"] == "HelmChart") else { return vec![] };
+    let Some((running, wanted)) = crate::desired::upgrade::version_change(observed, obj) else { return vec![] };
+    let chart = obj["metadata"]["name"].as_str().unwrap_or_default();
+    crate::desired::upgrade::chart_upgrade_lines(chart, &running, &wanted)
 }
 
 /// The desired text with peers' keys: as read from the peers, else as the resource's live state

@@ -163,7 +163,7 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::model::{Change, Mode, StepPlan, Summary, Unreachable};
+    use crate::plan::model::{Change, StepPlan, Unreachable};
 
     fn change(target: Target, action: Action) -> Change {
         Change {
@@ -176,35 +176,14 @@ mod tests {
             diff: None,
             refused: None,
             left_to_controllers: vec![],
+            upgrade: vec![],
         }
     }
 
     fn plan(changes: Vec<Change>, unreachable: Vec<Unreachable>) -> Plan {
-        Plan {
-            format_version: crate::plan::model::FORMAT_VERSION.into(),
-            fabric: "lab".into(),
-            topology_file: "t.yaml".into(),
-            topology_digest: String::new(),
-            selection: Default::default(),
-            mode: Mode::Offline,
-            steps: vec![StepPlan {
-                key: "B.1".into(),
-                id: "B.1".into(),
-                site: None,
-                phase: "B".into(),
-                title: "tunnel".into(),
-                risk: crate::catalog::spec::Risk::Low,
-                costs: vec![],
-                needs: vec![],
-                changes,
-                refused: None,
-                unreachable: vec![],
-            }],
-            unreachable,
-            held: vec![],
-            warnings: vec![],
-            summary: Summary::default(),
-        }
+        let mut p = Plan::of_steps(vec![StepPlan::tunnel(changes)]);
+        p.unreachable = unreachable;
+        p
     }
 
     fn facts() -> Facts {

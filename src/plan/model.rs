@@ -10,8 +10,9 @@ use crate::addr::{Address, Target};
 use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
-/// when fields are added, the major one when a consumer must change. 1.1 added `held`.
-pub const FORMAT_VERSION: &str = "1.3";
+/// when fields are added, the major one when a consumer must change. 1.1 added `held`; 1.4
+/// added `changes[].upgrade`.
+pub const FORMAT_VERSION: &str = "1.4";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,6 +76,10 @@ pub struct Change {
     /// (`spec.suspend: left to kueue`); display only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub left_to_controllers: Vec<String>,
+    /// A chart's version change: the upgrade, how its CRDs follow, the backup taken first (one
+    /// line each, `desired::upgrade::chart_upgrade_lines`); display only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upgrade: Vec<String>,
 }
 
 impl Change {
@@ -89,6 +94,7 @@ impl Change {
             diff: None,
             refused: None,
             left_to_controllers: Vec::new(),
+            upgrade: Vec::new(),
         }
     }
 }
@@ -113,6 +119,46 @@ pub struct StepPlan {
     pub refused: Option<String>,
     /// Targets of this step that could not be read: their resources are not in `changes`.
     pub unreachable: Vec<Target>,
+}
+
+impl StepPlan {
+    /// B.1 (the tunnel, low risk, fabric-wide) with `changes` (for tests of plans and views).
+    #[cfg(test)]
+    pub fn tunnel(changes: Vec<Change>) -> StepPlan {
+        StepPlan {
+            key: "B.1".into(),
+            id: "B.1".into(),
+            site: None,
+            phase: "B".into(),
+            title: "tunnel".into(),
+            risk: crate::catalog::spec::Risk::Low,
+            costs: vec![],
+            needs: vec![],
+            changes,
+            refused: None,
+            unreachable: vec![],
+        }
+    }
+}
+
+impl Plan {
+    /// An offline plan of `steps` on the lab's topology file, not summarized (for tests of views).
+    #[cfg(test)]
+    pub fn of_steps(steps: Vec<StepPlan>) -> Plan {
+        Plan {
+            format_version: FORMAT_VERSION.into(),
+            fabric: "lab".into(),
+            topology_file: "t.yaml".into(),
+            topology_digest: String::new(),
+            selection: Default::default(),
+            mode: Mode::Offline,
+            steps,
+            unreachable: vec![],
+            held: vec![],
+            warnings: vec![],
+            summary: Summary::default(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -73,6 +73,9 @@ pub fn human(p: &Plan, st: &Style) -> String {
             for l in &c.left_to_controllers {
                 let _ = writeln!(out, "      {}", st.dim(l));
             }
+            for l in &c.upgrade {
+                let _ = writeln!(out, "      {}", st.yellow(l));
+            }
             if let Some(d) = &c.diff
                 && c.action == Action::Update
             {
@@ -194,6 +197,15 @@ pub fn markdown(p: &Plan) -> String {
         let _ = writeln!(out, "\n_{unchanged} step(s) without changes._");
     }
     out.push('\n');
+    // Chart upgrades, with how their CRDs follow and the backup taken first: what a reviewer
+    // must see without unfolding the diffs.
+    for c in p.steps.iter().flat_map(|s| &s.changes).filter(|c| !c.upgrade.is_empty()) {
+        let _ = writeln!(out, "> :arrow_up: `{}`", c.address);
+        for l in &c.upgrade {
+            let _ = writeln!(out, "> - {}", md_escape(l));
+        }
+        out.push('\n');
+    }
     if shown.iter().any(|s| changes(s)) {
         markdown_diffs(p, &mut out);
     }
@@ -239,5 +251,47 @@ fn markdown_diffs(p: &Plan, out: &mut String) {
     if cut > 0 {
         let _ =
             writeln!(out, "\n_{cut} diff(s) left out to keep the comment short: run `fabric plan` for all of them._");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::model::{Change, StepPlan};
+
+    /// A chart's upgrade lines under its change, in the terminal and in a pull request's comment.
+    #[test]
+    fn a_chart_upgrade_shows_its_lines() {
+        let mut c = Change::create(&crate::desired::Resource {
+            address: "cluster.franca/kube-system/HelmChart/karmada".into(),
+            site: Some("franca".into()),
+            provider: crate::desired::ProviderKind::Kube,
+            summary: "Karmada".into(),
+            sensitive: false,
+            desired: crate::desired::Desired::Kube(serde_json::json!({})),
+            file: None,
+        });
+        c.action = Action::Update;
+        c.upgrade = crate::desired::upgrade::chart_upgrade_lines("karmada", "1.15.0", "1.16.0");
+        let step = StepPlan {
+            key: "C.1".into(),
+            id: "C.1".into(),
+            site: None,
+            phase: "C".into(),
+            title: "Karmada".into(),
+            risk: crate::catalog::spec::Risk::Medium,
+            costs: vec![],
+            needs: vec![],
+            changes: vec![c],
+            refused: None,
+            unreachable: vec![],
+        };
+        let p = Plan::of_steps(vec![step]);
+        let human = human(&p, &Style::detect(true, false));
+        assert!(human.contains("      upgrade: karmada chart 1.15.0 → 1.16.0\n"), "{human}");
+        assert!(human.contains("      backup: Karmada etcd snapshot → "), "{human}");
+        let md = markdown(&p);
+        assert!(md.contains("> :arrow_up: `cluster.franca/kube-system/HelmChart/karmada`"), "{md}");
+        assert!(md.contains("> - CRDs: Karmada"), "{md}");
     }
 }

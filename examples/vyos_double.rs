@@ -819,6 +819,111 @@ fn read_pending(st: &State) -> Option<Pending> {
     Some(Pending { token: get("token")?, deadline_ms: get("deadline_ms")?.parse().ok()?, action: get("action")? })
 }
 
+/// Where a commit-confirm is in systemd's terms. VyOS 1.4 keeps no state of its own for it:
+/// vyos-1x `python/vyos/config_mgmt.py` `commit_confirm` runs `sudo systemd-run --quiet
+/// --on-active={minutes}m --unit=commit-confirm <revert>` (`timer_name = 'commit-confirm'`), a
+/// transient `commit-confirm.timer` that starts `commit-confirm.service` (the revert) when it
+/// elapses, and every later question is `is_systemd_service_active('commit-confirm.timer')`
+/// (`python/vyos/utils/process.py`: `systemctl show --value -p ActiveState`, `== 'active'`):
+/// `commit_confirm`'s `Another confirm is pending`, `confirm`'s `No confirm pending`. systemd-run
+/// makes its timers with `RemainAfterElapse=no` (systemd `src/run/run.c`,
+/// `transient_timer_set_properties`), so once elapsed the timer is gone (inactive) while its
+/// service runs the revert. The double's `confirm.pending` holds the same facts: armed and
+/// before its deadline is the timer; past it, until the reverter removed it, the service.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum ConfirmTimer {
+    /// No commit-confirm, or confirmed, or reverted: both units inactive.
+    None,
+    /// `commit-confirm.timer` active: the revert is due.
+    Armed,
+    /// The timer elapsed; `commit-confirm.service` runs the revert.
+    Reverting,
+}
+
+fn confirm_timer(st: &State) -> ConfirmTimer {
+    match read_pending(st) {
+        None => ConfirmTimer::None,
+        Some(p) if now_ms() < p.deadline_ms => ConfirmTimer::Armed,
+        Some(_) => ConfirmTimer::Reverting,
+    }
+}
+
+/// The `ActiveState` systemd reports for one of commit-confirm's units; None for any other unit
+/// (the double models no other).
+fn unit_active_state(st: &State, unit: &str) -> Option<&'static str> {
+    let t = confirm_timer(st);
+    match unit {
+        "commit-confirm.timer" => Some(if t == ConfirmTimer::Armed { "active" } else { "inactive" }),
+        "commit-confirm.service" => Some(if t == ConfirmTimer::Reverting { "active" } else { "inactive" }),
+        _ => None,
+    }
+}
+
+/// `systemctl` as the router's shell finds it: the double links itself as `systemctl` first on
+/// the PATH of the plain shell commands it runs ([`login_shell`]). It answers what reads a
+/// unit's state, for commit-confirm's two units, from the double's state as systemd would:
+/// `show [--value] -p ActiveState UNIT...` (what VyOS's own `is_systemd_service_active` runs;
+/// without `--value` `ActiveState=...`; units separated by an empty line) and `is-active
+/// [--quiet] UNIT...` (systemctl(1): one state per unit, exit 0 when one is active, else 3).
+/// Anything else (another verb, property or unit) is refused with exit 1 and a `vyos_double:`
+/// line: never a silent answer.
+fn systemctl(args: &[String]) -> ExitCode {
+    let refuse = |why: String| {
+        eprintln!(
+            "vyos_double: systemctl {}: {why} (the double models only reading commit-confirm's units)",
+            args.join(" ")
+        );
+        ExitCode::FAILURE
+    };
+    let st = match State::from_env() {
+        Ok(s) => s,
+        Err(e) => return refuse(e),
+    };
+    let (mut value, mut quiet, mut props, mut words) = (false, false, Vec::new(), Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--value" => value = true,
+            "--quiet" | "-q" => quiet = true,
+            "--no-pager" => {}
+            "-p" | "--property" => props.push(it.next().cloned().unwrap_or_default()),
+            _ if a.starts_with("--property=") => props.push(a["--property=".len()..].to_string()),
+            _ if a.starts_with("-p") => props.push(a[2..].to_string()),
+            _ if a.starts_with('-') => return refuse(format!("option {a} is not modelled")),
+            _ => words.push(a.as_str()),
+        }
+    }
+    let Some((verb, units)) = words.split_first() else { return refuse("no command".into()) };
+    let mut states = Vec::new();
+    for u in units {
+        match unit_active_state(&st, u) {
+            Some(s) => states.push(s),
+            None => return refuse(format!("unit {u} is not modelled")),
+        }
+    }
+    if units.is_empty() {
+        return refuse("no unit".into());
+    }
+    match *verb {
+        "show" if props.iter().all(|p| p == "ActiveState") && !props.is_empty() => {
+            let shown: Vec<String> =
+                states.iter().map(|s| if value { format!("{s}\n") } else { format!("ActiveState={s}\n") }).collect();
+            print!("{}", shown.join("\n"));
+            ExitCode::SUCCESS
+        }
+        "show" => refuse("only `-p ActiveState` is modelled".into()),
+        "is-active" => {
+            if !quiet {
+                for s in &states {
+                    println!("{s}");
+                }
+            }
+            if states.contains(&"active") { ExitCode::SUCCESS } else { ExitCode::from(3) }
+        }
+        v => refuse(format!("`{v}` is not modelled")),
+    }
+}
+
 /// The revert process: detached (setsid, nohup, stdio on /dev/null) so the SSH session can end.
 fn reverter(token: &str) -> ExitCode {
     let st = match State::from_env() {
@@ -855,6 +960,25 @@ fn reverter(token: &str) -> ExitCode {
     st.remove("confirm.pending");
     st.remove("confirm.previous");
     ExitCode::SUCCESS
+}
+
+/// The state's lock, taken once no commit-confirm revert runs. On VyOS a `commit-confirm` that
+/// comes while the previous one's revert service runs finds no timer and goes on, and the
+/// revert (a reboot on 1.4) then takes it away; the double instead lets the revert finish
+/// first, so that no revert is ever lost (a deviation, in vyos_double.md).
+fn lock_past_revert(st: &State) -> Result<Lock, Failed> {
+    let started = Instant::now();
+    loop {
+        let lock = st.lock().map_err(Failed)?;
+        if confirm_timer(st) != ConfirmTimer::Reverting {
+            return Ok(lock);
+        }
+        drop(lock);
+        if started.elapsed() > Duration::from_secs(60) {
+            return Err(Failed("vyos_double: the commit-confirm revert did not finish within 60 s".into()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 fn spawn_reverter(token: &str) -> Result<(), String> {
@@ -1411,12 +1535,12 @@ impl<'a> Session<'a> {
             _ => return Err(Failed(format!("vyos_double: `commit-confirm {}` is not modelled", args.join(" ")))),
         };
         {
-            let _lock = self.st.lock().map_err(Failed)?;
+            let _lock = lock_past_revert(self.st)?;
             if !self.session_changed()? {
                 say("No configuration changes to commit");
                 return Ok(1);
             }
-            if read_pending(self.st).is_some() {
+            if confirm_timer(self.st) == ConfirmTimer::Armed {
                 say("Another confirm is pending");
                 return Ok(0);
             }
@@ -1440,8 +1564,8 @@ impl<'a> Session<'a> {
             say("commit-confirm canceled");
             return Ok(0);
         }
-        let _lock = self.st.lock().map_err(Failed)?;
-        if read_pending(self.st).is_some() {
+        let _lock = lock_past_revert(self.st)?;
+        if confirm_timer(self.st) == ConfirmTimer::Armed {
             say("Another confirm is pending");
             return Ok(0);
         }
@@ -1477,7 +1601,9 @@ impl<'a> Session<'a> {
 
     fn confirm(&mut self) -> Result<(), Failed> {
         let _lock = self.st.lock().map_err(Failed)?;
-        let Some(p) = read_pending(self.st) else {
+        // `confirm` asks the timer (config_mgmt.py `confirm`): once it elapsed, the revert
+        // runs and there is nothing left to stop.
+        let Some(p) = read_pending(self.st).filter(|_| confirm_timer(self.st) == ConfirmTimer::Armed) else {
             say("No confirm pending");
             return Ok(());
         };
@@ -1652,8 +1778,24 @@ fn is_vyos_command(command: &str) -> bool {
 /// bash. The double runs them in a real bash in the router's namespaces (as root, where VyOS
 /// would run them as the login user: fabric wraps its root-only reads in `sudo -n`, which the
 /// `vyos` user may run, its groups including `sudo` in the same file).
-fn login_shell(command: &str) -> ExitCode {
-    match Command::new("bash").arg("-c").arg(command).status() {
+///
+/// `systemctl` there is the double itself ([`systemctl`]), linked as `<state>/bin/systemctl`
+/// first on the PATH, so that a read of commit-confirm's systemd units answers from the double's
+/// state as VyOS's systemd would.
+fn login_shell(st: &State, command: &str) -> ExitCode {
+    let bin = st.path("bin");
+    let link = bin.join("systemctl");
+    if !link.exists() {
+        let made = fs::create_dir_all(&bin)
+            .and_then(|()| std::env::current_exe())
+            .and_then(|exe| std::os::unix::fs::symlink(exe, &link));
+        if let Err(e) = made.or_else(|e| if link.exists() { Ok(()) } else { Err(e) }) {
+            eprintln!("vyos_double: cannot link systemctl into {}: {e}", bin.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_else(|_| TOOL_PATH.to_string()));
+    match Command::new("bash").arg("-c").arg(command).env("PATH", path).status() {
         Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
         Err(e) => {
             eprintln!("vyos_double: cannot run bash for `{command}`: {e}");
@@ -1666,6 +1808,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     if args.len() == 3 && args[1] == "__commit-confirm-revert" {
         return reverter(&args[2]);
+    }
+    if args.first().and_then(|a| std::path::Path::new(a).file_name()).is_some_and(|n| n == "systemctl") {
+        return systemctl(&args[1..]);
     }
     let st = match State::from_env() {
         Ok(s) => s,
@@ -1704,7 +1849,7 @@ fn main() -> ExitCode {
             say(fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim());
             Ok(())
         }
-        _ if !is_vyos_command(command) => return login_shell(command),
+        _ if !is_vyos_command(command) => return login_shell(&st, command),
         _ => {
             let command = command.strip_prefix("/opt/vyatta/bin/vyatta-op-cmd-wrapper ").unwrap_or(command);
             match split_words(command) {

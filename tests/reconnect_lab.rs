@@ -46,24 +46,6 @@ fn leftovers(lab: &lab::Lab, router: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// Restarts `host`'s sshd as a host whose sshd dies and comes back: every sshd process of the
-/// host (the listener and each connection's) is ended, and `down_secs` later a new listener
-/// starts with the same configuration, in the same namespaces (the command runs inside them,
-/// so they live on meanwhile). Only processes in this lab host's network namespace are touched.
-fn restart_sshd(lab: &lab::Lab, host: &str, down_secs: u32) -> Output {
-    let d = lab.dir.join("hosts").join(host);
-    let d = d.display();
-    lab.exec(
-        host,
-        &format!(
-            "me=$(readlink /proc/self/ns/net); for p in /proc/[0-9]*; do \
-             if [ \"$(readlink $p/ns/net 2>/dev/null)\" = \"$me\" ] && [ \"$(cat $p/comm 2>/dev/null)\" = sshd ]; \
-             then kill ${{p#/proc/}}; fi; done; sleep {down_secs}; \
-             /usr/sbin/sshd -f {d}/sshd_config -E {d}/sshd.log"
-        ),
-    )
-}
-
 /// Changes sp's listen port by hand, so that B.1 has a change to make there.
 fn drift(lab: &lab::Lab, port: u16) {
     let sed = format!("sed -i 's/^ListenPort = .*/ListenPort = {port}/' /etc/wireguard/wg0.conf");
@@ -122,18 +104,12 @@ fn sshd_restarts_packet_loss_and_flaps() {
     // 1. sshd restarted during a read: the plan's connect meets a closed port, tries again
     //    (one line per retry under -v) and reads the router once sshd is back.
     drift(&lab, 51990);
-    let sshd: std::net::SocketAddr = format!("{}:22", lab.mgmt_ip("sp-router")).parse().unwrap();
     let restart = std::thread::spawn({
         let lab = lab.clone();
-        move || restart_sshd(&lab, "sp-router", 1)
+        move || lab.restart_sshd("sp-router", 1)
     });
     // The plan starts once the old sshd refuses connections (its new one comes a second later).
-    let t = std::time::Instant::now();
-    while std::net::TcpStream::connect_timeout(&sshd, Duration::from_millis(300)).is_ok()
-        && t.elapsed() < Duration::from_secs(20)
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    lab.wait_until_sshd_down("sp-router");
     let plan = run.plan();
     assert!(restart.join().unwrap().status.success());
     assert_eq!(plan.status.code(), Some(2), "the drift is read, not an unreachable router: {}", out(&plan));
@@ -143,7 +119,7 @@ fn sshd_restarts_packet_loss_and_flaps() {
     //    dead; the next use connects anew (same host key) and the step goes through.
     let p = run::fabric_paused(&run.dir, &run.topology, &run.ssh_config, &apply_args(), "locked", 4);
     assert!(p.wait_for_pause(Duration::from_secs(60)), "the run locked its hosts");
-    assert!(restart_sshd(&lab, "sp-router", 1).status.success());
+    assert!(lab.restart_sshd("sp-router", 1).status.success());
     let o = p.finish();
     assert_end_state(&lab, &run, &o);
     assert!(o.status.success(), "a restarted sshd does not fail the step: {}", out(&o));
@@ -153,7 +129,7 @@ fn sshd_restarts_packet_loss_and_flaps() {
     drift(&lab, 51991);
     let p = run::fabric_paused(&run.dir, &run.topology, &run.ssh_config, &apply_args(), "applied", 3);
     assert!(p.wait_for_pause(Duration::from_secs(60)), "the run applied its changes");
-    assert!(restart_sshd(&lab, "sp-router", 1).status.success());
+    assert!(lab.restart_sshd("sp-router", 1).status.success());
     let o = p.finish();
     assert_end_state(&lab, &run, &o);
     if !o.status.success() {

@@ -69,6 +69,35 @@ fn routers_through_an_included_file_and_two_jump_hosts() {
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     rt.block_on(fabric_connects_through_both_hops(&lab, &config));
     fabric_plan_reads_both_routers(&lab, &config);
+    sshd_restarted_behind_two_jump_hosts(&lab, &config);
+}
+
+/// franca-router's sshd restarts while a plan reaches it through both jump hosts: jump2's sshd
+/// answers the `direct-tcpip` open with `SSH_OPEN_CONNECT_FAILED` and `Connection refused`
+/// (OpenSSH `channels.c`, `channel_post_connecting`), which fabric retries as it retries a
+/// refused direct connect (issue #24, item 1): the plan reads the router once sshd is back, with
+/// one `retry:` line per attempt under `-v`.
+fn sshd_restarted_behind_two_jump_hosts(lab: &lab::Lab, config: &Path) {
+    let topology = lab.dir.join("topology.yaml");
+    let restart = std::thread::scope(|scope| {
+        let restart = scope.spawn(|| lab.restart_sshd("franca-router", 1));
+        // The plan starts once the old sshd is gone (its new one comes a second later).
+        lab.wait_until_sshd_down("franca-router");
+        let o = run::fabric_in(&lab.dir, &topology, config, &["plan", "--step", "B.1", "-v"]);
+        (restart.join().unwrap(), o)
+    });
+    let (restarted, o) = restart;
+    assert!(restarted.status.success(), "{}", out(&restarted));
+    let text = out(&o);
+    assert!(o.status.success(), "the router is read once its sshd is back: {text}");
+    assert!(
+        text.contains(
+            "fabric: retry: router.franca: connect: attempt 1/5 failed (Connection refused (said by jump host"
+        ),
+        "the refusal behind the jump hosts is retried: {text}"
+    );
+    let read = text.lines().find(|l| l.starts_with("fabric:   router.franca: ")).unwrap_or_default();
+    assert!(read.contains("resource(s)"), "router.franca was read: {text}");
 }
 
 /// The routers' public addresses are blackholed in this namespace while a lab is up

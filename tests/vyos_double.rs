@@ -657,6 +657,71 @@ fn confirm_after_the_timer_fired_says_no_confirm_pending() {
     assert_eq!(fabric::providers::vyos_confirmed(&out), Some(false), "fabric would take this as confirmed");
 }
 
+/// VyOS 1.4 keeps a pending commit-confirm as a systemd timer (vyos-1x `config_mgmt.py`
+/// `commit_confirm`: `systemd-run --on-active=Nm --unit=commit-confirm`), and asks systemd
+/// whether one is pending (`is_systemd_service_active`: `systemctl show --value -p ActiveState
+/// commit-confirm.timer`). The double answers that read in its login shell from the same state:
+/// the timer active until it fires, then the revert service until the router is back; fabric's
+/// lock read (`live::locks::read_locks_vyos`) sees exactly that.
+#[test]
+fn a_pending_commit_confirm_is_a_systemd_timer_as_on_vyos() {
+    let double = double_binary();
+    let st = local_state("timer");
+    let state = |unit: &str| {
+        let (code, out) = local_command(&double, &st, &format!("systemctl show --value -p ActiveState {unit}"), None);
+        assert_eq!(code, Some(0), "{out}");
+        out.trim().to_string()
+    };
+    let fabric_reads = || {
+        let read = fabric::transport::shell::as_root("root", &fabric::live::locks::read_locks_vyos());
+        let (code, out) = local_command(&double, &st, read.as_str(), None);
+        assert_eq!(code, Some(0), "{out}");
+        fabric::live::locks::parse_hold(&out)
+    };
+    assert_eq!(state("commit-confirm.timer"), "inactive");
+    assert!(fabric_reads().is_empty());
+
+    let script = format!("{TEMPLATE}configure\nset system host-name 'pending'\ncommit-confirm 3 <<< y\nexit\n");
+    let (code, out) = local(&double, &st, &script, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(state("commit-confirm.timer"), "active");
+    assert_eq!(state("commit-confirm.service"), "inactive");
+    let (code, out) = local_command(&double, &st, "systemctl show -p ActiveState commit-confirm.timer", None);
+    assert_eq!((code, out.trim()), (Some(0), "ActiveState=active"));
+    let (code, out) =
+        local_command(&double, &st, "systemctl is-active commit-confirm.timer commit-confirm.service", None);
+    assert_eq!((code, out.as_str()), (Some(0), "active\ninactive\n"));
+    let hold = fabric_reads();
+    assert_eq!(hold.pending_reverts, ["VyOS commit-confirm (commit-confirm.timer active)"]);
+    assert_eq!(hold.unknown, None);
+    // The same as `Another confirm is pending` says.
+    let again = format!("{TEMPLATE}configure\nset system domain-name 'second.example'\ncommit-confirm 3 <<< y\nexit\n");
+    let (_, out) = local(&double, &st, &again, Duration::from_secs(30));
+    assert!(out.contains("Another confirm is pending"), "{out}");
+
+    // It fires: the timer is gone, and once the revert is done nothing is pending.
+    let t0 = Instant::now();
+    while !fabric_reads().is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(15), "still pending 15 s after commit-confirm 3 (seconds)");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!local_config(&st).contains("pending"), "not reverted:\n{}", local_config(&st));
+    assert_eq!(state("commit-confirm.timer"), "inactive");
+    let (code, _) = local_command(&double, &st, "systemctl is-active --quiet commit-confirm.timer", None);
+    assert_eq!(code, Some(3), "systemctl(1): not active");
+
+    // What the double does not model is refused, never answered.
+    for cmd in [
+        "systemctl show --value -p ActiveState sshd.service",
+        "systemctl stop commit-confirm.timer",
+        "systemctl show -p SubState commit-confirm.timer",
+    ] {
+        let (code, out) = local_command(&double, &st, cmd, None);
+        assert_eq!(code, Some(1), "`{cmd}` was answered: {out}");
+        assert!(out.contains("vyos_double: systemctl"), "{out}");
+    }
+}
+
 // ---- What the double does not cover (crates/testkit/src/vyos_double.md, "Not covered") ------
 
 #[test]
@@ -675,6 +740,12 @@ fn not_covered_the_real_commit_confirm_function_text() {
 #[ignore = "NOT COVERED by the VyOS double: the host lock's holder on a real VyOS as the `vyos` user through `sudo -n` (the double runs it as root in bash; that real VyOS ships util-linux's flock and that sudo passes the channel's end through as end of input is read from Debian, not run)"]
 fn not_covered_the_host_lock_on_a_real_vyos_through_sudo() {
     panic!("not covered by the VyOS double: needs a real VyOS router");
+}
+
+#[test]
+#[ignore = "NOT COVERED by the VyOS double: a real VyOS's systemd `commit-confirm.timer` and `commit-confirm.service` (the double answers `systemctl show -p ActiveState` for them from its own state; that sagitta arms the timer with `systemd-run --on-active`, that it is gone once elapsed and that its service reboots are read from vyos-1x `config_mgmt.py` and systemd `run.c`, not run)"]
+fn not_covered_the_commit_confirm_timer_of_a_real_vyos() {
+    panic!("not covered by the VyOS double: needs a real VyOS router with systemd");
 }
 
 /// Runs the double for the SSH command `command` (not a `vbash -s` script) as sshd would, in a

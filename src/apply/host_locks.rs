@@ -7,14 +7,18 @@
 //! (a run killed before it confirmed: its router puts itself back when the timer fires, and the
 //! lock of the dead run ended with its connection long before). So a new apply right after a
 //! `kill -9` goes through once the dead run's routers have reverted by themselves, and never
-//! changes a router under a revert about to fire.
+//! changes a router under a revert about to fire. On a Linux router that is the run's canary
+//! file; on a VyOS router, its commit-confirm's systemd timer and the revert it starts
+//! (`live::locks::VYOS_CONFIRM_UNITS`), whoever armed it: VyOS keeps one per router and does
+//! not say whose, and no run armed one on a host before taking its lock. Only then does the step
+//! read the host again for its rollback point (`apply::pending_changes`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use crate::apply::{ApplyError, Progress, holder};
-use crate::desired::{ProviderKind, Target};
+use crate::desired::Target;
 use crate::live::locks::{self, HELD, LOCK_PATH, LOCKED};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
@@ -64,10 +68,7 @@ impl HostLocks {
             let s = pool.get(targets, target).await?;
             let holder = take(&s, run).await?;
             self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
-            let vyos = targets.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos);
-            if !vyos {
-                wait_for_other_reverts(&s, run, progress).await?;
-            }
+            wait_for_other_reverts(&s, targets.is_vyos(target), run, progress).await?;
         }
         Ok(())
     }
@@ -130,14 +131,19 @@ async fn take(s: &Session, run: &str) -> Result<Running, ApplyError> {
 }
 
 /// Waits until no self-revert of another run is pending on the host behind `s` (bounded by
-/// [`PENDING_REVERT_WAIT`]).
-async fn wait_for_other_reverts(s: &Session, run: &str, progress: Progress<'_>) -> Result<(), ApplyError> {
-    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
+/// [`PENDING_REVERT_WAIT`]); a VyOS router whose commit-confirm state cannot be read is refused
+/// at once.
+async fn wait_for_other_reverts(s: &Session, vyos: bool, run: &str, progress: Progress<'_>) -> Result<(), ApplyError> {
+    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks_for(vyos));
     let started = Instant::now();
     let mut said = false;
     loop {
         let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
-        let others = others_pending(&locks::parse_hold(&o.stdout_str()).pending_reverts, run);
+        let hold = locks::parse_hold(&o.stdout_str());
+        if let Some(why) = hold.unknown {
+            return Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: why });
+        }
+        let others = others_pending(&hold.pending_reverts, run);
         if others.is_empty() {
             return Ok(());
         }
@@ -153,9 +159,10 @@ async fn wait_for_other_reverts(s: &Session, run: &str, progress: Progress<'_>) 
         }
         if !said {
             progress(&format!(
-                "{}: waiting for another run's pending self-revert before changing it ({})",
+                "{}: waiting for another run's pending self-revert before changing it ({}; at most {} min)",
                 s.endpoint.target,
-                others.join(", ")
+                others.join(", "),
+                PENDING_REVERT_WAIT.as_secs() / 60
             ));
             said = true;
         }
@@ -163,7 +170,8 @@ async fn wait_for_other_reverts(s: &Session, run: &str, progress: Progress<'_>) 
     }
 }
 
-/// The pending self-reverts (canaries `/run/fabric-confirm-<if>-<run>`) that are not `run`'s.
+/// The pending self-reverts that are not `run`'s: canaries `/run/fabric-confirm-<if>-<run>` of
+/// other runs, and a VyOS router's commit-confirm (it names no run).
 fn others_pending(pending: &[String], run: &str) -> Vec<String> {
     let mine = format!("-{run}");
     pending.iter().filter(|c| !c.ends_with(&mine)).cloned().collect()
@@ -178,5 +186,7 @@ mod tests {
         let pending = ["/run/fabric-confirm-wg0-20261202T1000Z-1".to_string(), "/run/fabric-confirm-wg0-r2".into()];
         assert_eq!(others_pending(&pending, "r2"), ["/run/fabric-confirm-wg0-20261202T1000Z-1"]);
         assert!(others_pending(&pending[1..], "r2").is_empty());
+        let vyos = locks::parse_hold("unit commit-confirm.timer active\nunit commit-confirm.service inactive\n");
+        assert_eq!(others_pending(&vyos.pending_reverts, "r2"), ["VyOS commit-confirm (commit-confirm.timer active)"]);
     }
 }

@@ -67,8 +67,12 @@ pub struct Hold {
     pub lock: Option<String>,
     /// The pid of the session's lock holder on the host.
     pub session: Option<u32>,
-    /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
+    /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`), and
+    /// on a VyOS router its commit-confirm, whoever's it is ([`VYOS_CONFIRM_UNITS`]).
     pub pending_reverts: Vec<String>,
+    /// Why it cannot be told whether a VyOS router's commit-confirm is pending (also listed in
+    /// `pending_reverts`, so nothing reads it as free).
+    pub unknown: Option<String>,
 }
 
 impl Hold {
@@ -133,12 +137,70 @@ fn read_locks_at(path: &str) -> Sh {
     )
 }
 
-/// Reads [`read_locks`]'s output.
+/// The systemd units of a VyOS router's commit-confirm. VyOS 1.4 keeps no file of its own for a
+/// pending commit-confirm: vyos-1x `python/vyos/config_mgmt.py` `commit_confirm` arms it with
+/// `systemd-run --on-active={minutes}m --unit=commit-confirm` (`timer_name`), a transient timer
+/// that starts `commit-confirm.service`, the revert, when it elapses; systemd-run's timers do not
+/// remain after that (`RemainAfterElapse=no`, systemd `src/run/run.c`
+/// `transient_timer_set_properties`). So the confirm is pending while the timer is active
+/// (VyOS's own test, `python/vyos/utils/process.py` `is_systemd_service_active`: `systemctl show
+/// --value -p ActiveState`, behind `Another confirm is pending`), and the router is putting
+/// itself back while the service is active.
+pub const VYOS_CONFIRM_UNITS: [&str; 2] = ["commit-confirm.timer", "commit-confirm.service"];
+
+/// [`read_locks`] on a VyOS router: also `unit <name> <ActiveState>` for each of
+/// [`VYOS_CONFIRM_UNITS`], asked as VyOS asks it. A plain command, which VyOS's login shell
+/// (vbash) runs; reading a unit's state needs no root.
+pub fn read_locks_vyos() -> Sh {
+    sh!(
+        "{}; for u in {} {}; do printf 'unit %s %s\\n' \"$u\" \"$(systemctl show --value -p ActiveState \"$u\" 2>/dev/null)\"; done",
+        read_locks(),
+        VYOS_CONFIRM_UNITS[0],
+        VYOS_CONFIRM_UNITS[1]
+    )
+}
+
+/// The lock read for a host: [`read_locks_vyos`] on a VyOS router, else [`read_locks`].
+pub fn read_locks_for(vyos: bool) -> Sh {
+    if vyos { read_locks_vyos() } else { read_locks() }
+}
+
+/// What a VyOS router's commit-confirm unit in `state` means for a run that would change the
+/// router: None when it holds nothing back. A unit whose state is not one systemd reports
+/// (nothing: no `systemctl`) cannot be told apart from a pending revert: it says so.
+fn vyos_unit_pending(unit: &str, state: &str) -> Option<Result<String, String>> {
+    match (unit, state) {
+        (_, "inactive" | "failed") => None,
+        ("commit-confirm.timer", "active" | "activating" | "deactivating" | "reloading" | "refreshing") => {
+            Some(Ok(format!("VyOS commit-confirm ({unit} {state})")))
+        }
+        ("commit-confirm.service", "active" | "activating" | "deactivating" | "reloading" | "refreshing") => {
+            Some(Ok(format!("VyOS commit-confirm reverting ({unit} {state})")))
+        }
+        _ => Some(Err(format!(
+            "cannot tell whether a commit-confirm is pending: `systemctl show --value -p ActiveState {unit}` answered {state:?}"
+        ))),
+    }
+}
+
+/// Reads [`read_locks`]'s (or [`read_locks_vyos`]'s) output.
 pub fn parse_hold(stdout: &str) -> Hold {
     let mut h = Hold::default();
     for line in stdout.lines().filter(|l| !l.trim().is_empty()) {
         if let Some(c) = line.strip_prefix("revert ") {
             h.pending_reverts.push(c.to_string());
+        } else if let Some(u) =
+            line.strip_prefix("unit ").filter(|u| VYOS_CONFIRM_UNITS.iter().any(|n| u.starts_with(n)))
+        {
+            let (unit, state) = u.split_once(' ').unwrap_or((u, ""));
+            match vyos_unit_pending(unit, state.trim()) {
+                None => {}
+                Some(Ok(p)) => h.pending_reverts.push(p),
+                Some(Err(why)) => {
+                    h.pending_reverts.push(format!("{unit}: state unknown"));
+                    h.unknown.get_or_insert(why);
+                }
+            }
         } else if let Some(pid) = line.strip_prefix("session ").filter(|_| h.lock.is_some()) {
             h.session = pid.trim().parse().ok();
         } else if h.lock.is_none() {
@@ -191,6 +253,34 @@ mod tests {
         assert_eq!(h.session, Some(4242));
         assert_eq!(h.pending_reverts, ["/run/fabric-confirm-wg0-r"]);
         assert!(parse_hold("").is_empty());
+    }
+
+    /// A VyOS router's commit-confirm as `systemctl show --value -p ActiveState` answers for its
+    /// two units: pending while the timer runs, reverting while the service does, free when
+    /// both are inactive (or failed); an answer that is no unit state is never taken as free.
+    #[test]
+    fn a_vyos_commit_confirm_reads_back_from_its_units() {
+        let read = |timer: &str, service: &str| {
+            parse_hold(&format!("unit commit-confirm.timer {timer}\nunit commit-confirm.service {service}\n"))
+        };
+        assert_eq!(read("active", "inactive").pending_reverts, ["VyOS commit-confirm (commit-confirm.timer active)"]);
+        assert_eq!(
+            read("inactive", "active").pending_reverts,
+            ["VyOS commit-confirm reverting (commit-confirm.service active)"]
+        );
+        assert!(read("inactive", "inactive").is_empty());
+        assert!(read("inactive", "failed").is_empty());
+        let h = read("", "inactive");
+        assert_eq!(h.pending_reverts, ["commit-confirm.timer: state unknown"]);
+        assert!(h.unknown.unwrap().contains("answered \"\""));
+        // The script asks exactly VyOS's question, after the lock read.
+        let s = read_locks_vyos();
+        assert!(s.starts_with(read_locks().as_str()), "{s}");
+        assert!(
+            s.ends_with("for u in commit-confirm.timer commit-confirm.service; do printf 'unit %s %s\\n' \"$u\" \"$(systemctl show --value -p ActiveState \"$u\" 2>/dev/null)\"; done"),
+            "{s}"
+        );
+        assert_eq!(read_locks_for(false), read_locks());
     }
 
     /// The holder for real, in a local `sh` with util-linux's `flock`: held while its stdin is

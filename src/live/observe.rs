@@ -29,6 +29,12 @@ pub struct Targets {
 }
 
 impl Targets {
+    /// Whether `target` is a VyOS router (its lock read also asks for its commit-confirm:
+    /// `live::locks::read_locks_vyos`).
+    pub fn is_vyos(&self, target: &Target) -> bool {
+        self.router_kind.get(target).is_some_and(|(k, _)| *k == ProviderKind::Vyos)
+    }
+
     /// Every target of `t`, its SSH endpoints resolved with `config`; an ssh config fabric
     /// cannot apply as written is an error naming its file and line.
     pub fn from_topology(t: &Topology, config: &SshConfig) -> Result<Targets, ConfigError> {
@@ -274,7 +280,8 @@ pub async fn observe_over(
             .contains(&target)
             .then(|| targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into())));
         let session = open.remove(&target);
-        set.spawn(read_host(target, ep, session, rs, want_key));
+        let vyos = targets.is_vyos(&target);
+        set.spawn(read_host(target, ep, session, rs, want_key, vyos));
     }
     let mut live = Live::default();
     let mut refusals = BTreeMap::new();
@@ -345,13 +352,15 @@ async fn read_host(
     open: Option<Arc<Session>>,
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
+    vyos: bool,
 ) -> HostRead {
     let policy = crate::transport::retry::SSH_CONNECT;
     let start = std::time::Instant::now();
     let mut open = open;
     let mut done = 0;
     loop {
-        let (read, dropped) = read_host_once(target.clone(), &ep, open.take(), rs.clone(), want_key.clone()).await;
+        let (read, dropped) =
+            read_host_once(target.clone(), &ep, open.take(), rs.clone(), want_key.clone(), vyos).await;
         done += 1;
         let again = match (&read.outcome, dropped) {
             (Err(Unread(why)), true) => policy.next(done, start.elapsed(), None, 0.5).map(|w| (w, why.clone())),
@@ -382,6 +391,7 @@ async fn read_host_once(
     open: Option<Arc<Session>>,
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
+    vyos: bool,
 ) -> (HostRead, bool) {
     let connected = match open {
         Some(s) => Ok(s),
@@ -395,9 +405,10 @@ async fn read_host_once(
             return (HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target }, false);
         }
     };
-    let answers = match batch_of(&session.endpoint.user, &rs, want_key.as_ref()) {
+    let lock_read = shell::as_root(&session.endpoint.user, &locks::read_locks_for(vyos));
+    let answers = match batch_of(&session.endpoint.user, &rs, want_key.as_ref(), &lock_read) {
         Some(reads) => read_batched(&session, &rs, reads).await,
-        None => read_by_channel(&session, rs, want_key).await,
+        None => read_by_channel(&session, rs, want_key, lock_read).await,
     };
     let Answers { states, key, hold } = match answers {
         Ok(a) => a,
@@ -445,7 +456,7 @@ const BATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(40);
 
 /// The reads of one host as one batch, in order: every resource, the lock and pending-revert
 /// check, then the key read. None when one of them needs its own channel (a script on stdin).
-fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String)>) -> Option<Vec<Sh>> {
+fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String)>, lock_read: &Sh) -> Option<Vec<Sh>> {
     let mut reads = Vec::with_capacity(rs.len() + 2);
     for r in rs {
         match providers::read_command(user, r) {
@@ -453,7 +464,7 @@ fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String
             _ => return None,
         }
     }
-    reads.push(shell::as_root(user, &locks::read_locks()));
+    reads.push(lock_read.clone());
     match want_key {
         Some((ProviderKind::Vyos, _)) => return None,
         Some((_, iface)) => reads.push(shell::as_root(user, &providers::wg_public_key(iface))),
@@ -478,6 +489,7 @@ async fn read_by_channel(
     session: &Arc<Session>,
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
+    lock_read: Sh,
 ) -> Result<Answers, Unread> {
     let mut reads = tokio::task::JoinSet::new();
     for r in rs {
@@ -487,8 +499,9 @@ async fn read_by_channel(
     let hold_read = {
         let s = session.clone();
         tokio::spawn(async move {
-            let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
-            s.run(&cmd, None, std::time::Duration::from_secs(15)).await.map(|o| locks::parse_hold(&o.stdout_str()))
+            s.run(&lock_read, None, std::time::Duration::from_secs(15))
+                .await
+                .map(|o| locks::parse_hold(&o.stdout_str()))
         })
     };
     let key_read = want_key.map(|(kind, iface)| {

@@ -21,7 +21,8 @@ pub struct HostLocks {
     /// Why the host could not be read.
     pub unreachable: Option<String>,
     pub lock: Option<HeldLock>,
-    /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`).
+    /// Self-reverts armed and not yet confirmed or fired (`/run/fabric-confirm-<if>-<run>`; a
+    /// VyOS router's commit-confirm).
     pub pending_reverts: Vec<String>,
 }
 
@@ -101,7 +102,7 @@ async fn read_host(pool: &Pool, targets: &Targets, target: &Target) -> HostLocks
             return h;
         }
     };
-    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks());
+    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks_for(targets.is_vyos(target)));
     match s.run(&cmd, None, Duration::from_secs(15)).await {
         Ok(o) => {
             let hold = locks::parse_hold(&o.stdout_str());

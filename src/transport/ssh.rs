@@ -207,6 +207,24 @@ impl SshError {
     }
 }
 
+/// Why a `direct-tcpip` channel through jump host `jump` did not open. The jump host's sshd
+/// connects to the next hop itself (RFC 4254 §7.2) and, when it cannot, answers
+/// `SSH_MSG_CHANNEL_OPEN_FAILURE` with reason `SSH_OPEN_CONNECT_FAILED` (2, §5.1) and the
+/// connect's own error as description: OpenSSH `channels.c` `channel_post_connecting` sends
+/// `strerror(err)`, `Connection refused` when nothing listens there (an sshd restarting). That
+/// description leads the reason, so that a refused connect behind a jump host reads, and is
+/// retried (`live::connect::connect_transient`), like a direct one; `No route to host` and any
+/// other failure are named as they are and not retried.
+fn through_jump(e: &russh::Error, description: Option<&str>, jump: &str) -> String {
+    match (e, description.map(str::trim)) {
+        (russh::Error::ChannelOpenFailure(russh::ChannelOpenFailure::ConnectFailed), Some(d)) if !d.is_empty() => {
+            format!("{d} (said by jump host {jump}, which could not connect)")
+        }
+        (_, Some(d)) if !d.is_empty() => format!("through jump host {jump}: {e}: {d}"),
+        _ => format!("through jump host {jump}: {e}"),
+    }
+}
+
 /// What the host-key check found, kept outside the handler so the error can say it.
 #[derive(Debug, Clone)]
 enum Verdict {
@@ -220,10 +238,26 @@ struct Client {
     port: u16,
     known_hosts: Vec<PathBuf>,
     verdict: Arc<Mutex<Option<Verdict>>>,
+    /// The description the server gave with its last channel-open failure: russh hands the
+    /// opener only the reason code, and a jump host says there why it could not connect
+    /// ([`through_jump`]).
+    open_failure: Arc<Mutex<Option<String>>>,
 }
 
 impl client::Handler for Client {
     type Error = russh::Error;
+
+    async fn channel_open_failure(
+        &mut self,
+        _channel: russh::ChannelId,
+        _reason: russh::ChannelOpenFailure,
+        description: &str,
+        _language: &str,
+        _session: &mut client::Session,
+    ) -> Result<(), Self::Error> {
+        *self.open_failure.lock().expect("open failure lock") = Some(description.to_string());
+        Ok(())
+    }
 
     async fn check_server_key(&mut self, key: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
         let PublicKeyOrCertificate::PublicKey { key, .. } = key else {
@@ -361,6 +395,8 @@ pub struct Session {
     pub endpoint: Endpoint,
     /// Sessions this one tunnels through (kept alive with it).
     _jump: Option<Box<Session>>,
+    /// What the server said when it last refused to open a channel (see [`Client`]).
+    open_failure: Arc<Mutex<Option<String>>>,
 }
 
 fn config() -> Arc<client::Config> {
@@ -385,11 +421,13 @@ impl Session {
 
     async fn connect_inner(ep: &Endpoint) -> Result<Session, SshError> {
         let verdict = Arc::new(Mutex::new(None));
+        let open_failure = Arc::new(Mutex::new(None));
         let client = Client {
             host: ep.host.clone(),
             port: ep.port,
             known_hosts: ep.known_hosts.clone(),
             verdict: verdict.clone(),
+            open_failure: open_failure.clone(),
         };
         let (handle, jump) = match &ep.proxy_jump {
             None => {
@@ -403,15 +441,19 @@ impl Session {
             }
             Some(j) => {
                 let jump = Box::pin(Session::connect(j)).await?;
-                let channel = jump
-                    .handle
-                    .channel_open_direct_tcpip(ep.host.clone(), u32::from(ep.port), "127.0.0.1", 0)
-                    .await
-                    .map_err(|e| SshError::Connect {
-                        target: ep.target.clone(),
-                        addr: ep.addr(),
-                        reason: format!("through the jump host: {e}"),
-                    })?;
+                let opened =
+                    jump.handle.channel_open_direct_tcpip(ep.host.clone(), u32::from(ep.port), "127.0.0.1", 0).await;
+                let channel = match opened {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let said = jump.open_failure_description(&e).await;
+                        return Err(SshError::Connect {
+                            target: ep.target.clone(),
+                            addr: ep.addr(),
+                            reason: through_jump(&e, said.as_deref(), &j.addr()),
+                        });
+                    }
+                };
                 (client::connect_stream(config(), channel.into_stream(), client).await, Some(Box::new(jump)))
             }
         };
@@ -437,7 +479,24 @@ impl Session {
             }
         };
         authenticate(&mut handle, ep).await?;
-        Ok(Session { handle, endpoint: ep.clone(), _jump: jump })
+        Ok(Session { handle, endpoint: ep.clone(), _jump: jump, open_failure })
+    }
+
+    /// The description the server sent with the channel-open failure `e`, if `e` is one. russh
+    /// wakes the opener with the reason code before it calls the handler with the description
+    /// (russh `client/encrypted.rs`, `CHANNEL_OPEN_FAILURE`: the channel's sender first, then
+    /// `channel_open_failure`), so the description may come a moment later: waited for, briefly.
+    async fn open_failure_description(&self, e: &russh::Error) -> Option<String> {
+        if !matches!(e, russh::Error::ChannelOpenFailure(_)) {
+            return None;
+        }
+        for _ in 0..50 {
+            if let Some(d) = self.open_failure.lock().expect("open failure lock").take() {
+                return Some(d);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        None
     }
 
     /// Runs `command` in a new channel, feeding `stdin`, within `timeout`.
@@ -708,6 +767,27 @@ mod tests {
         let bad = SshAccess { host: "x".into(), proxy_jump: Some("a:99999".into()), ..Default::default() };
         let e = resolve(&c, bad).unwrap_err();
         assert_eq!(e.to_string(), "router.x: ProxyJump `a:99999`: a hop is not `[user@]host[:port]`");
+    }
+
+    #[test]
+    fn a_refused_connect_behind_a_jump_host_reads_like_a_direct_one() {
+        use russh::{ChannelOpenFailure, Error};
+        let refused = Error::ChannelOpenFailure(ChannelOpenFailure::ConnectFailed);
+        let said = through_jump(&refused, Some("Connection refused"), "10.1.0.3:22");
+        assert_eq!(said, "Connection refused (said by jump host 10.1.0.3:22, which could not connect)");
+        let e = SshError::Connect { target: "router.sp".into(), addr: "198.18.2.2:22".into(), reason: said };
+        assert!(crate::live::connect::connect_transient(&e).is_some(), "retried like a direct refusal");
+        let unreachable = through_jump(&refused, Some("No route to host"), "10.1.0.3:22");
+        let e = SshError::Connect { target: "router.sp".into(), addr: "198.18.2.2:22".into(), reason: unreachable };
+        assert!(crate::live::connect::connect_transient(&e).is_none(), "a cut link is named, not retried");
+        // Without the description (or for another refusal), what russh said, never a guess.
+        let prohibited = Error::ChannelOpenFailure(ChannelOpenFailure::AdministrativelyProhibited);
+        let said = through_jump(&prohibited, Some("open failed"), "j:22");
+        assert_eq!(said, "through jump host j:22: Failed to open channel (AdministrativelyProhibited): open failed");
+        let said = through_jump(&refused, None, "j:22");
+        assert_eq!(said, "through jump host j:22: Failed to open channel (ConnectFailed)");
+        let e = SshError::Connect { target: "x".into(), addr: "y".into(), reason: said };
+        assert!(crate::live::connect::connect_transient(&e).is_none());
     }
 
     #[test]

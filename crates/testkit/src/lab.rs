@@ -144,6 +144,37 @@ impl Lab {
         false
     }
 
+    /// Restarts `host`'s sshd as a host whose sshd dies and comes back: every sshd process of the
+    /// host (the listener and each connection's) is ended, and `down_secs` later a new listener
+    /// starts with the same configuration, in the same namespaces (the command runs inside them,
+    /// so they live on meanwhile). Only processes in this lab host's network namespace are
+    /// touched.
+    pub fn restart_sshd(&self, host: &str, down_secs: u32) -> Output {
+        let d = self.dir.join("hosts").join(host);
+        let d = d.display();
+        self.exec(
+            host,
+            &format!(
+                "me=$(readlink /proc/self/ns/net); for p in /proc/[0-9]*; do \
+                 if [ \"$(readlink $p/ns/net 2>/dev/null)\" = \"$me\" ] && [ \"$(cat $p/comm 2>/dev/null)\" = sshd ]; \
+                 then kill ${{p#/proc/}}; fi; done; sleep {down_secs}; \
+                 /usr/sbin/sshd -f {d}/sshd_config -E {d}/sshd.log"
+            ),
+        )
+    }
+
+    /// Waits (at most 20 s) until nothing accepts TCP connections on `host`'s management address,
+    /// port 22: its sshd is down (see [`Lab::restart_sshd`]).
+    pub fn wait_until_sshd_down(&self, host: &str) {
+        let sshd: std::net::SocketAddr = format!("{}:22", self.mgmt_ip(host)).parse().expect("a management address");
+        let t = std::time::Instant::now();
+        while std::net::TcpStream::connect_timeout(&sshd, std::time::Duration::from_millis(300)).is_ok()
+            && t.elapsed() < std::time::Duration::from_secs(20)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
     /// Pings from one lab host; true when every packet came back.
     pub fn ping(&self, from: &str, to: &str) -> bool {
         self.exec(from, &format!("ping -c 3 -i 0.2 -W 2 {to}")).status.success()

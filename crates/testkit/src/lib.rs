@@ -44,6 +44,7 @@ pub mod run;
 pub mod tmpfs;
 pub mod vyos_spec;
 pub mod wan_proxy;
+pub mod workloads;
 
 /// The repository root (the root package `fabric`, two levels above this crate): where
 /// `tests/lab/` is, and what `../shared/specs` is relative to.

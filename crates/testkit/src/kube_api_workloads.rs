@@ -23,8 +23,7 @@ fn pods_of(st: &State, ns: &str, kind: &str, name: &str, uid: Option<&str>) -> V
         .iter()
         .filter(|(k, _)| k.0.is_empty() && k.1 == "Pod" && k.2 == ns)
         .filter(|(_, p)| {
-            w::controller_of(&p.obj)
-                .is_some_and(|(k, n, u)| k == kind && n == name && uid.is_none_or(|want| want == u))
+            w::controller_of(&p.obj).is_some_and(|(k, n, u)| k == kind && n == name && uid.is_none_or(|want| want == u))
         })
         .map(|(k, p)| (k.clone(), p.obj.clone()))
         .collect()
@@ -143,7 +142,12 @@ impl Shared {
         }
         let available = status["availableReplicas"].as_i64().unwrap_or(0);
         let mut conditions = vec![if available >= w::replicas(&d) - w::max_unavailable(&d) {
-            deployment_condition("Available", true, "MinimumReplicasAvailable", "Deployment has minimum availability.".into())
+            deployment_condition(
+                "Available",
+                true,
+                "MinimumReplicasAvailable",
+                "Deployment has minimum availability.".into(),
+            )
         } else {
             deployment_condition(
                 "Available",
@@ -155,7 +159,8 @@ impl Shared {
         let rs_name = new_key.3.clone();
         let n = |s: &Value, f: &str| s[f].as_i64().unwrap_or(0);
         let progressed = n(&status, "updatedReplicas") > n(&before, "updatedReplicas")
-            || n(&status, "replicas") - n(&status, "updatedReplicas") < n(&before, "replicas") - n(&before, "updatedReplicas")
+            || n(&status, "replicas") - n(&status, "updatedReplicas")
+                < n(&before, "replicas") - n(&before, "updatedReplicas")
             || n(&status, "readyReplicas") > n(&before, "readyReplicas")
             || n(&status, "availableReplicas") > n(&before, "availableReplicas");
         if created {
@@ -164,12 +169,12 @@ impl Shared {
         } else if w::complete(&d, &status) {
             let m = format!("ReplicaSet \"{rs_name}\" has successfully progressed.");
             conditions.push(deployment_condition("Progressing", true, NEW_RS_AVAILABLE, m));
-        } else if progressed || find_condition(&before, "Progressing").is_none() {
+        } else if progressed || find_condition(&d, "Progressing").is_none() {
             let m = format!("ReplicaSet \"{rs_name}\" is progressing.");
             conditions.push(deployment_condition("Progressing", true, RS_UPDATED, m));
         }
         // A ReplicaSet's ReplicaFailure becomes the Deployment's (`getReplicaFailures`).
-        let failure = sets.iter().find_map(|r| find_condition(&status_of(r), "ReplicaFailure").cloned());
+        let failure = sets.iter().find_map(|r| find_condition(r, "ReplicaFailure").cloned());
         match failure {
             Some(f) => conditions.push(deployment_condition(
                 "ReplicaFailure",
@@ -226,7 +231,8 @@ impl Shared {
         if (pods.len() as i64) < want {
             match missing_runtime_class(st, &template) {
                 Some(rc) => {
-                    let message = format!("pods \"{name}-\" is forbidden: pod rejected: RuntimeClass \"{rc}\" not found");
+                    let message =
+                        format!("pods \"{name}-\" is forbidden: pod rejected: RuntimeClass \"{rc}\" not found");
                     failure = Some(condition("ReplicaFailure", true, "FailedCreate", &message, None));
                 }
                 None => {
@@ -349,9 +355,10 @@ impl Shared {
             }
             let scheduler = text_at(&pod, "/spec/schedulerName");
             let target = match &kai {
-                Some(places) => places.get(i).cloned().ok_or_else(|| {
-                    "KAI Scheduler: no node has room for the pod in its queue".to_string()
-                }),
+                Some(places) => places
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| "KAI Scheduler: no node has room for the pod in its queue".to_string()),
                 None if !bound.is_empty() => Ok(bound.clone()),
                 None if scheduler.is_empty() || scheduler == "default-scheduler" => {
                     let placed: Vec<Value> = st

@@ -138,9 +138,11 @@ fn owner_ref(owner: &Value, kind: &str) -> Value {
 
 /// The controller `ownerReference` of `obj`, as (kind, name, uid).
 pub fn controller_of(obj: &Value) -> Option<(String, String, String)> {
-    obj.pointer("/metadata/ownerReferences")?.as_array()?.iter().find(|r| r["controller"] == true).map(|r| {
-        (text(r, "/kind").to_string(), text(r, "/name").to_string(), text(r, "/uid").to_string())
-    })
+    obj.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|r| r["controller"] == true)
+        .map(|r| (text(r, "/kind").to_string(), text(r, "/name").to_string(), text(r, "/uid").to_string()))
 }
 
 /// `GetPodFromTemplate`: a Pod named `name` from `owner`'s (of `kind`) pod template, with
@@ -191,8 +193,7 @@ fn node_filter(spec: &Value, node: &Value) -> Result<(), String> {
         tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
     }
     let cordon = json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
-    if node.pointer("/spec/unschedulable") == Some(&json!(true)) && !tolerations.iter().any(|t| tolerates(t, &cordon))
-    {
+    if node.pointer("/spec/unschedulable") == Some(&json!(true)) && !tolerations.iter().any(|t| tolerates(t, &cordon)) {
         return Err("node(s) were unschedulable".into());
     }
     let labels = node.pointer("/metadata/labels").cloned().unwrap_or_else(|| json!({}));

@@ -755,3 +755,59 @@ fn a_statefulset_makes_numbered_pods_in_order() {
     assert_eq!(pod["spec"]["containers"][0]["image"], "db:2");
     assert_eq!(pod["spec"]["subdomain"], "db");
 }
+
+/// ArgoCD reconciles an Application only while the argo-cd chart's application controller runs
+/// (a Ready Pod of its StatefulSet, made by the StatefulSet controller from what the chart
+/// rendered), and renders its source only while the repo server does: no install, or one whose
+/// pods cannot run, leaves the Application without status.
+#[test]
+fn argocd_syncs_only_while_the_charts_controller_and_repo_server_run() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
+    let repo = std::env::temp_dir().join(format!("fabric-argocd-selftest-{}", std::process::id()));
+    std::fs::create_dir_all(repo.join("apps")).unwrap();
+    std::fs::write(
+        repo.join("apps/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: hello, namespace: default }\ndata: { a: b }\n",
+    )
+    .unwrap();
+    api.put_raw(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "argocd"}}));
+    api.put_raw(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "apps", "namespace": "argocd"},
+        "spec": {"source": {"repoURL": "https://git.invalid/r", "path": "apps"},
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": "default"},
+            "syncPolicy": {"automated": {}}}}));
+    let url = "https://git.invalid/r";
+    // No ArgoCD installed: nothing happens.
+    assert_eq!(
+        argocd::sync(&api, url, &repo, &[]),
+        ["argocd/apps: not reconciled: no Ready application controller in argocd"]
+    );
+    assert!(api.object("v1", "ConfigMap", Some("default"), "hello").is_none());
+    // Installed on a node selector no Node has: its pods stay Pending, still nothing.
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", "global:\n  nodeSelector: { zone: nowhere }\n"));
+    eventually("the controller's StatefulSet", || {
+        api.object("apps/v1", "StatefulSet", Some("argocd"), "argocd-application-controller").is_some()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(argocd::sync(&api, url, &repo, &[])[0].contains("not reconciled"));
+    // Schedulable, but without a repo server: a comparison error. (The Pending pod-0 holds an
+    // OrderedReady StatefulSet's rollout back until it is deleted: Kubernetes' "Forced rollback",
+    // `stateful_set_control.go` waits for every pod to be Running and Ready.)
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", "repoServer:\n  replicas: 0\n"));
+    eventually("the new template", || {
+        api.object("apps/v1", "StatefulSet", Some("argocd"), "argocd-application-controller")
+            .is_some_and(|s| s["spec"]["template"]["spec"]["nodeSelector"].is_null())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(argocd::sync(&api, url, &repo, &[])[0].contains("not reconciled"), "stuck");
+    assert!(api.delete_raw("v1", "Pod", Some("argocd"), "argocd-application-controller-0"));
+    let ev = || argocd::sync(&api, url, &repo, &[]);
+    eventually("the controller running", || !ev()[0].contains("not reconciled"));
+    assert!(ev()[0].contains("ComparisonError: the repo server is not reachable"), "{:?}", ev());
+    // The whole chart: synced.
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", ""));
+    eventually("synced", || ev() == ["argocd/apps: Synced, Healthy (1 resources)"]);
+    assert!(api.object("v1", "ConfigMap", Some("default"), "hello").is_some());
+    let _ = std::fs::remove_dir_all(&repo);
+}

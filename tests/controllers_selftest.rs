@@ -566,18 +566,7 @@ fn web(image: &str, replicas: i64) -> Value {
 
 /// The Pods of `ns` labelled `app`, as (name, node, Ready), by name.
 fn app_pods(api: &TestApiServer, ns: &str, app: &str) -> Vec<(String, String, bool)> {
-    let mut out: Vec<(String, String, bool)> = api
-        .objects()
-        .into_iter()
-        .filter(|o| o["kind"] == "Pod" && o["metadata"]["namespace"] == ns && o["metadata"]["labels"]["app"] == app)
-        .map(|p| {
-            let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
-            (name, node, fabric_testkit::daemonset::ready(&p))
-        })
-        .collect();
-    out.sort();
-    out
+    fabric_testkit::workloads::app_pods(&api.objects(), ns, app)
 }
 
 fn replica_sets(api: &TestApiServer, owner: &str) -> Vec<Value> {

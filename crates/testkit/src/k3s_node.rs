@@ -77,18 +77,7 @@ pub fn web_workload(nodes: &[&str]) -> [serde_json::Value; 2] {
 
 /// The `web` Pods of `api`, as (name, node, Ready), by name.
 pub fn web_pods(api: &crate::kube_api::TestApiServer) -> Vec<(String, String, bool)> {
-    let mut out: Vec<(String, String, bool)> = api
-        .objects()
-        .into_iter()
-        .filter(|o| o["kind"] == "Pod" && o["metadata"]["labels"]["app"] == "web")
-        .map(|p| {
-            let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
-            let node = p["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
-            (name, node, crate::daemonset::ready(&p))
-        })
-        .collect();
-    out.sort();
-    out
+    crate::workloads::app_pods(&api.objects(), "default", "web")
 }
 
 /// Waits (10 s at most) until `web` runs one Ready Pod on each of `nodes`; returns the Pod on

@@ -162,6 +162,18 @@ pub fn pod_from_template(owner: &Value, kind: &str, name: &str, extra: &[(&str, 
         "spec": t.get("spec").cloned().unwrap_or_else(|| json!({}))})
 }
 
+/// The Pods among `objects` of namespace `ns` labelled `app: <app>`, as (name, node, Ready), by
+/// name: what tests read of a workload.
+pub fn app_pods(objects: &[Value], ns: &str, app: &str) -> Vec<(String, String, bool)> {
+    let mut out: Vec<(String, String, bool)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Pod" && o["metadata"]["namespace"] == ns && o["metadata"]["labels"]["app"] == app)
+        .map(|p| (text(p, "/metadata/name").to_string(), text(p, "/spec/nodeName").to_string(), daemonset::ready(p)))
+        .collect();
+    out.sort();
+    out
+}
+
 // ---- the scheduler ----------------------------------------------------------------------------
 
 /// The Node the default scheduler binds a pod with spec `spec` to, among `nodes`, given the

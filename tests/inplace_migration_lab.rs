@@ -167,7 +167,7 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
 }
 
 #[test]
-#[ignore = "NOT COVERED by the K3s node double (fabric_testkit::k3s_node): a real K3s node's Flannel and kube-proxy leftovers; the double makes the names fabric's cleanup removes (flannel.1, cni0, FLANNEL-*, KUBE-SERVICES, subnet.env, 10-flannel.conflist), so a leftover fabric does not know of is not seen"]
+#[ignore = "NOT COVERED: not modelled by the K3s node double (fabric_testkit::k3s_node): a real K3s node's Flannel and kube-proxy leftovers; the double makes the names fabric's cleanup removes (flannel.1, cni0, FLANNEL-*, KUBE-SERVICES, subnet.env, 10-flannel.conflist), so a leftover fabric does not know of is not seen"]
 fn not_covered_a_real_k3s_nodes_flannel_leftovers() {
     panic!("not covered by the K3s node double: needs a real K3s node running Flannel");
 }

@@ -1984,7 +1984,7 @@ async fn map_lists_merge_by_key_and_each_item_has_its_owner() {
 /// is kube's default. What fabric's comparison needs of keyed items it reads from FieldsV1
 /// (`src/providers/kube.rs`, `restrict_follows_fields_v1_with_keyed_items`).
 #[test]
-#[ignore = "not covered by the double: the merged order of a map list's items (kube follows the applied configuration's order)"]
+#[ignore = "NOT COVERED: not modelled by the API double: the merged order of a map list's items (kube follows the applied configuration's order)"]
 fn not_covered_merged_item_order() {
     panic!("the double appends new items of a map list; see kube_api.md, Built-in kinds");
 }
@@ -1992,31 +1992,31 @@ fn not_covered_merged_item_order() {
 // ---- What fabric depends on and the double cannot model (kube_api.md, "Upstream sources") ----
 
 #[test]
-#[ignore = "NOT COVERED by the API double: CRD CEL rules (x-kubernetes-validations) and admission webhooks (Kueue's, Karmada's); a real server's dry run refuses what they refuse, the double's passes it, so plan's dry-run check is proven only against the schemas"]
+#[ignore = "NOT COVERED: not modelled by the API double: CRD CEL rules (x-kubernetes-validations) and admission webhooks (Kueue's, Karmada's); a real server's dry run refuses what they refuse, the double's passes it, so plan's dry-run check is proven only against the schemas"]
 fn not_covered_admission_webhooks_and_cel_rules() {
     panic!("not covered by the API double: needs a real kube-apiserver with the charts' webhooks");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the API double: RBAC (403 Forbidden); one static token may do everything, so a kubeconfig with too few rights is not caught"]
+#[ignore = "NOT COVERED: not modelled by the API double: RBAC (403 Forbidden); one static token may do everything, so a kubeconfig with too few rights is not caught"]
 fn not_covered_rbac_refusals() {
     panic!("not covered by the API double: needs a real kube-apiserver with RBAC");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the API double: TLS; it serves http://, so a kubeconfig's CA, certificate SANs and the rewritten server URL of bootstrap are not checked"]
+#[ignore = "NOT COVERED: not modelled by the API double: TLS; it serves http://, so a kubeconfig's CA, certificate SANs and the rewritten server URL of bootstrap are not checked"]
 fn not_covered_tls_and_ca_of_a_kubeconfig() {
     panic!("not covered by the API double: needs a real K3s server (the lab's)");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the API double: finalizers, graceful deletion and Terminating namespaces (deletion is immediate); a re-create right after a delete (prune, rollback) is not shown to wait or fail"]
+#[ignore = "NOT COVERED: not modelled by the API double: finalizers, graceful deletion and Terminating namespaces (deletion is immediate); a re-create right after a delete (prune, rollback) is not shown to wait or fail"]
 fn not_covered_finalizers_and_terminating_namespaces() {
     panic!("not covered by the API double: needs a real kube-apiserver and its controllers");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the API double: conversion between served versions of a kind (CRD conversion webhooks); reading through another version only rewrites apiVersion"]
+#[ignore = "NOT COVERED: not modelled by the API double: conversion between served versions of a kind (CRD conversion webhooks); reading through another version only rewrites apiVersion"]
 fn not_covered_version_conversion() {
     panic!("not covered by the API double: needs a real kube-apiserver with the CRDs' conversion");
 }

@@ -392,7 +392,7 @@ fn daemonset_runs_one_pod_per_selected_node_ready_as_its_kubelet_says() {
     eventually("an agent per linux node", || {
         daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true), ("n2", true)])
     });
-    let ds = || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").unwrap();
+    let ds = || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").unwrap_or_default();
     eventually("the DaemonSet counts them", || {
         ds()["status"]["numberReady"] == 2 && ds()["status"]["desiredNumberScheduled"] == 2
     });
@@ -416,6 +416,9 @@ fn daemonset_runs_one_pod_per_selected_node_ready_as_its_kubelet_says() {
     // n2 leaves the cluster: its Pod goes.
     assert!(api.delete_raw("v1", "Node", None, "n2"));
     eventually("n2's agent gone", || daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true)]));
+    // The DaemonSet deleted: its Pods go with it (garbage collection by owner reference).
+    assert!(api.delete_raw("apps/v1", "DaemonSet", Some("kube-system"), "cilium"));
+    eventually("the agents gone with it", || daemon_pods(&api, "kube-system", "cilium").is_empty());
     // A nodeSelector no Node has: nothing to run anywhere.
     api.put_raw(helm_chart("cilium", "cilium", "kube-system", "nodeSelector:\n  kubernetes.io/os: windows\n"));
     eventually("no agent", || daemon_pods(&api, "kube-system", "cilium").is_empty());

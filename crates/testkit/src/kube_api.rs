@@ -3895,7 +3895,23 @@ impl Shared {
     /// Deployments).
     fn daemonset_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         use crate::daemonset;
-        let d = st.objects.get(key)?.obj.clone();
+        let Some(d) = st.objects.get(key).map(|s| s.obj.clone()) else {
+            // Gone (an upgrade no longer renders it, its chart deleted): so are its Pods (the
+            // garbage collector, by owner reference).
+            let orphans: Vec<Key> = st
+                .objects
+                .iter()
+                .filter(|(k, p)| {
+                    k.0.is_empty()
+                        && k.1 == "Pod"
+                        && k.2 == key.2
+                        && crate::workloads::controller_of(&p.obj)
+                            .is_some_and(|(kind, name, _)| kind == "DaemonSet" && name == key.3)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            return Some(orphans.iter().filter_map(|k| Shared::ctl_delete(st, k)).collect());
+        };
         let (ns, uid) = (key.2.clone(), text_at(&d, "/metadata/uid").to_string());
         let spec = d.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
         let hash = template_hash(d.pointer("/spec/template"));

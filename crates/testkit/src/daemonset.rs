@@ -1,7 +1,7 @@
 //! What the DaemonSet controller and the kubelets make of a DaemonSet, for the simulated
 //! controllers of [`crate::kube_api`]: which Nodes get one of its Pods, the Pod it creates there,
 //! and the status the Node's kubelet reports for it. Pure functions over JSON objects; the API
-//! double stores what they return. See "DaemonSets and their Pods" in `kube_api.md`.
+//! double stores what they return. See the DaemonSet row of "Controllers (opt-in)" in `kube_api.md`.
 //!
 //! What it follows (kubernetes/kubernetes):
 //! * which Nodes: `pkg/controller/daemon/daemon_controller.go` `NodeShouldRunDaemonPod` →

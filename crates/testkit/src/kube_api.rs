@@ -1,7 +1,8 @@
 //! Test support: an in-process test double of the Kubernetes API server (kube-apiserver) with
 //! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
 //! schemas (through `kube_schema.rs`), read-only CRD objects, and opt-in simulated controllers
-//! (`simulate_controllers`: HelmChart install Jobs and the charts' workloads, rollouts, ServiceAccount tokens, EndpointSlices,
+//! (`simulate_controllers`: HelmChart install Jobs and the charts' workloads, Deployment → ReplicaSet →
+//! Pod rollouts, StatefulSets, DaemonSets, the scheduler and kubelets, ServiceAccount tokens, EndpointSlices,
 //! Karmada Cluster readiness, Kueue activity). See `kube_api.md` beside this file for what it does,
 //! what it simplifies and how to use it.
 //!
@@ -308,8 +309,9 @@ impl TestApiServer {
     }
 
     /// The kubelet of `node` sees `container` exit at start in every pod it runs (`crashing`), or
-    /// run again (`false`): the daemon pods there report it waiting in `CrashLoopBackOff` and are
-    /// not Ready (see "DaemonSets and their Pods" in `kube_api.md`). Reconciles the DaemonSets.
+    /// run again (`false`): the pods there report it waiting in `CrashLoopBackOff` and are
+    /// not Ready (see the DaemonSet and workload rows of "Controllers (opt-in)" in `kube_api.md`).
+    /// Reconciles the DaemonSets, ReplicaSets and StatefulSets.
     pub fn set_crash_loop(&self, node: &str, container: &str, crashing: bool) {
         let keys: Vec<Key> = {
             let mut st = self.shared.lock();

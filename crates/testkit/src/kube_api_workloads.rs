@@ -3,8 +3,8 @@
 //! ReplicaSet and StatefulSet controllers keep their Pods, the scheduler binds each Pod to a Node
 //! and the Node's kubelet reports its status, and the pod GC removes Pods of Nodes that are gone.
 //! The rules are [`crate::workloads`]'s (each cites the upstream file it follows); this file only
-//! reads and writes the stored objects. See "Deployments, ReplicaSets, StatefulSets and their
-//! Pods" in `kube_api.md`.
+//! reads and writes the stored objects. See the workload rows of "Controllers (opt-in)" in
+//! `kube_api.md`.
 
 use super::*;
 use crate::workloads as w;

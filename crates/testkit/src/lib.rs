@@ -9,6 +9,8 @@
 //! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
 //!   list types), from the v1.33 definitions;
 //! * [`daemonset`]: the DaemonSet controller's Pods and their kubelets' status;
+//! * [`workloads`]: the Deployment, ReplicaSet and StatefulSet controllers' rules and the
+//!   scheduler's filters (their glue on the API double's state: `kube_api_workloads.rs`);
 //! * [`helm_charts`], [`helm_workloads`]: what the charts fabric installs create, for the helm-controller;
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`karmada`]: Karmada's propagation of templates to its members, overriders, status back;

@@ -2,8 +2,8 @@
 //! ReplicaSet and a StatefulSet, for the simulated controllers of [`crate::kube_api`]: the
 //! ReplicaSets a Deployment's rollout keeps and their sizes, the Pods a ReplicaSet or StatefulSet
 //! creates from its template, the Node the scheduler binds each to, and the statuses they report.
-//! Pure functions over JSON objects; the API double stores what they return. See "Deployments,
-//! ReplicaSets, StatefulSets and their Pods" in `kube_api.md`.
+//! Pure functions over JSON objects; the API double stores what they return. See the workload
+//! rows of "Controllers (opt-in)" in `kube_api.md`.
 //!
 //! What it follows (kubernetes/kubernetes):
 //! * the selector: `staging/src/k8s.io/apimachinery/pkg/apis/meta/v1/helpers.go`

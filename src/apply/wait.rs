@@ -109,16 +109,18 @@ pub fn readiness(obj: &Value) -> Readiness {
                 Readiness::Ready(format!("{available}/{want} replicas available"))
             }
         }
+        // kubectl's `DaemonSetStatusViewer.Status` (same file as above): every desired pod
+        // updated and available (the DaemonSet controller's `updateDaemonSetStatus`).
         "DaemonSet" => {
             let want = int(&st["desiredNumberScheduled"]);
             if int(&st["observedGeneration"]) < int(&obj["metadata"]["generation"]) {
                 return Readiness::Pending("the controller has not seen the new spec yet".into());
             }
-            let (updated, ready) = (int(&st["updatedNumberScheduled"]), int(&st["numberReady"]));
-            if updated < want || ready < want {
-                Readiness::Pending(format!("{ready} of {want} pods ready, {updated} updated"))
+            let (updated, available) = (int(&st["updatedNumberScheduled"]), int(&st["numberAvailable"]));
+            if updated < want || available < want {
+                Readiness::Pending(format!("{available} of {want} pods available, {updated} updated"))
             } else {
-                Readiness::Ready(format!("{ready}/{want} pods ready"))
+                Readiness::Ready(format!("{available}/{want} pods available"))
             }
         }
         "Cluster" => cond(obj, "Ready"),
@@ -320,6 +322,17 @@ mod tests {
         let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1,
             "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]});
         assert_eq!(readiness(&dep(2, s)), Readiness::Failed("deployment \"d\" exceeded its progress deadline".into()));
+    }
+
+    #[test]
+    fn daemonsets_follow_rollout_status() {
+        let ds = |st: Value| json!({"kind": "DaemonSet", "metadata": {"generation": 1}, "status": st});
+        let st = json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "numberAvailable": 1});
+        assert_eq!(readiness(&ds(st)), Readiness::Pending("1 of 2 pods available, 2 updated".into()));
+        let st = json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "numberAvailable": 2});
+        assert_eq!(readiness(&ds(st)), Readiness::Ready("2/2 pods available".into()));
     }
 
     #[test]

@@ -107,6 +107,9 @@ fn a_running_cluster_moves_to_cilium_node_by_node_and_stops_at_the_first_that_fa
     assert!(text.contains("franca-w2 is left cordoned"), "{text}");
     assert!(text.contains("the Cilium agent on the node is not Ready (CrashLoopBackOff)"), "{text}");
     assert!(!text.contains("Apply complete"), "{text}");
+    // franca-w2 held its own Pod and franca-w1's replacement (the scheduler's least-loaded Node):
+    // evicting both at once would break the budget, so the drain waited for the replacements.
+    assert!(text.contains("Cannot evict pod as it would violate the pod's disruption budget"), "{text}");
     // The nodes before it moved: nothing of Flannel left, uncordoned, their K3s restarted.
     for (node, host, unit) in [("franca-lan", "franca-lan", "k3s"), ("franca-w1", "host1", "k3s-agent")] {
         assert_eq!(leftovers(&lab, host), "", "{host} keeps Flannel's leftovers");

@@ -2,8 +2,9 @@
 //! doc names its files): Kueue's admission (`fabric_testkit::kueue`), Karmada's propagation
 //! (`fabric_testkit::karmada`), ArgoCD's health (`fabric_testkit::argocd`) and what the charts
 //! the helm-controller installs make from their values (`fabric_testkit::helm_charts`,
-//! `fabric_testkit::helm_workloads`), and the DaemonSet controller's Pods with the status their
-//! Nodes' kubelets report (`fabric_testkit::daemonset`). A double that
+//! `fabric_testkit::helm_workloads`), the DaemonSet controller's Pods with the status their
+//! Nodes' kubelets report (`fabric_testkit::daemonset`), and the Deployment, ReplicaSet and
+//! StatefulSet controllers with the scheduler (`fabric_testkit::workloads`). A double that
 //! drifted from its rule fails here, not silently in the tests that rely on it.
 
 use base64::Engine as _;
@@ -219,6 +220,7 @@ fn helm_chart_config(name: &str, values: &str) -> Value {
 fn cilium_chart_makes_the_clustermesh_apiserver_only_when_its_values_ask() {
     let api = server();
     api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
     let get = |kind: &str, name: &str| {
         let av = if kind == "Service" || kind == "Secret" { "v1" } else { "apps/v1" };
         api.object(av, kind, Some("kube-system"), name)
@@ -390,7 +392,7 @@ fn daemonset_runs_one_pod_per_selected_node_ready_as_its_kubelet_says() {
     eventually("an agent per linux node", || {
         daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true), ("n2", true)])
     });
-    let ds = || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").unwrap();
+    let ds = || api.object("apps/v1", "DaemonSet", Some("kube-system"), "cilium").unwrap_or_default();
     eventually("the DaemonSet counts them", || {
         ds()["status"]["numberReady"] == 2 && ds()["status"]["desiredNumberScheduled"] == 2
     });
@@ -414,6 +416,9 @@ fn daemonset_runs_one_pod_per_selected_node_ready_as_its_kubelet_says() {
     // n2 leaves the cluster: its Pod goes.
     assert!(api.delete_raw("v1", "Node", None, "n2"));
     eventually("n2's agent gone", || daemon_pods(&api, "kube-system", "cilium") == owned(&[("n1", true)]));
+    // The DaemonSet deleted: its Pods go with it (garbage collection by owner reference).
+    assert!(api.delete_raw("apps/v1", "DaemonSet", Some("kube-system"), "cilium"));
+    eventually("the agents gone with it", || daemon_pods(&api, "kube-system", "cilium").is_empty());
     // A nodeSelector no Node has: nothing to run anywhere.
     api.put_raw(helm_chart("cilium", "cilium", "kube-system", "nodeSelector:\n  kubernetes.io/os: windows\n"));
     eventually("no agent", || daemon_pods(&api, "kube-system", "cilium").is_empty());
@@ -552,4 +557,249 @@ fn nvidia_device_plugin_chart_runs_where_its_affinity_selects() {
     eventually("the default namespace is refused", || install_failed(&api, "ndp"));
     api.put_raw(helm_chart("ndp2", chart, ns, "namespace: gpu\n"));
     eventually("an explicit namespace value is refused", || install_failed(&api, "ndp2"));
+}
+
+// ---- Deployments, ReplicaSets, StatefulSets and the scheduler (`fabric_testkit::workloads`) ----
+
+fn web(image: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": image}]}}}})
+}
+
+/// The Pods of `ns` labelled `app`, as (name, node, Ready), by name.
+fn app_pods(api: &TestApiServer, ns: &str, app: &str) -> Vec<(String, String, bool)> {
+    fabric_testkit::workloads::app_pods(&api.objects(), ns, app)
+}
+
+fn replica_sets(api: &TestApiServer, owner: &str) -> Vec<Value> {
+    api.objects()
+        .into_iter()
+        .filter(|o| o["kind"] == "ReplicaSet" && o["metadata"]["ownerReferences"][0]["name"] == owner)
+        .collect()
+}
+
+/// A Deployment's Pods come from a ReplicaSet `<name>-<pod-template-hash>` the Deployment owns,
+/// spread over the Nodes; a new template rolls to a new ReplicaSet without ever dropping below
+/// `replicas - maxUnavailable` Ready Pods (3 − 0 here), the old one scaled to 0 and kept; the
+/// status then says what `kubectl rollout status` waits for.
+#[test]
+fn a_deployment_rolls_its_pods_through_replicasets_within_its_availability() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1", "n2", "n3"]);
+    api.put_raw(web("web:1", 3));
+    let d = || api.object("apps/v1", "Deployment", Some("default"), "web").unwrap();
+    eventually("3 available", || d()["status"]["availableReplicas"] == 3);
+    let first = replica_sets(&api, "web");
+    assert_eq!(first.len(), 1);
+    let hash = first[0]["metadata"]["labels"]["pod-template-hash"].as_str().unwrap().to_string();
+    assert_eq!(first[0]["metadata"]["name"], format!("web-{hash}"));
+    assert_eq!(first[0]["metadata"]["annotations"]["deployment.kubernetes.io/revision"], "1");
+    let pods = app_pods(&api, "default", "web");
+    let nodes: std::collections::BTreeSet<&str> = pods.iter().map(|(_, n, _)| n.as_str()).collect();
+    assert_eq!(nodes.len(), 3, "one per Node (fewest pods first): {pods:?}");
+    assert!(pods.iter().all(|(n, _, r)| n.starts_with(&format!("web-{hash}-")) && *r), "{pods:?}");
+    // A new image: a second ReplicaSet, revision 2.
+    api.put_raw(web("web:2", 3));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut lowest = usize::MAX;
+    loop {
+        let pods = app_pods(&api, "default", "web");
+        lowest = lowest.min(pods.iter().filter(|(_, _, r)| *r).count());
+        let st = d()["status"].clone();
+        if st["updatedReplicas"] == 3
+            && st["replicas"] == 3
+            && st["availableReplicas"] == 3
+            && st["observedGeneration"] == 2
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never rolled out: {st:#} {pods:?}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(lowest >= 3, "maxUnavailable 0 (25% of 3, rounded down): {lowest} Ready at one point");
+    let sets = replica_sets(&api, "web");
+    assert_eq!(sets.len(), 2, "the old ReplicaSet is kept (revisionHistoryLimit)");
+    let old = sets.iter().find(|r| r["metadata"]["name"] == format!("web-{hash}")).unwrap();
+    assert_eq!(old["spec"]["replicas"], 0);
+    let progressing =
+        d()["status"]["conditions"].as_array().unwrap().iter().find(|c| c["type"] == "Progressing").cloned().unwrap();
+    assert_eq!(progressing["reason"], "NewReplicaSetAvailable", "{progressing:#}");
+    assert!(app_pods(&api, "default", "web").iter().all(|(n, _, _)| !n.starts_with(&format!("web-{hash}-"))));
+    // Deleting the Deployment takes its ReplicaSets and Pods along (garbage collection).
+    assert!(api.delete_raw("apps/v1", "Deployment", Some("default"), "web"));
+    eventually("everything gone", || {
+        replica_sets(&api, "web").is_empty() && app_pods(&api, "default", "web").is_empty()
+    });
+}
+
+/// The scheduler binds a Pod only to a Node it may run on (not cordoned, selector and affinity
+/// met, taints tolerated); with none, the Pod stays Pending saying why, and the Deployment is not
+/// Available. An evicted Pod is made again elsewhere; a Node that goes takes its Pods along
+/// (pod GC) and the ReplicaSet makes them again.
+#[test]
+fn replicaset_pods_go_where_the_scheduler_lets_them_and_come_back_when_lost() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1", "n2"]);
+    let mut taint = api.object("v1", "Node", None, "n2").unwrap();
+    taint["spec"] = json!({"taints": [{"key": "gpu", "value": "yes", "effect": "NoSchedule"}]});
+    taint["metadata"].as_object_mut().unwrap().remove("managedFields");
+    api.put_raw_as(taint, "kubectl");
+    api.put_raw(web("web:1", 2));
+    eventually("2 pods on n1", || {
+        let p = app_pods(&api, "default", "web");
+        p.len() == 2 && p.iter().all(|(_, n, r)| n == "n1" && *r)
+    });
+    // n1 cordoned, one pod evicted: its replacement has nowhere to go.
+    let mut cordon = api.object("v1", "Node", None, "n1").unwrap();
+    cordon["spec"] = json!({"unschedulable": true});
+    cordon["metadata"].as_object_mut().unwrap().remove("managedFields");
+    api.put_raw_as(cordon, "kubectl");
+    let victim = app_pods(&api, "default", "web")[0].0.clone();
+    assert!(api.delete_raw("v1", "Pod", Some("default"), &victim));
+    eventually("a Pending replacement", || {
+        app_pods(&api, "default", "web").iter().any(|(n, node, _)| *n != victim && node.is_empty())
+    });
+    let pending = api.objects().into_iter().find(|o| o["kind"] == "Pod" && o["spec"]["nodeName"].is_null()).unwrap();
+    assert_eq!(pending["status"]["phase"], "Pending");
+    assert_eq!(
+        pending["status"]["conditions"][0]["message"],
+        "0/2 nodes are available: 1 node(s) had untolerated taint {gpu: yes}, 1 node(s) were unschedulable."
+    );
+    let d = || api.object("apps/v1", "Deployment", Some("default"), "web").unwrap();
+    eventually("not available", || {
+        d()["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Available" && c["status"] == "False"))
+    });
+    assert_eq!(d()["status"]["unavailableReplicas"], 1);
+    // A toleration in the template: the rollout moves both Pods to n2.
+    let mut tolerant = web("web:1", 2);
+    tolerant["spec"]["template"]["spec"]["tolerations"] = json!([{"key": "gpu", "operator": "Exists"}]);
+    api.put_raw(tolerant);
+    eventually("2 Ready pods on n2", || {
+        let p = app_pods(&api, "default", "web");
+        p.len() == 2 && p.iter().all(|(_, n, r)| n == "n2" && *r)
+    });
+    // n2 leaves: its pods go (pod GC), their replacements wait for a Node.
+    assert!(api.delete_raw("v1", "Node", None, "n2"));
+    eventually("replacements Pending", || {
+        let p = app_pods(&api, "default", "web");
+        p.len() == 2 && p.iter().all(|(_, n, _)| n.is_empty())
+    });
+}
+
+/// A Deployment whose selector does not select its template (written past the API's validation
+/// with `put_raw`) makes no ReplicaSet and no Pod: a wait for it never ends.
+#[test]
+fn a_deployment_whose_selector_misses_its_template_makes_nothing() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
+    let mut d = web("web:1", 1);
+    d["spec"]["selector"]["matchLabels"] = json!({"app": "other"});
+    api.put_raw(d);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(replica_sets(&api, "web").is_empty());
+    assert!(app_pods(&api, "default", "web").is_empty());
+    let d = api.object("apps/v1", "Deployment", Some("default"), "web").unwrap();
+    assert!(d["status"]["availableReplicas"].is_null(), "{d:#}");
+}
+
+/// A StatefulSet's Pods are `<name>-0..N-1`, made one at a time once the ones before are Ready
+/// (`OrderedReady`): a crash-looping pod-0 holds pod-1 back. A new template replaces them from the
+/// highest ordinal; the status counts them by revision.
+#[test]
+fn a_statefulset_makes_numbered_pods_in_order() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
+    api.set_crash_loop("n1", "db", true);
+    let sts = |image: &str| {
+        json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "default"},
+            "spec": {"replicas": 3, "serviceName": "db", "selector": {"matchLabels": {"app": "db"}},
+                "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "db", "image": image}]}}}})
+    };
+    api.put_raw(sts("db:1"));
+    eventually("db-0, not Ready", || {
+        app_pods(&api, "default", "db") == [("db-0".to_string(), "n1".to_string(), false)]
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(app_pods(&api, "default", "db").len(), 1, "db-1 waits for db-0");
+    api.set_crash_loop("n1", "db", false);
+    eventually("3 Ready", || app_pods(&api, "default", "db").iter().filter(|(_, _, r)| *r).count() == 3);
+    let names: Vec<String> = app_pods(&api, "default", "db").into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, ["db-0", "db-1", "db-2"]);
+    let s = || api.object("apps/v1", "StatefulSet", Some("default"), "db").unwrap();
+    eventually("status", || s()["status"]["readyReplicas"] == 3);
+    let first = s()["status"]["updateRevision"].clone();
+    api.put_raw(sts("db:2"));
+    eventually("rolled", || {
+        let st = s()["status"].clone();
+        st["updatedReplicas"] == 3
+            && st["readyReplicas"] == 3
+            && st["currentRevision"] == st["updateRevision"]
+            && st["updateRevision"] != first
+    });
+    let pod = api.object("v1", "Pod", Some("default"), "db-2").unwrap();
+    assert_eq!(pod["spec"]["containers"][0]["image"], "db:2");
+    assert_eq!(pod["spec"]["subdomain"], "db");
+}
+
+/// ArgoCD reconciles an Application only while the argo-cd chart's application controller runs
+/// (a Ready Pod of its StatefulSet, made by the StatefulSet controller from what the chart
+/// rendered), and renders its source only while the repo server does: no install, or one whose
+/// pods cannot run, leaves the Application without status.
+#[test]
+fn argocd_syncs_only_while_the_charts_controller_and_repo_server_run() {
+    let api = server();
+    api.simulate_controllers(std::time::Duration::from_millis(20));
+    api.register_nodes(&["n1"]);
+    let repo = std::env::temp_dir().join(format!("fabric-argocd-selftest-{}", std::process::id()));
+    std::fs::create_dir_all(repo.join("apps")).unwrap();
+    std::fs::write(
+        repo.join("apps/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: { name: hello, namespace: default }\ndata: { a: b }\n",
+    )
+    .unwrap();
+    api.put_raw(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "argocd"}}));
+    api.put_raw(json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", "metadata": {"name": "apps", "namespace": "argocd"},
+        "spec": {"source": {"repoURL": "https://git.invalid/r", "path": "apps"},
+            "destination": {"server": "https://kubernetes.default.svc", "namespace": "default"},
+            "syncPolicy": {"automated": {}}}}));
+    let url = "https://git.invalid/r";
+    // No ArgoCD installed: nothing happens.
+    assert_eq!(
+        argocd::sync(&api, url, &repo, &[]),
+        ["argocd/apps: not reconciled: no Ready application controller in argocd"]
+    );
+    assert!(api.object("v1", "ConfigMap", Some("default"), "hello").is_none());
+    // Installed on a node selector no Node has: its pods stay Pending, still nothing.
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", "global:\n  nodeSelector: { zone: nowhere }\n"));
+    eventually("the controller's StatefulSet", || {
+        api.object("apps/v1", "StatefulSet", Some("argocd"), "argocd-application-controller").is_some()
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(argocd::sync(&api, url, &repo, &[])[0].contains("not reconciled"));
+    // Schedulable, but without a repo server: a comparison error. (The Pending pod-0 holds an
+    // OrderedReady StatefulSet's rollout back until it is deleted: Kubernetes' "Forced rollback",
+    // `stateful_set_control.go` waits for every pod to be Running and Ready.)
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", "repoServer:\n  replicas: 0\n"));
+    eventually("the new template", || {
+        api.object("apps/v1", "StatefulSet", Some("argocd"), "argocd-application-controller")
+            .is_some_and(|s| s["spec"]["template"]["spec"]["nodeSelector"].is_null())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(argocd::sync(&api, url, &repo, &[])[0].contains("not reconciled"), "stuck");
+    assert!(api.delete_raw("v1", "Pod", Some("argocd"), "argocd-application-controller-0"));
+    let ev = || argocd::sync(&api, url, &repo, &[]);
+    eventually("the controller running", || !ev()[0].contains("not reconciled"));
+    assert!(ev()[0].contains("ComparisonError: the repo server is not reachable"), "{:?}", ev());
+    // The whole chart: synced.
+    api.put_raw(helm_chart("argocd", "argo-cd", "argocd", ""));
+    eventually("synced", || ev() == ["argocd/apps: Synced, Healthy (1 resources)"]);
+    assert!(api.object("v1", "ConfigMap", Some("default"), "hello").is_some());
+    let _ = std::fs::remove_dir_all(&repo);
 }

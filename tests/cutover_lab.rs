@@ -4,7 +4,8 @@
 //!
 //! The running (previous) cluster and the new one are two test API servers; its three agents are
 //! lab hosts with what a Flannel node has (`fabric_testkit::k3s_node`), the new cluster's server
-//! is the lab host `franca-lan`. The lab has no kubelets, so the test plays them: when a host's
+//! is the lab host `franca-lan`. The running cluster runs Deployment `web`, its Pods made by the
+//! previous cluster's simulated controllers (`fabric_testkit::workloads`). The lab has no kubelets, so the test plays them: when a host's
 //! K3s agent restarts (the stand-in `systemctl` records it), its Node registers in the cluster
 //! its agent config names, as a kubelet does on start; in the new one the simulated DaemonSet
 //! controller gives it a Cilium agent pod, from the DaemonSet the helm-controller double renders
@@ -23,11 +24,10 @@ use std::process::Output;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, workload_pod};
+use fabric_testkit::k3s_node::{agent_lines, flannel_node, leftovers, web_running_on, web_workload};
 use fabric_testkit::kube_api::{self, TestApiServer};
 use fabric_testkit::{lab, run};
 use run::out;
-use serde_json::json;
 
 const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
 const AGENTS: [(&str, &str); 3] = [("franca-w1", "host1"), ("franca-w2", "host2"), ("franca-w3", "host3")];
@@ -76,10 +76,11 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
     old.kubeconfig(&dir.join("franca-previous.yaml"), "franca-previous");
     new.simulate_controllers(Duration::from_millis(100));
     new.register_nodes(&["franca-lan"]);
-    // The running cluster: its agents, with their workloads.
-    for (i, (node, host)) in AGENTS.iter().enumerate() {
+    // The running cluster: its agents, with their workload (its controllers run: the drain's
+    // evictions come back on the Nodes left, and the Pods of a Node that leaves are collected).
+    old.simulate_controllers(Duration::from_millis(100));
+    for (node, host) in AGENTS {
         old.register_nodes(&[node]);
-        old.put_raw(workload_pod(&format!("web-{}", i + 1), "default", node, json!({"app": "web"})));
         flannel_node(&lab, host, "k3s-agent");
         let config = format!("server: {OLD_SERVER}\ntoken-file: /etc/rancher/k3s/token\n");
         let o = lab.exec(
@@ -91,6 +92,14 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
         );
         assert!(o.status.success(), "{}", out(&o));
     }
+    let agents: Vec<&str> = AGENTS.iter().map(|(n, _)| *n).collect();
+    // Without its disruption budget here: the last Node to leave the previous cluster takes every
+    // replica with it, and a budget would refuse that eviction for ever (as on a real cluster;
+    // the in-place test drains under the budget).
+    let [deployment, _budget] = web_workload(&agents);
+    old.put_raw(deployment);
+    let web = web_running_on(&old, &agents);
+    let pod = |i: usize| old.object("v1", "Pod", Some("default"), &web[i]);
     // The new cluster's server: K3s there already (no bundle in this topology), with its token.
     let o = lab.exec(
         "franca-lan",
@@ -149,7 +158,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
             assert!(!unschedulable(&new, "franca-w1"));
             assert_eq!(leftovers(&lab, "host1"), "");
             assert!(on("host1", "cat /etc/rancher/k3s/config.yaml").contains("server: https://172.30.1.10:6443"));
-            assert!(old.object("v1", "Pod", Some("default"), "web-1").is_none(), "franca-w1 was not drained");
+            assert!(pod(0).is_none(), "franca-w1 was not drained");
             // franca-w2: back in the previous cluster, schedulable, its old config; gone from the new one.
             assert!(registered(&old, "franca-w2") && !unschedulable(&old, "franca-w2"), "franca-w2 back");
             assert!(!registered(&new, "franca-w2"), "franca-w2 left a Node in the new cluster");
@@ -157,7 +166,7 @@ fn a_new_cluster_beside_the_running_one_and_a_cutover_node_by_node() {
             // franca-w3: untouched.
             assert_eq!(leftovers(&lab, "host3"), all);
             assert!(registered(&old, "franca-w3") && !unschedulable(&old, "franca-w3"));
-            assert!(old.object("v1", "Pod", Some("default"), "web-3").is_some());
+            assert!(pod(2).is_some(), "franca-w3 was drained");
             assert!(on("host3", "cat /etc/rancher/k3s/config.yaml").contains(OLD_SERVER));
 
             // 3. Healthy now: the next cutover moves the two left; then nothing is left to do.

@@ -195,9 +195,11 @@ fn phases_a_to_d_end_to_end() {
     };
     std::fs::write(services.join("vllm.yaml"), deployment("vllm", "ai", 2)).unwrap();
     std::fs::write(services.join("qdrant.yaml"), deployment("qdrant", "data", 1)).unwrap();
-    // The Karmada API has no Deployment controller: a template's status is what Karmada
-    // gathers from the members.
-    karmada.hold("Deployment", true);
+    // The Karmada API runs no kube-controller-manager (no Deployment, ReplicaSet, StatefulSet or
+    // DaemonSet controller): a template's status is what Karmada gathers from the members.
+    for kind in ["Deployment", "ReplicaSet", "StatefulSet", "DaemonSet"] {
+        karmada.hold(kind, true);
+    }
     let repo_url = "https://example.invalid/devops";
     let members = [("franca", &franca), ("sp", &sp)];
     let ev = argocd::sync(&franca, repo_url, &repo, &[("karmada", &karmada)]);

@@ -80,8 +80,15 @@ async fn steps_wait_for_their_kinds_and_charts() {
     // 4. The kinds come while the step waits (as the chart installs its CRDs): the step goes on,
     // and waits until the queues are Active.
     lines.lock().unwrap().clear();
+    // (Served once the step is seen waiting for it, not after a fixed time: how long the chart
+    // waits before it take depends on the machine's load.)
     let flip = async {
-        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !lines.lock().unwrap().iter().any(|l| l.contains("not served yet"))
+            && std::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         sp.set_served(KUEUE, true);
     };
     let (r, ()) = tokio::join!(apply("run-3", 20), flip);

@@ -725,19 +725,19 @@ fn a_pending_commit_confirm_is_a_systemd_timer_as_on_vyos() {
 // ---- What the double does not cover (crates/testkit/src/vyos_double.md, "Not covered") ------
 
 #[test]
-#[ignore = "NOT COVERED by the VyOS double: a real reboot on commit-confirm action `reboot` (the double restores the saved config in place; fabric reconnecting after a reboot is not exercised)"]
+#[ignore = "NOT COVERED: not modelled by the VyOS double: a real reboot on commit-confirm action `reboot` (the double restores the saved config in place; fabric reconnecting after a reboot is not exercised)"]
 fn not_covered_a_real_reboot_on_an_unconfirmed_commit() {
     panic!("not covered by the VyOS double: needs a real VyOS router");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the VyOS double: a real router's `declare -f vyatta_config_commit-confirm` text (the double prints a stand-in of the deciding lines)"]
+#[ignore = "NOT COVERED: not modelled by the VyOS double: a real router's `declare -f vyatta_config_commit-confirm` text (the double prints a stand-in of the deciding lines)"]
 fn not_covered_the_real_commit_confirm_function_text() {
     panic!("not covered by the VyOS double: needs real VyOS 1.4 and newer routers");
 }
 
 #[test]
-#[ignore = "NOT COVERED by the VyOS double: the host lock's holder on a real VyOS as the `vyos` user through `sudo -n` (the double runs it as root in bash; that real VyOS ships util-linux's flock and that sudo passes the channel's end through as end of input is read from Debian, not run)"]
+#[ignore = "NOT COVERED: not modelled by the VyOS double: the host lock's holder on a real VyOS as the `vyos` user through `sudo -n` (the double runs it as root in bash; that real VyOS ships util-linux's flock and that sudo passes the channel's end through as end of input is read from Debian, not run)"]
 fn not_covered_the_host_lock_on_a_real_vyos_through_sudo() {
     panic!("not covered by the VyOS double: needs a real VyOS router");
 }

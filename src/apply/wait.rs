@@ -78,11 +78,25 @@ pub fn readiness(obj: &Value) -> Readiness {
     let kind = obj["kind"].as_str().unwrap_or_default();
     let st = &obj["status"];
     match kind {
+        // kubectl's rollout status (kubernetes/kubernetes staging/src/k8s.io/kubectl/pkg/
+        // polymorphichelpers/rollout_status.go, `DeploymentStatusViewer.Status`): the new spec
+        // observed, a rollout past its progress deadline failed, then updated, old and
+        // available replicas counted from what the deployment controller writes
+        // (pkg/controller/deployment/sync.go `calculateStatus`, progress.go).
         "Deployment" => {
             let want = obj["spec"]["replicas"].as_i64().unwrap_or(1);
             let generation = int(&obj["metadata"]["generation"]);
             if int(&st["observedGeneration"]) < generation {
                 return Readiness::Pending("the controller has not seen the new spec yet".into());
+            }
+            let timed_out = st["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Progressing" && c["reason"] == "ProgressDeadlineExceeded");
+            if timed_out {
+                let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+                return Readiness::Failed(format!("deployment \"{name}\" exceeded its progress deadline"));
             }
             let (updated, available) = (int(&st["updatedReplicas"]), int(&st["availableReplicas"]));
             if updated < want {
@@ -95,16 +109,18 @@ pub fn readiness(obj: &Value) -> Readiness {
                 Readiness::Ready(format!("{available}/{want} replicas available"))
             }
         }
+        // kubectl's `DaemonSetStatusViewer.Status` (same file as above): every desired pod
+        // updated and available (the DaemonSet controller's `updateDaemonSetStatus`).
         "DaemonSet" => {
             let want = int(&st["desiredNumberScheduled"]);
             if int(&st["observedGeneration"]) < int(&obj["metadata"]["generation"]) {
                 return Readiness::Pending("the controller has not seen the new spec yet".into());
             }
-            let (updated, ready) = (int(&st["updatedNumberScheduled"]), int(&st["numberReady"]));
-            if updated < want || ready < want {
-                Readiness::Pending(format!("{ready} of {want} pods ready, {updated} updated"))
+            let (updated, available) = (int(&st["updatedNumberScheduled"]), int(&st["numberAvailable"]));
+            if updated < want || available < want {
+                Readiness::Pending(format!("{available} of {want} pods available, {updated} updated"))
             } else {
-                Readiness::Ready(format!("{ready}/{want} pods ready"))
+                Readiness::Ready(format!("{available}/{want} pods available"))
             }
         }
         "Cluster" => cond(obj, "Ready"),
@@ -302,6 +318,21 @@ mod tests {
         assert!(matches!(readiness(&dep(2, s)), Readiness::Pending(_)));
         let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 2, "availableReplicas": 2});
         assert_eq!(readiness(&dep(2, s)), Readiness::Ready("2/2 replicas available".into()));
+        // Past its progress deadline: failed, as kubectl's rollout status says.
+        let s = json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1,
+            "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]});
+        assert_eq!(readiness(&dep(2, s)), Readiness::Failed("deployment \"d\" exceeded its progress deadline".into()));
+    }
+
+    #[test]
+    fn daemonsets_follow_rollout_status() {
+        let ds = |st: Value| json!({"kind": "DaemonSet", "metadata": {"generation": 1}, "status": st});
+        let st = json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "numberAvailable": 1});
+        assert_eq!(readiness(&ds(st)), Readiness::Pending("1 of 2 pods available, 2 updated".into()));
+        let st = json!({"observedGeneration": 1, "desiredNumberScheduled": 2, "updatedNumberScheduled": 2,
+            "numberReady": 2, "numberAvailable": 2});
+        assert_eq!(readiness(&ds(st)), Readiness::Ready("2/2 pods available".into()));
     }
 
     #[test]

@@ -5,6 +5,12 @@
 //!
 //! What it follows (argoproj/argo-cd and argoproj/gitops-engine):
 //!
+//! * who runs it: ArgoCD as the argo-cd chart installs it (argoproj/argo-helm `charts/argo-cd`):
+//!   an Application is reconciled only while a Ready Pod of the chart's application controller
+//!   StatefulSet runs in its namespace, and its source rendered only while a Ready repo-server Pod
+//!   does (else `ComparisonError`); those Pods are the API double's, made from the objects the
+//!   helm-controller double rendered from fabric's HelmChart, so a missing, failed or unschedulable
+//!   ArgoCD install leaves the Application without status;
 //! * the source: `spec.source.path` of the repository, its `.yaml`, `.yml` and `.json` files,
 //!   in subfolders too only with `directory.recurse: true` (ArgoCD's directory source); a
 //!   `spec.source.repoURL` other than the one the test serves is `ComparisonError`;
@@ -47,11 +53,23 @@ pub type Destination<'a> = (&'a str, &'a TestApiServer);
 /// Healthy (4 resources)`).
 pub fn sync(argocd: &TestApiServer, repo_url: &str, repo: &Path, clusters: &[Destination<'_>]) -> Vec<String> {
     let mut events = Vec::new();
+    let objects = argocd.objects();
     for mut app in
-        argocd.objects().into_iter().filter(|o| o["apiVersion"] == "argoproj.io/v1alpha1" && o["kind"] == "Application")
+        objects.iter().filter(|o| o["apiVersion"] == "argoproj.io/v1alpha1" && o["kind"] == "Application").cloned()
     {
         let id = format!("{}/{}", meta(&app, "namespace"), meta(&app, "name"));
-        let status = match reconcile(argocd, &app, repo_url, repo, clusters) {
+        // Nobody reconciles an Application while ArgoCD's application controller is not running.
+        let ns = meta(&app, "namespace").to_string();
+        if !running(&objects, &ns, CONTROLLER) {
+            events.push(format!("{id}: not reconciled: no Ready application controller in {ns}"));
+            continue;
+        }
+        let status = if running(&objects, &ns, REPO_SERVER) {
+            reconcile(argocd, &app, repo_url, repo, clusters)
+        } else {
+            Err(format!("the repo server is not reachable (no Ready {REPO_SERVER} pod in {ns})"))
+        };
+        let status = match status {
             Ok((sync, health, resources)) => {
                 events.push(format!("{id}: {sync}, {health} ({} resources)", resources.len()));
                 json!({"sync": {"status": sync}, "health": {"status": health}, "resources": resources})
@@ -68,6 +86,27 @@ pub fn sync(argocd: &TestApiServer, repo_url: &str, repo: &Path, clusters: &[Des
         }
     }
     events
+}
+
+/// The argo-cd chart's components this double needs, by the suffix of their pods'
+/// `app.kubernetes.io/name` label (`<name>-<component>`, argoproj/argo-helm `charts/argo-cd`
+/// `templates/_helpers.tpl`): the application controller (`templates/argocd-application-controller/
+/// statefulset.yaml`) reconciles Applications, the repo server (`templates/argocd-repo-server/
+/// deployment.yaml`) renders their sources.
+const CONTROLLER: &str = "application-controller";
+const REPO_SERVER: &str = "repo-server";
+
+/// Whether a Ready Pod of the argo-cd chart's `component` runs in `ns` (made by the API double's
+/// StatefulSet or ReplicaSet controller from what the helm-controller double rendered).
+fn running(objects: &[Value], ns: &str, component: &str) -> bool {
+    objects.iter().any(|o| {
+        o["kind"] == "Pod"
+            && o["metadata"]["namespace"] == ns
+            && o["metadata"]["labels"]["app.kubernetes.io/name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with(&format!("-{component}")))
+            && crate::daemonset::ready(o)
+    })
 }
 
 fn meta<'a>(o: &'a Value, k: &str) -> &'a str {

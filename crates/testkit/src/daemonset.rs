@@ -1,7 +1,7 @@
 //! What the DaemonSet controller and the kubelets make of a DaemonSet, for the simulated
 //! controllers of [`crate::kube_api`]: which Nodes get one of its Pods, the Pod it creates there,
 //! and the status the Node's kubelet reports for it. Pure functions over JSON objects; the API
-//! double stores what they return. See "DaemonSets and their Pods" in `kube_api.md`.
+//! double stores what they return. See the DaemonSet row of "Controllers (opt-in)" in `kube_api.md`.
 //!
 //! What it follows (kubernetes/kubernetes):
 //! * which Nodes: `pkg/controller/daemon/daemon_controller.go` `NodeShouldRunDaemonPod` →
@@ -41,14 +41,14 @@ pub fn should_run(spec: &Value, node: &Value) -> bool {
         && taints_tolerated(spec, node)
 }
 
-fn node_selector_holds(selector: Option<&Value>, labels: &Value) -> bool {
+pub(crate) fn node_selector_holds(selector: Option<&Value>, labels: &Value) -> bool {
     selector.and_then(Value::as_object).is_none_or(|m| m.iter().all(|(k, v)| labels.get(k) == Some(v)))
 }
 
 /// `nodeSelectorTerms` are ORed, each term's `matchExpressions` ANDed (an empty term matches
 /// nothing); operators In, NotIn, Exists, DoesNotExist (Gt/Lt: not used by fabric's objects,
 /// treated as not matching).
-fn required_affinity_holds(required: Option<&Value>, labels: &Value) -> bool {
+pub(crate) fn required_affinity_holds(required: Option<&Value>, labels: &Value) -> bool {
     let Some(terms) = required.and_then(|r| r.get("nodeSelectorTerms")).and_then(Value::as_array) else {
         return true;
     };
@@ -95,7 +95,7 @@ fn daemon_tolerations(spec: &Value) -> Vec<Value> {
 /// Kubernetes's toleration rule (`k8s.io/api/core/v1` `Toleration.ToleratesTaint`): an empty
 /// effect matches every effect; `Exists` with no key matches every taint; `Equal` (the
 /// default) needs the same key and value.
-fn tolerates(t: &Value, taint: &Value) -> bool {
+pub(crate) fn tolerates(t: &Value, taint: &Value) -> bool {
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     let effect = s(t, "effect");
     if !effect.is_empty() && effect != s(taint, "effect") {

@@ -2,7 +2,7 @@
 //! [`crate::kube_api`]: once a HelmChart's install Job completes, the release's workloads appear,
 //! rendered from the HelmChart's values by the rules of the chart's own templates, and on install
 //! what its `pre-install` hooks make ([`pre_install`]). Only the objects fabric's waits, verifies
-//! and plan's checks read are rendered (see "Charts" in `kube_api.md` for the list and
+//! and plan's checks read are rendered (see the release row of "Controllers (opt-in)" in `kube_api.md` for the list and
 //! the limits). Names, conditions and defaults come from the upstream templates cited beside each
 //! rule, never from fabric's modules: a value fabric gets wrong makes the object missing here as
 //! it would be in a real cluster.

@@ -1,8 +1,9 @@
 //! K3s nodes as they are before fabric moves them to Cilium, made for real on lab hosts: what a
 //! Flannel node has (a `flannel.1` VXLAN interface, the `cni0` bridge, Flannel's and kube-proxy's
 //! iptables chains, `/run/flannel/subnet.env`, K3s's Flannel CNI configuration), a stand-in
-//! `systemctl` (the lab has no systemd) that records restarts, and the workload Pods a drain
-//! evicts ([`workload_pod`], `put_raw` into the test API server).
+//! `systemctl` (the lab has no systemd) that records restarts, and the workload a drain evicts
+//! ([`web_workload`]: a Deployment and its disruption budget, whose Pods the test API server's
+//! controllers make).
 //!
 //! What it follows: K3s writes its Flannel CNI configuration as `10-flannel.conflist` in the
 //! agent's CNI directory, network name `cbr0`, and uses Flannel's `vxlan` backend by default
@@ -54,15 +55,47 @@ pub fn leftovers(lab: &lab::Lab, host: &str) -> String {
     String::from_utf8_lossy(&o.stdout).split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// A workload's Pod on `node` (owned by a ReplicaSet, Ready), as a drain finds it: the
-/// Deployment double makes no Pods (see "Hand-written objects" in `kube_api.md`), so the lab
-/// tests write these; daemon Pods come from the DaemonSet controller (`crate::daemonset`).
-pub fn workload_pod(name: &str, ns: &str, node: &str, labels: serde_json::Value) -> serde_json::Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": name, "namespace": ns, "labels": labels,
-                        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "u1", "controller": true}]},
-           "spec": {"nodeName": node, "containers": [{"name": "c", "image": "registry.invalid/c"}]},
-           "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+/// The workload a running cluster has, as its operators wrote it: Deployment `web` in `default`,
+/// one replica per node of `nodes` (required node affinity to their hostnames), and a
+/// PodDisruptionBudget keeping all but one of them available. Its Pods are the API double's
+/// (Deployment → ReplicaSet → Pod, `crate::workloads`), so a drain evicts what a ReplicaSet
+/// made, the budget can refuse an eviction (429) until a replacement is Ready, and an evicted Pod
+/// comes back on another Node.
+pub fn web_workload(nodes: &[&str]) -> [serde_json::Value; 2] {
+    let n = nodes.len();
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}});
+    [
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"replicas": n, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"affinity": affinity, "containers": [{"name": "web", "image": "registry.invalid/web:1"}]}}}}),
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"minAvailable": n.saturating_sub(1), "selector": {"matchLabels": {"app": "web"}}}}),
+    ]
+}
+
+/// The `web` Pods of `api`, as (name, node, Ready), by name.
+pub fn web_pods(api: &crate::kube_api::TestApiServer) -> Vec<(String, String, bool)> {
+    crate::workloads::app_pods(&api.objects(), "default", "web")
+}
+
+/// Waits (10 s at most) until `web` runs one Ready Pod on each of `nodes`; returns the Pod on
+/// each, in the order of `nodes`.
+pub fn web_running_on(api: &crate::kube_api::TestApiServer, nodes: &[&str]) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let pods = web_pods(api);
+        let on: Vec<Option<String>> = nodes
+            .iter()
+            .map(|n| pods.iter().find(|(_, node, ready)| node == n && *ready).map(|(p, _, _)| p.clone()))
+            .collect();
+        if pods.len() == nodes.len() && on.iter().all(Option::is_some) {
+            return on.into_iter().flatten().collect();
+        }
+        assert!(std::time::Instant::now() < deadline, "web never ran on {nodes:?}: {pods:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// The topology's node lines for agents `(node name, lab host)` of Franca's LAN, as the lab tests

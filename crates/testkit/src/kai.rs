@@ -1,5 +1,5 @@
 //! KAI Scheduler's placement of GPU pods, as the test API server's simulated scheduler does it
-//! for pods whose `schedulerName` is `kai-scheduler` (see "KAI Scheduler" in `kube_api.md`).
+//! for pods whose `schedulerName` is `kai-scheduler` (see the KAI Scheduler row of "Controllers (opt-in)" in `kube_api.md`).
 //!
 //! The rules, from `shared/specs/kai-scheduler/docs/`:
 //! - `quickstart_README.md`: a pod is KAI's with `schedulerName: kai-scheduler` and the label

@@ -1,7 +1,8 @@
 //! Test support: an in-process test double of the Kubernetes API server (kube-apiserver) with
 //! server-side apply, dry run, discovery and strict schema validation against the upstream CRD
 //! schemas (through `kube_schema.rs`), read-only CRD objects, and opt-in simulated controllers
-//! (`simulate_controllers`: HelmChart install Jobs and the charts' workloads, rollouts, ServiceAccount tokens, EndpointSlices,
+//! (`simulate_controllers`: HelmChart install Jobs and the charts' workloads, Deployment → ReplicaSet →
+//! Pod rollouts, StatefulSets, DaemonSets, the scheduler and kubelets, ServiceAccount tokens, EndpointSlices,
 //! Karmada Cluster readiness, Kueue activity). See `kube_api.md` beside this file for what it does,
 //! what it simplifies and how to use it.
 //!
@@ -308,8 +309,9 @@ impl TestApiServer {
     }
 
     /// The kubelet of `node` sees `container` exit at start in every pod it runs (`crashing`), or
-    /// run again (`false`): the daemon pods there report it waiting in `CrashLoopBackOff` and are
-    /// not Ready (see "DaemonSets and their Pods" in `kube_api.md`). Reconciles the DaemonSets.
+    /// run again (`false`): the pods there report it waiting in `CrashLoopBackOff` and are
+    /// not Ready (see the DaemonSet and workload rows of "Controllers (opt-in)" in `kube_api.md`).
+    /// Reconciles the DaemonSets, ReplicaSets and StatefulSets.
     pub fn set_crash_loop(&self, node: &str, container: &str, crashing: bool) {
         let keys: Vec<Key> = {
             let mut st = self.shared.lock();
@@ -319,7 +321,11 @@ impl TestApiServer {
             } else {
                 st.crashing.remove(&k);
             }
-            st.objects.keys().filter(|k| k.0 == "apps" && k.1 == "DaemonSet").cloned().collect()
+            st.objects
+                .keys()
+                .filter(|k| k.0 == "apps" && matches!(k.1.as_str(), "DaemonSet" | "ReplicaSet" | "StatefulSet"))
+                .cloned()
+                .collect()
         };
         self.shared.schedule(keys, Duration::ZERO);
     }
@@ -841,6 +847,8 @@ const BUILTIN: &[(&str, &str, &str, bool)] = &[
     // Read by the eviction API: an eviction that would break one is refused (429).
     ("policy", "v1", "PodDisruptionBudget", true),
     ("apps", "v1", "Deployment", true),
+    // Made by the Deployment controller (simulated), with their Pods.
+    ("apps", "v1", "ReplicaSet", true),
     ("apps", "v1", "StatefulSet", true),
     ("apps", "v1", "DaemonSet", true),
     ("batch", "v1", "Job", true),
@@ -872,6 +880,11 @@ type FieldPath = Vec<String>;
 type Lists<'a> = dyn Fn(&[String]) -> ListType + 'a;
 
 pub use crate::kube_api_faults::Fault;
+
+/// The Deployment, ReplicaSet and StatefulSet controllers, the scheduler and the kubelets of
+/// their Pods (`kube_api_workloads.rs`, on this module's state).
+#[path = "kube_api_workloads.rs"]
+mod workloads_ctl;
 use crate::kube_api_faults::{self, Armed};
 use crate::kube_builtin::ListType;
 
@@ -2654,6 +2667,14 @@ fn basic_checks(res: &Resource, obj: &Value) -> Result<(), Vec<Cause>> {
             }
         }
     }
+    // A workload's selector must select its pod template (kubernetes/kubernetes
+    // `pkg/apis/apps/validation/validation.go`, `ValidateDeploymentSpec` and its siblings).
+    if res.group == "apps"
+        && matches!(res.kind.as_str(), "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet")
+        && let Some(problem) = crate::workloads::selector_problem(obj)
+    {
+        causes.push(problem);
+    }
     if res.group.is_empty()
         && res.kind == "ConfigMap"
         && let Some(d) = obj.get("data").and_then(Value::as_object)
@@ -3417,16 +3438,6 @@ fn is_sa_token_for(secret: &Value, sa: &str) -> bool {
     text_at(secret, "/type") == SA_TOKEN_TYPE && meta_str(secret, "annotations", SA_NAME_ANNOTATION) == sa
 }
 
-/// Whether some Node of the cluster carries every label of `selector` (a pod's `nodeSelector`);
-/// an absent or empty selector matches any cluster, as the scheduler has it.
-fn node_selector_matches(st: &State, selector: Option<&Value>) -> bool {
-    let Some(want) = selector.and_then(Value::as_object).filter(|m| !m.is_empty()) else { return true };
-    st.objects
-        .iter()
-        .filter(|(k, _)| k.0.is_empty() && k.1 == "Node")
-        .any(|(_, n)| want.iter().all(|(k, v)| n.obj.pointer("/metadata/labels").and_then(|l| l.get(k)) == Some(v)))
-}
-
 /// Where KAI Scheduler puts the replicas of the cluster's KAI Deployments, given its Nodes and
 /// Queues (`scheduling.run.ai/v2`).
 fn kai_placements(st: &State) -> Vec<crate::kai::Placement> {
@@ -3439,10 +3450,13 @@ fn kai_placements(st: &State) -> Vec<crate::kai::Placement> {
 /// KAI Scheduler's API group (its Queues).
 const KAI_GROUP: &str = "scheduling.run.ai";
 
-/// Whether a Deployment's pod template carries every `selector` label.
-fn template_matches(deploy: &Value, selector: &Map<String, Value>) -> bool {
-    let labels = deploy.pointer("/spec/template/metadata/labels");
-    selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+/// The address the kubelet reports for a pod (`status.podIP`, `podIPs`): one of K3s's default
+/// cluster CIDR 10.42.0.0/16, from the pod's namespace and name (deterministic).
+fn with_pod_ip(status: &mut Value, pod: &Key) {
+    let h = sha256(format!("{}/{}", pod.2, pod.3).as_bytes());
+    let ip = format!("10.42.{}.{}", h[0], h[1] % 254 + 1);
+    status["podIP"] = json!(ip);
+    status["podIPs"] = json!([{ "ip": ip }]);
 }
 
 /// The decoded `data.<key>` of a Secret, when present, valid and non-empty.
@@ -3523,24 +3537,51 @@ impl Shared {
             }
             ("apps", "Deployment") => {
                 let mut out = pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns));
+                // Its ReplicaSets (a deleted Deployment's go with it).
+                out.extend(pick(&mut of("apps", "ReplicaSet").filter(|(k, r)| {
+                    k.2 == ns && crate::workloads::controller_of(&r.obj).is_some_and(|(_, n, _)| n == name)
+                })));
                 // KAI's pods share devices: one Deployment's change moves the others'.
                 if st.objects.get(key).is_none_or(|d| crate::kai::is_kai(&d.obj)) {
                     out.extend(pick(
                         &mut of("apps", "Deployment").filter(|(k, d)| *k != key && crate::kai::is_kai(&d.obj)),
                     ));
+                    out.extend(pick(&mut of("apps", "ReplicaSet").filter(|(_, r)| crate::kai::is_kai(&r.obj))));
                 }
                 out
             }
-            (KAI_GROUP, "Queue") => pick(&mut of("apps", "Deployment").filter(|(_, d)| crate::kai::is_kai(&d.obj))),
-            // A Node's labels decide where pods can be scheduled; a RuntimeClass whether they
-            // are admitted.
-            ("", "Node") | ("node.k8s.io", "RuntimeClass") => {
-                let mut out = pick(&mut of("apps", "Deployment"));
-                out.extend(pick(&mut of("apps", "DaemonSet")));
+            // A ReplicaSet's status is summed into its Deployment's.
+            ("apps", "ReplicaSet") => pick(&mut of("apps", "Deployment").filter(|(k, _)| {
+                k.2 == ns
+                    && st
+                        .objects
+                        .get(key)
+                        .and_then(|r| crate::workloads::controller_of(&r.obj))
+                        .is_some_and(|(kind, n, _)| kind == "Deployment" && n == k.3)
+            })),
+            (KAI_GROUP, "Queue") => {
+                let mut out = pick(&mut of("apps", "Deployment").filter(|(_, d)| crate::kai::is_kai(&d.obj)));
+                out.extend(pick(&mut of("apps", "ReplicaSet").filter(|(_, r)| crate::kai::is_kai(&r.obj))));
                 out
             }
-            // A daemon pod gone (deleted, evicted): its DaemonSet makes it again.
-            ("", "Pod") => pick(&mut of("apps", "DaemonSet").filter(|(k, _)| k.2 == ns)),
+            // A Node's labels, taints and readiness decide where pods can be scheduled (and a
+            // gone Node's pods go); a RuntimeClass whether they are admitted.
+            ("", "Node") | ("node.k8s.io", "RuntimeClass") => {
+                let mut out = pick(&mut of("apps", "Deployment"));
+                for kind in ["DaemonSet", "ReplicaSet", "StatefulSet"] {
+                    out.extend(pick(&mut of("apps", kind)));
+                }
+                out
+            }
+            // A pod gone (deleted, evicted) or changed: its controller makes it again or counts
+            // it.
+            ("", "Pod") => {
+                let mut out = pick(&mut of("", "Service").filter(|(k, _)| k.2 == ns));
+                for kind in ["DaemonSet", "ReplicaSet", "StatefulSet"] {
+                    out.extend(pick(&mut of("apps", kind).filter(|(k, _)| k.2 == ns)));
+                }
+                out
+            }
             ("batch", "Job") => {
                 let chart = match st.objects.get(key) {
                     Some(j) => meta_str(&j.obj, "labels", HELM_CHART_LABEL).to_string(),
@@ -3583,6 +3624,8 @@ impl Shared {
             (HELM_GROUP, "HelmChart") => self.helm_controller(st, key),
             ("batch", "Job") => self.job_controller(st, key),
             ("apps", "Deployment") => self.deployment_controller(st, key),
+            ("apps", "ReplicaSet") => self.replicaset_controller(st, key),
+            ("apps", "StatefulSet") => self.statefulset_controller(st, key),
             ("apps", "DaemonSet") => self.daemonset_controller(st, key),
             ("", "Secret") => self.token_controller(st, key),
             ("", "Service") => self.endpointslice_controller(st, key),
@@ -3845,91 +3888,6 @@ impl Shared {
         Some(self.write_status(st, key, status, KCM).into_iter().collect())
     }
 
-    /// Deployment controller with the scheduler's node filter: every replica is updated, ready
-    /// and available at once, unless the pod template's `nodeSelector` matches no Node of the
-    /// cluster; then every pod stays Pending (the scheduler's `NodeAffinity` filter rejects all
-    /// nodes), no replica is available and the Deployment is not `Available`.
-    ///
-    /// Pods with `schedulerName: kai-scheduler` are placed by KAI's rules instead
-    /// ([`crate::kai::place`]): only the replicas that get a node (and a GPU share) run.
-    fn deployment_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
-        let d = st.objects.get(key)?.obj.clone();
-        let replicas = d.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(1);
-        // The RuntimeClass admission plugin rejects a pod whose `runtimeClassName` names no
-        // RuntimeClass ("pod rejected: RuntimeClass %q not found": kubernetes/kubernetes
-        // plugin/pkg/admission/runtimeclass/admission.go): no replica is created.
-        let missing_runtime = text_at(&d, "/spec/template/spec/runtimeClassName").to_string();
-        let missing_runtime = (!missing_runtime.is_empty()
-            && !st.objects.contains_key(&mk_key("node.k8s.io", "RuntimeClass", "", &missing_runtime)))
-        .then_some(missing_runtime);
-        let running = if missing_runtime.is_some() {
-            0
-        } else if crate::kai::is_kai(&d) {
-            kai_placements(st).iter().filter(|p| p.namespace == key.2 && p.deployment == key.3).count() as i64
-        } else if node_selector_matches(st, d.pointer("/spec/template/spec/nodeSelector")) {
-            replicas
-        } else {
-            0
-        };
-        let schedulable = running == replicas;
-        let mut status = status_of(&d);
-        status["observedGeneration"] = json!(generation_of(&d));
-        for (f, n) in [
-            ("replicas", replicas),
-            ("updatedReplicas", replicas),
-            ("readyReplicas", running),
-            ("availableReplicas", running),
-        ] {
-            if n > 0 {
-                status[f] = json!(n);
-            } else if let Some(m) = status.as_object_mut() {
-                m.remove(f);
-            }
-        }
-        if let Some(m) = status.as_object_mut() {
-            m.remove("unavailableReplicas");
-        }
-        if replicas > running {
-            status["unavailableReplicas"] = json!(replicas - running);
-        }
-        let now = now_rfc3339();
-        let rs = format!("{}-{}", key.3, template_hash(d.pointer("/spec/template")));
-        let c = |ty: &str, ok: bool, reason: &str, message: String| {
-            json!({"type": ty, "status": if ok { "True" } else { "False" }, "lastUpdateTime": now,
-                "lastTransitionTime": now, "reason": reason, "message": message})
-        };
-        let available = if schedulable {
-            c("Available", true, "MinimumReplicasAvailable", "Deployment has minimum availability.".into())
-        } else {
-            c("Available", false, "MinimumReplicasUnavailable", "Deployment does not have minimum availability.".into())
-        };
-        let progressing = if schedulable {
-            c(
-                "Progressing",
-                true,
-                "NewReplicaSetAvailable",
-                format!("ReplicaSet \"{rs}\" has successfully progressed."),
-            )
-        } else {
-            c("Progressing", true, "ReplicaSetUpdated", format!("ReplicaSet \"{rs}\" is progressing."))
-        };
-        let mut conditions = vec![available, progressing];
-        match missing_runtime {
-            Some(rc) => {
-                let message = format!("pods \"{rs}-\" is forbidden: pod rejected: RuntimeClass \"{rc}\" not found");
-                conditions.push(c("ReplicaFailure", true, "FailedCreate", message));
-            }
-            // The deployment controller drops the condition once pods are created again.
-            None => {
-                if let Some(list) = status.get_mut("conditions").and_then(Value::as_array_mut) {
-                    list.retain(|c| c.get("type").and_then(Value::as_str) != Some("ReplicaFailure"));
-                }
-            }
-        }
-        set_conditions(&mut status, conditions);
-        Some(self.write_status(st, key, status, KCM).into_iter().collect())
-    }
-
     /// DaemonSet controller and the kubelets of its Nodes (`crate::daemonset`): one Pod on every
     /// Node that should run it, made again when its template changes, removed from a Node that
     /// no longer should; each Pod's status as its Node's kubelet reports it; the DaemonSet's
@@ -3939,7 +3897,23 @@ impl Shared {
     /// Deployments).
     fn daemonset_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         use crate::daemonset;
-        let d = st.objects.get(key)?.obj.clone();
+        let Some(d) = st.objects.get(key).map(|s| s.obj.clone()) else {
+            // Gone (an upgrade no longer renders it, its chart deleted): so are its Pods (the
+            // garbage collector, by owner reference).
+            let orphans: Vec<Key> = st
+                .objects
+                .iter()
+                .filter(|(k, p)| {
+                    k.0.is_empty()
+                        && k.1 == "Pod"
+                        && k.2 == key.2
+                        && crate::workloads::controller_of(&p.obj)
+                            .is_some_and(|(kind, name, _)| kind == "DaemonSet" && name == key.3)
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            return Some(orphans.iter().filter_map(|k| Shared::ctl_delete(st, k)).collect());
+        };
         let (ns, uid) = (key.2.clone(), text_at(&d, "/metadata/uid").to_string());
         let spec = d.pointer("/spec/template/spec").cloned().unwrap_or_else(|| json!({}));
         let hash = template_hash(d.pointer("/spec/template"));
@@ -3990,7 +3964,8 @@ impl Shared {
             };
             let crashing: Vec<String> = st.crashing.iter().filter(|(n, _)| n == name).map(|(_, c)| c.clone()).collect();
             let Some(pod) = st.objects.get(&pod_key).map(|p| p.obj.clone()) else { continue };
-            let status = daemonset::pod_status(&pod, condition_is_true(node, "Ready"), &crashing);
+            let mut status = daemonset::pod_status(&pod, condition_is_true(node, "Ready"), &crashing);
+            with_pod_ip(&mut status, &pod_key);
             written.extend(self.write_status(st, &pod_key, status, "kubelet"));
         }
         // Pods on Nodes that are gone.
@@ -4051,8 +4026,8 @@ impl Shared {
         Some(self.ctl_put(st, obj, KCM).into_iter().collect())
     }
 
-    /// EndpointSlice controller: `<service>-fabric` with one ready endpoint per ready replica of
-    /// every Deployment in the namespace whose pod template matches the Service's selector.
+    /// EndpointSlice controller: `<service>-fabric` with one endpoint per Ready Pod of the
+    /// namespace the Service's selector selects (its `status.podIP`, the kubelet's).
     fn endpointslice_controller(&self, st: &mut State, key: &Key) -> Option<Vec<Key>> {
         let (ns, name) = (key.2.as_str(), key.3.as_str());
         let slice_key = mk_key(DISCOVERY_GROUP, "EndpointSlice", ns, &format!("{name}-fabric"));
@@ -4065,32 +4040,37 @@ impl Shared {
                 .is_some_and(|s| meta_str(&s.obj, "labels", SLICE_MANAGED_BY_LABEL) == SLICE_MANAGED_BY);
             return Some(if ours { Shared::ctl_delete(st, &slice_key).into_iter().collect() } else { Vec::new() });
         };
-        let deployments: Vec<(String, Value)> = st
+        let selected = |p: &Value| {
+            let labels = p.pointer("/metadata/labels");
+            selector.iter().all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        };
+        let pods: Vec<Value> = st
             .objects
             .iter()
-            .filter(|(k, s)| k.0 == "apps" && k.1 == "Deployment" && k.2 == ns && template_matches(&s.obj, &selector))
-            .map(|(k, s)| (k.3.clone(), s.obj.clone()))
+            .filter(|(k, p)| k.0.is_empty() && k.1 == "Pod" && k.2 == ns && selected(&p.obj))
+            .map(|(_, p)| p.obj.clone())
             .collect();
         let mut endpoints = Vec::new();
-        for (dname, d) in &deployments {
-            let ready = d.pointer("/status/readyReplicas").and_then(Value::as_i64).unwrap_or(0).max(0) as usize;
-            let h = sha256(format!("{ns}/{dname}").as_bytes());
-            let hash = template_hash(d.pointer("/spec/template"));
-            for i in 0..ready {
-                let ip = format!("10.{}.{}.{}", h[0], h[1].wrapping_add((i / 254) as u8), i % 254 + 1);
-                endpoints.push(json!({
-                    "addresses": [ip],
-                    "conditions": {"ready": true, "serving": true, "terminating": false},
-                    "targetRef": {"kind": "Pod", "namespace": ns, "name": format!("{dname}-{hash}-{i}")},
-                }));
+        for p in pods.iter().filter(|p| crate::daemonset::ready(p)) {
+            let Some(ip) = p.pointer("/status/podIP").and_then(Value::as_str) else { continue };
+            let mut e = json!({
+                "addresses": [ip],
+                "conditions": {"ready": true, "serving": true, "terminating": false},
+                "targetRef": {"kind": "Pod", "namespace": ns, "name": text_at(p, "/metadata/name"),
+                    "uid": text_at(p, "/metadata/uid")},
+            });
+            if let Some(n) = p.pointer("/spec/nodeName") {
+                e["nodeName"] = n.clone();
             }
+            endpoints.push(e);
         }
         let mut ports = Vec::new();
         for p in svc.pointer("/spec/ports").and_then(Value::as_array).into_iter().flatten() {
             let port = match p.get("targetPort") {
                 Some(Value::Number(n)) => Some(json!(n)),
-                Some(Value::String(named)) => deployments.iter().find_map(|(_, d)| {
-                    let containers = d.pointer("/spec/template/spec/containers").and_then(Value::as_array)?;
+                // A named target port is resolved in the selected pods' containers.
+                Some(Value::String(named)) => pods.iter().find_map(|pod| {
+                    let containers = pod.pointer("/spec/containers").and_then(Value::as_array)?;
                     containers
                         .iter()
                         .flat_map(|c| c.get("ports").and_then(Value::as_array).into_iter().flatten())

@@ -9,6 +9,8 @@
 //! * [`kube_builtin`]: what kube-apiserver does to built-in kinds (canonical quantities, defaults,
 //!   list types), from the v1.33 definitions;
 //! * [`daemonset`]: the DaemonSet controller's Pods and their kubelets' status;
+//! * [`workloads`]: the Deployment, ReplicaSet and StatefulSet controllers' rules and the
+//!   scheduler's filters (their glue on the API double's state: `kube_api_workloads.rs`);
 //! * [`helm_charts`], [`helm_workloads`]: what the charts fabric installs create, for the helm-controller;
 //! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`karmada`]: Karmada's propagation of templates to its members, overriders, status back;
@@ -44,6 +46,7 @@ pub mod run;
 pub mod tmpfs;
 pub mod vyos_spec;
 pub mod wan_proxy;
+pub mod workloads;
 
 /// The repository root (the root package `fabric`, two levels above this crate): where
 /// `tests/lab/` is, and what `../shared/specs` is relative to.

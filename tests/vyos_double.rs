@@ -743,7 +743,7 @@ fn not_covered_the_host_lock_on_a_real_vyos_through_sudo() {
 }
 
 #[test]
-#[ignore = "NOT COVERED by the VyOS double: a real VyOS's systemd `commit-confirm.timer` and `commit-confirm.service` (the double answers `systemctl show -p ActiveState` for them from its own state; that sagitta arms the timer with `systemd-run --on-active`, that it is gone once elapsed and that its service reboots are read from vyos-1x `config_mgmt.py` and systemd `run.c`, not run)"]
+#[ignore = "NOT COVERED: not modelled by the VyOS double: a real VyOS's systemd `commit-confirm.timer` and `commit-confirm.service` (the double answers `systemctl show -p ActiveState` for them from its own state; that sagitta arms the timer with `systemd-run --on-active`, that it is gone once elapsed and that its service reboots are read from vyos-1x `config_mgmt.py` and systemd `run.c`, not run)"]
 fn not_covered_the_commit_confirm_timer_of_a_real_vyos() {
     panic!("not covered by the VyOS double: needs a real VyOS router with systemd");
 }

@@ -148,7 +148,7 @@ fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line:
 }
 
 /// Asks for `yes` at the terminal, as terraform does.
-fn approve() -> Result<(), Report> {
+pub(super) fn approve() -> Result<(), Report> {
     if !std::io::stdin().is_terminal() {
         return Err(usage(
             "apply::approve",

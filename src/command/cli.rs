@@ -38,6 +38,7 @@ pub enum Command {
     Schema(crate::command::schema::Opts),
     Lock(crate::command::lock::Opts),
     Runs(crate::command::runs::Opts),
+    Rotate(crate::command::rotate::Opts),
 }
 
 /// A shell's completion script, generated from the CLI definition (so it never drifts).

@@ -9,6 +9,8 @@ pub mod lock;
 pub mod plan;
 pub mod render;
 pub mod rollback;
+pub mod rotate;
+pub mod rotate_wireguard;
 pub mod runs;
 pub mod schema;
 pub mod state;
@@ -56,6 +58,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Schema(o) => schema::run(&global, o),
         Command::Lock(o) => lock::run(&global, o),
         Command::Runs(o) => runs::run(&global, o),
+        Command::Rotate(o) => rotate::run(&global, o),
     }
 }
 

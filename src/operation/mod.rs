@@ -11,6 +11,7 @@ pub mod plan;
 pub mod read;
 pub mod render;
 pub mod rollback;
+pub mod rotate_wireguard;
 pub mod runs;
 pub mod snapshot;
 pub mod verify;

@@ -13,6 +13,7 @@ pub mod kube;
 pub mod lease;
 pub mod nft;
 pub mod secrets;
+pub mod wg_rotate;
 
 use std::time::Duration;
 
@@ -417,7 +418,12 @@ pub async fn vyos_confirm_form(s: &Session, at: &Address) -> Result<ConfirmForm,
 /// Checks the output of a script that ran `vbash -s`: a non-zero exit, or any of VyOS's error
 /// lines ([`vyos_error`]) whatever the exit status, fails it; with `armed`, so does an output
 /// without [`VYOS_ARMED`] (no timer, so nothing would put the router back).
-fn vyos_outcome(at: &Address, what: &str, o: &crate::transport::ssh::Output, armed: bool) -> Result<(), ProviderError> {
+pub(crate) fn vyos_outcome(
+    at: &Address,
+    what: &str,
+    o: &crate::transport::ssh::Output,
+    armed: bool,
+) -> Result<(), ProviderError> {
     if o.status != 0 {
         return Err(failed_at(at, what, o));
     }

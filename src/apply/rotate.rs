@@ -32,6 +32,8 @@ pub const STEP: &str = "rotate wireguard";
 
 const STAGE_TIMEOUT: Duration = Duration::from_secs(60);
 const SWITCH_TIMEOUT: Duration = Duration::from_secs(90);
+/// How long the pings go on after the triggers were sent, at least.
+const PROBE_AFTER: Duration = Duration::from_secs(1);
 
 /// What to rotate.
 pub struct Request<'a> {
@@ -222,6 +224,7 @@ async fn rotate(
         (router, r.staged.trigger(&r.trigger).await)
     }))
     .await;
+    let switched_at = std::time::Instant::now();
     let outputs = futures::future::join_all(sent.into_iter().map(|(router, t)| async move {
         let o = match t {
             Ok(t) => t.output(SWITCH_TIMEOUT).await,
@@ -255,6 +258,8 @@ async fn rotate(
             }
         }
     };
+    // A second of pings after the switch at least, so that a late handshake shows too.
+    tokio::time::sleep(PROBE_AFTER.saturating_sub(switched_at.elapsed())).await;
     let loss = stop_probe(probe).await;
     if let Ok(l) = &loss {
         progress(&format!("{STEP}: {}", l.line()));

@@ -103,21 +103,19 @@ pub fn linux_stage(iface: &str, canary: &str, seconds: u32, own_key: bool, peers
         prev_key(iface)
     );
     let arm = shell::schedule_revert(canary, seconds, &linux_restore(iface));
-    let switch = if own_key {
-        sh!(
-            "mv -f -- {} {} && mv -f -- {} {} && wg set {} private-key {} && wg syncconf {} {}",
-            next_key(iface),
-            key.clone(),
-            next_conf(iface),
-            conf,
-            iface,
-            key,
-            iface,
-            strip.clone()
-        )
-    } else {
-        sh!("mv -f -- {} {} && wg syncconf {} {}", next_conf(iface), conf, iface, strip.clone())
-    };
+    // `wg syncconf` sets the interface as the stripped file says, and that file holds no key
+    // (wg-quick's PostUp sets it from the key file): it clears the key, so the key comes after.
+    let move_key = if own_key { sh!("mv -f -- {} {} && ", next_key(iface), key.clone()) } else { Sh::lit("") };
+    let switch = sh!(
+        "{}mv -f -- {} {} && wg syncconf {} {} && wg set {} private-key {}",
+        move_key,
+        next_conf(iface),
+        conf,
+        iface,
+        strip.clone(),
+        iface,
+        key
+    );
     let mut handshake = Sh::lit("");
     for a in peers {
         handshake = sh!("{}( ping -c 1 -W 1 {} >/dev/null 2>&1 </dev/null & ); ", handshake, *a);
@@ -221,13 +219,15 @@ impl Loss {
     }
 }
 
-/// Pings `addr` from where it runs until its stdin ends: every 50 ms where ping allows it (root),
+/// Pings `addr` from where it runs until its stdin ends: every 10 ms where ping allows it (root),
 /// else every 200 ms (iputils ping(8): the shortest interval for other users), printing the
-/// interval first. Ends with ping's summary (SIGINT makes ping print it).
+/// interval first. Ends with ping's summary: SIGALRM makes iputils ping print it and exit (its
+/// `sigexit` handler, set for SIGINT and SIGALRM); SIGINT would not do, a background command of
+/// a non-interactive shell ignores it (POSIX, Shell Command Language 2.11).
 pub fn loss_probe(addr: Ipv4Addr) -> Sh {
     sh!(
-        "i=0.05; ping -n -c 1 -i $i -W 1 127.0.0.1 >/dev/null 2>&1 || i=0.2; echo \"fabric-interval $i\"; \
-         ping -n -i \"$i\" {} & p=$!; IFS= read -r _; kill -INT \"$p\"; wait \"$p\"; exit 0",
+        "i=0.01; ping -n -c 1 -i $i -W 1 127.0.0.1 >/dev/null 2>&1 || i=0.2; echo \"fabric-interval $i\"; \
+         ping -n -i \"$i\" {} & p=$!; IFS= read -r _; kill -ALRM \"$p\"; wait \"$p\"; exit 0",
         addr
     )
 }
@@ -279,13 +279,13 @@ mod tests {
             cmd.find("IFS= read -r go").unwrap(),
             cmd.find("cp -p -- /etc/wireguard/wg0.conf").unwrap(),
             cmd.find("touch -- /run/fabric-confirm-wg0-r1").unwrap(),
-            cmd.find("wg set wg0 private-key /etc/wireguard/wg0.key && wg syncconf wg0").unwrap(),
+            cmd.find("wg syncconf wg0 /etc/wireguard/.fabric-rotate/wg0.strip && wg set wg0 private-key /etc/wireguard/wg0.key").unwrap(),
         );
         assert!(read < save && save < arm && arm < set, "{cmd}");
         assert!(cmd.contains("( ping -c 1 -W 1 10.0.0.2 >/dev/null 2>&1 </dev/null & );"), "{cmd}");
         // Only the peers change where the own key does not.
         let peer_only = linux_stage("wg0", "/run/c", 30, false, &[]);
-        assert!(!peer_only.contains("wg set") && !peer_only.contains("wg0.key ]"), "{peer_only}");
+        assert!(!peer_only.contains("fabric-rotate/wg0.key"), "{peer_only}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! WireGuard (wireguard-go), pings across the tunnel. The same scenario runs with Linux routers
 //! and with VyOS routers (the VyOS test double behind the routers' sshd): B.1 applied, then a
 //! rotation of both ends, one of one site, and one whose check fails because a peer is cut by an
-//! nftables drop, after which both ends are back on their old keys. Needs root.
+//! cut WAN link, after which both ends are back on their old keys. Needs root.
 
 use fabric_testkit::{lab, run};
 
@@ -155,15 +155,14 @@ fn rotate(lab: &lab::Lab, kind: Kind, topology: &str) {
     assert!(lab.ping("franca-lan", "172.30.2.10"));
     plan_clean();
 
-    // 3. The check fails (sp's router drops WireGuard, as a cut peer): both ends go back to the
-    // old keys (Linux at once; VyOS when its commit-confirm timer fires), nothing is left.
-    let drop = "nft add table inet rotcut && nft add chain inet rotcut in '{ type filter hook input priority -10; policy accept; }' \
-                && nft add rule inet rotcut in udp dport 51820 drop";
-    let o = lab.exec("sp-router", drop);
-    assert!(o.status.success(), "{}", out(&o));
+    // 3. The check fails (sp's WAN link cut: the lab's nftables drop in its "internet"): both
+    // ends go back to the old keys (Linux at once; VyOS when its commit-confirm timer fires),
+    // nothing is left. (A drop on the router itself would be B.1 drift: its rules must be in
+    // every input chain.)
+    assert!(lab.cmd(&["cut", "sp"]).status.success());
     let t = Instant::now();
     let o = fabric(&["rotate", "wireguard", "--auto-approve", "--confirm-timeout", confirm]);
-    assert!(lab.exec("sp-router", "nft delete table inet rotcut").status.success());
+    assert!(lab.cmd(&["restore", "sp"]).status.success());
     assert_eq!(o.status.code(), Some(1), "{}", out(&o));
     assert!(out(&o).contains("check failed") && out(&o).contains("failed and was reverted"), "{}", out(&o));
     if kind == Kind::Vyos {

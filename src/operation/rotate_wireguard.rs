@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::{Observation, OpError, Workspace};
-use crate::apply::journal::{self, Entry, Journal};
+use crate::apply::journal::Entry;
 use crate::apply::rotate::{self as engine, Rotated};
 use crate::apply::{ApplyError, Progress};
 use crate::desired::{Resource, Target};
@@ -155,16 +155,7 @@ pub fn run(
     progress: Progress<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Done, RotateError> {
-    let run = journal::new_run_id();
-    let mut j = Journal::create(&opts.state_dir, &run)
-        .map_err(|source| OpError::JournalCreate { dir: opts.state_dir.display().to_string(), source })?;
-    j.record(&Entry::Start {
-        run: run.clone(),
-        fabric: ws.topology().name.clone(),
-        topology_digest: ws.digest.clone(),
-        user: std::env::var("USER").unwrap_or_default(),
-    })
-    .map_err(OpError::from)?;
+    let (run, mut j) = super::apply::start_journal(ws, &opts.state_dir)?;
     let req = engine::Request {
         t: ws.topology(),
         targets,

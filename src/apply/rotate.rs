@@ -127,15 +127,17 @@ fn routers<'a>(req: &'a Request<'a>) -> Result<Vec<Router<'a>>, ApplyError> {
     Ok(out)
 }
 
-async fn rotate(
-    req: &Request<'_>,
-    routers: &[Router<'_>],
-    pool: &Pool,
-    locks: &HostLocks,
-    journal: &mut Journal,
-    progress: Progress<'_>,
-) -> Result<Rotated, ApplyError> {
-    let mut sessions: BTreeMap<Target, Arc<Session>> = BTreeMap::new();
+/// The run's sessions to the routers, each under the run's lock.
+type Sessions = BTreeMap<Target, Arc<Session>>;
+
+/// The routers reached: their sessions, and how each VyOS router's commit-confirm asks.
+struct Opened {
+    sessions: Sessions,
+    forms: BTreeMap<Target, providers::ConfirmForm>,
+}
+
+async fn open(req: &Request<'_>, routers: &[Router<'_>], pool: &Pool, locks: &HostLocks) -> Result<Opened, ApplyError> {
+    let mut sessions = BTreeMap::new();
     let mut forms = BTreeMap::new();
     for r in routers {
         let s = pool.get(req.targets, &r.target).await?;
@@ -147,15 +149,21 @@ async fn rotate(
         }
         sessions.insert(r.target.clone(), s);
     }
+    Ok(Opened { sessions, forms })
+}
 
-    // 1. The next key pairs, on every rotated router at once.
-    progress(&format!("{STEP}: making new key pairs on the routers"));
-    let made =
-        futures::future::join_all(routers.iter().filter(|r| r.own).map(|r| next_key(r, &sessions[&r.target]))).await;
+/// Every router's public key after the rotation, and the VyOS sessions holding a new private
+/// key in their candidate; the first failure, after undoing what was made.
+async fn next_keys(
+    routers: &[Router<'_>],
+    sessions: &Sessions,
+) -> Result<(BTreeMap<Target, WgKey>, BTreeMap<Target, Staged>), ApplyError> {
+    let own = || routers.iter().filter(|r| r.own);
+    let made = futures::future::join_all(own().map(|r| next_key(r, &sessions[&r.target]))).await;
     let mut keys: BTreeMap<Target, WgKey> = routers.iter().map(|r| (r.target.clone(), r.old.clone())).collect();
-    let mut open: BTreeMap<Target, Staged> = BTreeMap::new();
+    let mut open = BTreeMap::new();
     let mut failure = None;
-    for (r, m) in routers.iter().filter(|r| r.own).zip(made) {
+    for (r, m) in own().zip(made) {
         match m {
             Ok((key, staged)) => {
                 keys.insert(r.target.clone(), key);
@@ -169,11 +177,24 @@ async fn rotate(
         }
     }
     if let Some(e) = failure {
-        discard(routers, &sessions, open.into_values().collect()).await;
+        discard(routers, sessions, open.into_values().collect()).await;
         return Err(blocked(e));
     }
+    Ok((keys, open))
+}
 
-    // 2. Every router staged: its next configuration in place, its switch waiting for the trigger.
+/// Every router staged (or, on the first failure, everything undone), and the switches
+/// journaled before they happen (public keys only).
+async fn stage_all<'a>(
+    req: &Request<'_>,
+    routers: &'a [Router<'a>],
+    opened: &Opened,
+    mut open: BTreeMap<Target, Staged>,
+    keys: &BTreeMap<Target, WgKey>,
+    rotated: &[(Target, WgKey, WgKey)],
+    journal: &mut Journal,
+) -> Result<Vec<Ready<'a>>, ApplyError> {
+    let (sessions, forms) = (&opened.sessions, &opened.forms);
     let minutes = (req.confirm_timeout.as_secs().max(1) as u32).div_ceil(60);
     let mut staging = Vec::new();
     for r in routers {
@@ -181,7 +202,7 @@ async fn rotate(
             Some(form) => wr::vyos_trigger(minutes, *form).into_bytes(),
             None => wr::GO.to_vec(),
         };
-        staging.push(stage(req, r, &sessions[&r.target], open.remove(&r.target), &keys, trigger));
+        staging.push(stage(req, r, &sessions[&r.target], open.remove(&r.target), keys, trigger));
     }
     let mut ready = Vec::new();
     let mut failure = None;
@@ -193,11 +214,8 @@ async fn rotate(
             }
         }
     }
-    let rotated: Vec<(Target, WgKey, WgKey)> =
-        routers.iter().filter(|r| r.own).map(|r| (r.target.clone(), r.old.clone(), keys[&r.target].clone())).collect();
-    // Write-ahead: the journal names every switch before it happens (public keys only).
     if failure.is_none() {
-        for (router, old, new) in &rotated {
+        for (router, old, new) in rotated {
             let e = Entry::KeyRotation {
                 run: req.run.clone(),
                 router: router.to_string(),
@@ -211,54 +229,76 @@ async fn rotate(
         }
     }
     if let Some(e) = failure {
-        discard(routers, &sessions, ready.into_iter().map(|r| r.staged).collect()).await;
+        discard(routers, sessions, ready.into_iter().map(|r| r.staged).collect()).await;
         return Err(blocked(e));
     }
+    Ok(ready)
+}
 
-    // 3. The pings that measure the window, then every trigger at once.
-    let probe = start_probe(req, pool).await;
-    pause::at("staged").await;
-    progress(&format!("{STEP}: switching {} router(s) together", ready.len()));
+/// What each router's switch printed.
+type Switched<'a> = Vec<(&'a Router<'a>, Result<Output, crate::transport::ssh::SshError>)>;
+
+/// Every trigger sent at once, then every output collected.
+async fn switch_all(ready: Vec<Ready<'_>>) -> Switched<'_> {
     let sent = futures::future::join_all(ready.into_iter().map(|r| async move {
         let router = r.router;
         (router, r.staged.trigger(&r.trigger).await)
     }))
     .await;
-    let switched_at = std::time::Instant::now();
-    let outputs = futures::future::join_all(sent.into_iter().map(|(router, t)| async move {
+    futures::future::join_all(sent.into_iter().map(|(router, t)| async move {
         let o = match t {
             Ok(t) => t.output(SWITCH_TIMEOUT).await,
             Err(e) => Err(e),
         };
         (router, o)
     }))
-    .await;
-    let mut failure = None;
-    for (router, o) in &outputs {
-        if let Err(e) = switched(router, o) {
-            failure.get_or_insert(e);
-        }
+    .await
+}
+
+/// B.1's check through the new keys: its evidence, or why it failed.
+async fn check(req: &Request<'_>, pool: &Pool) -> Result<String, String> {
+    let cx = crate::steps::CheckCx { t: req.t, pool, targets: req.targets, resources: req.resources };
+    match crate::steps::get("B.1").and_then(|s| s.check(&cx)) {
+        Some(c) => c.await.map_err(|e| format!("check failed: {e}")),
+        None => Ok(String::new()),
     }
+}
+
+async fn rotate(
+    req: &Request<'_>,
+    routers: &[Router<'_>],
+    pool: &Pool,
+    locks: &HostLocks,
+    journal: &mut Journal,
+    progress: Progress<'_>,
+) -> Result<Rotated, ApplyError> {
+    let opened = open(req, routers, pool, locks).await?;
+    // 1. The next key pairs, on every rotated router at once.
+    progress(&format!("{STEP}: making new key pairs on the routers"));
+    let (keys, open) = next_keys(routers, &opened.sessions).await?;
+    let rotated: Vec<(Target, WgKey, WgKey)> =
+        routers.iter().filter(|r| r.own).map(|r| (r.target.clone(), r.old.clone(), keys[&r.target].clone())).collect();
+    // 2. Every router staged: its next configuration in place, its switch waiting for the trigger.
+    let ready = stage_all(req, routers, &opened, open, &keys, &rotated, journal).await?;
+
+    // 3. The pings that measure the window, then every trigger at once.
+    let probe = start_probe(req, pool).await;
+    pause::at("staged").await;
+    progress(&format!("{STEP}: switching {} router(s) together", ready.len()));
+    let switched_at = std::time::Instant::now();
+    let outputs = switch_all(ready).await;
+    let mut failure = outputs.iter().find_map(|(router, o)| switched(router, o).err());
     pause::at("applied").await;
 
-    // 4. B.1's check through the new keys; the pings stop once it is done.
-    let check = match failure {
-        Some(_) => None,
-        None => {
-            let cx = crate::steps::CheckCx { t: req.t, pool, targets: req.targets, resources: req.resources };
-            match crate::steps::get("B.1").and_then(|s| s.check(&cx)) {
-                Some(c) => match c.await {
-                    Ok(evidence) => Some(evidence),
-                    Err(e) => {
-                        failure = Some(format!("check failed: {e}"));
-                        None
-                    }
-                },
-                None => Some(String::new()),
-            }
+    // 4. B.1's check through the new keys; the pings stop a second after the switch at least,
+    // so that a late handshake shows too.
+    let mut evidence = String::new();
+    if failure.is_none() {
+        match check(req, pool).await {
+            Ok(e) => evidence = e,
+            Err(e) => failure = Some(e),
         }
-    };
-    // A second of pings after the switch at least, so that a late handshake shows too.
+    }
     tokio::time::sleep(PROBE_AFTER.saturating_sub(switched_at.elapsed())).await;
     let loss = stop_probe(probe).await;
     if let Ok(l) = &loss {
@@ -282,7 +322,7 @@ async fn rotate(
             Ok(()) => {
                 forget_old_keys(routers, pool, req.targets, progress).await;
                 let _ = journal.write(&Entry::Done { run: req.run.clone(), step: STEP.into() });
-                return Ok(Rotated { keys: rotated, loss, check: check.unwrap_or_default() });
+                return Ok(Rotated { keys: rotated, loss, check: evidence });
             }
             Err(u) if u.any_confirmed => {
                 let reason = format!("{}; a router was confirmed before it: check the tunnel by hand", u.error);
@@ -297,6 +337,16 @@ async fn rotate(
     progress(&format!("{STEP}: {reason}; putting every router back on its old key"));
     let (notes, left) = put_back(routers, &outputs, pool, req).await;
     let reason = if notes.is_empty() { reason } else { format!("{reason}; {}", notes.join("; ")) };
+    finish_failed(req, journal, reason, left)
+}
+
+/// Journals and returns a failed rotation: put back, or not completely.
+fn finish_failed(
+    req: &Request<'_>,
+    journal: &mut Journal,
+    reason: String,
+    left: Vec<String>,
+) -> Result<Rotated, ApplyError> {
     if left.is_empty() {
         let _ = journal.write(&Entry::Reverted { run: req.run.clone(), step: STEP.into(), reason: reason.clone() });
         Err(ApplyError::Reverted { step: STEP.into(), reason })

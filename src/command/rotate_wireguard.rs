@@ -34,7 +34,13 @@ pub struct Opts {
     pub confirm_timeout: u64,
 }
 
+/// The error as a diagnostic: an operation's own (code and help as plan and apply give them), or
+/// the rotation's.
 fn report(e: RotateError) -> Report {
+    let e = match e {
+        RotateError::Op(op) => return Report::new(op),
+        e => e,
+    };
     let help = e.help();
     usage(e.code(), terminal_safe(&e.to_string(), false), help)
 }

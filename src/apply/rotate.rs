@@ -301,8 +301,9 @@ async fn rotate(
     }
     tokio::time::sleep(PROBE_AFTER.saturating_sub(switched_at.elapsed())).await;
     let loss = stop_probe(probe).await;
-    if let Ok(l) = &loss {
-        progress(&format!("{STEP}: {}", l.line()));
+    match &loss {
+        Ok(l) => progress(&format!("{STEP}: {}", l.line())),
+        Err(why) => progress(&format!("{STEP}: loss window not measured: {why}")),
     }
 
     // 5. Confirmed over fresh connections, or put back.
@@ -572,7 +573,7 @@ fn probe_path(t: &Topology) -> Option<(Target, Ipv4Addr)> {
 async fn start_probe(req: &Request<'_>, pool: &Pool) -> Result<Staged, String> {
     let (from, addr) = probe_path(req.t).ok_or("no host with SSH on a LAN or Linux router to ping from")?;
     let s = pool.get(req.targets, &from).await.map_err(|e| format!("{from}: {e}"))?;
-    match s.stage(&wr::loss_probe(addr), b"", "PING ", Duration::from_secs(10)).await {
+    match s.stage(&wr::loss_probe(addr), b"", wr::PROBING, Duration::from_secs(10)).await {
         Ok(Stage::Ready(st)) => Ok(st),
         Ok(Stage::Ended(o)) => Err(format!("{from}: ping did not start: {}", o.stderr_str())),
         Err(e) => Err(e.to_string()),

@@ -200,7 +200,8 @@ pub fn scrub(text: &str) -> String {
     text.lines().filter(|l| !l.contains("private-key") && !l.contains("PrivateKey")).collect::<Vec<_>>().join("\n")
 }
 
-/// What the pings across the tunnel saw while the keys changed.
+/// What the pings across the tunnel saw while the keys changed. The window is the longest run
+/// of lost pings times the interval ping kept: its resolution is one interval.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Loss {
     pub sent: u32,
@@ -213,7 +214,7 @@ pub struct Loss {
 impl Loss {
     pub fn line(&self) -> String {
         format!(
-            "tunnel down for ~{} ms ({} of {} pings lost, one every {} ms)",
+            "tunnel down for ~{} ms ({} of {} pings lost, one every ~{} ms)",
             self.window_ms, self.lost, self.sent, self.interval_ms
         )
     }
@@ -221,16 +222,22 @@ impl Loss {
 
 /// Pings `addr` from where it runs until its stdin ends: every 10 ms where ping allows it (root),
 /// else every 200 ms (iputils ping(8): the shortest interval for other users), printing the
-/// interval first. Ends with ping's summary: SIGALRM makes iputils ping print it and exit (its
+/// interval first, then [`PROBING`]. Ends with ping's summary: SIGALRM makes iputils ping print it and exit (its
 /// `sigexit` handler, set for SIGINT and SIGALRM); SIGINT would not do, a background command of
 /// a non-interactive shell ignores it (POSIX, Shell Command Language 2.11).
 pub fn loss_probe(addr: Ipv4Addr) -> Sh {
     sh!(
         "i=0.01; ping -n -c 1 -i $i -W 1 127.0.0.1 >/dev/null 2>&1 || i=0.2; echo \"fabric-interval $i\"; \
-         ping -n -i \"$i\" {} & p=$!; IFS= read -r _; kill -ALRM \"$p\"; wait \"$p\"; exit 0",
-        addr
+         ping -n -i \"$i\" {} & p=$!; echo {}; IFS= read -r _; kill -ALRM \"$p\"; wait \"$p\"; exit 0",
+        addr,
+        PROBING
     )
 }
+
+/// What [`loss_probe`] prints once ping runs. Not ping's own first line: ping's output to a pipe
+/// is block-buffered, so it arrives only when a block fills (never, while no reply comes) or at
+/// its end; the shell's `echo` is written at once.
+pub const PROBING: &str = "fabric-probing";
 
 /// What [`loss_probe`] printed, as a [`Loss`]: the replies' sequence numbers against what was
 /// sent; None when the output is not ping's.
@@ -259,8 +266,17 @@ pub fn loss_of(out: &str) -> Option<Loss> {
             longest = longest.max(run);
         }
     }
-    let interval_ms = (interval * 1000.0).round() as u64;
-    Some(Loss { sent, lost, window_ms: longest * interval_ms, interval_ms })
+    // The interval ping kept, from its summary (`..., time 1180ms`): a busy host sends more
+    // slowly than asked, and the window is counted in pings.
+    let summary = out.lines().find(|l| l.contains(" packets transmitted"))?;
+    let took: Option<f64> =
+        summary.rsplit("time ").next().and_then(|t| t.trim().strip_suffix("ms")).and_then(|t| t.parse().ok());
+    let kept = match took {
+        Some(ms) if sent > 1 => ms / f64::from(sent - 1),
+        _ => interval * 1000.0,
+    };
+    let interval_ms = kept.round() as u64;
+    Some(Loss { sent, lost, window_ms: (longest as f64 * kept).round() as u64, interval_ms })
 }
 
 #[cfg(test)]
@@ -332,10 +348,13 @@ mod tests {
                    64 bytes from 172.30.2.10: icmp_seq=2 ttl=62 time=0.4 ms\n\
                    64 bytes from 172.30.2.10: icmp_seq=6 ttl=62 time=0.4 ms\n\
                    64 bytes from 172.30.2.10: icmp_seq=8 ttl=62 time=0.4 ms\n\n\
-                   --- 172.30.2.10 ping statistics ---\n8 packets transmitted, 4 received, 50% packet loss, time 350ms\n";
+                   --- 172.30.2.10 ping statistics ---\n8 packets transmitted, 4 received, 50% packet loss, time 700ms\n";
         let l = loss_of(out).unwrap();
-        assert_eq!(l, Loss { sent: 8, lost: 4, window_ms: 150, interval_ms: 50 });
-        assert_eq!(l.line(), "tunnel down for ~150 ms (4 of 8 pings lost, one every 50 ms)");
+        // Asked every 50 ms, kept every 100 ms (700 ms for 8): three in a row lost is ~300 ms.
+        assert_eq!(l, Loss { sent: 8, lost: 4, window_ms: 300, interval_ms: 100 });
+        assert_eq!(l.line(), "tunnel down for ~300 ms (4 of 8 pings lost, one every ~100 ms)");
+        let no_time = out.replace(", time 700ms", "");
+        assert_eq!(loss_of(&no_time).unwrap().interval_ms, 50, "without its time, the interval asked");
         assert_eq!(loss_of("not ping"), None);
         let probe = loss_probe("172.30.2.10".parse().unwrap());
         let o = std::process::Command::new("sh").arg("-n").arg("-c").arg(probe.as_str()).output().unwrap();

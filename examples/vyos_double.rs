@@ -1055,6 +1055,45 @@ enum Stdin {
     HereString(String),
 }
 
+/// The script of a `vbash -s` session as it arrives on stdin. bash reads a script from a pipe one
+/// byte at a time (bash `input.c`: an unseekable fd is read unbuffered, so that the commands it
+/// runs get the rest), and runs each line as soon as it has it: a client may send the script in
+/// parts and read the answers in between (fabric's staged rotation does). The double reads what
+/// has arrived into one buffer; a line is what bash would take, and a Python prompt takes a
+/// chunk of what is there ([`PyStdin`]).
+struct Script<'r> {
+    src: Box<dyn std::io::BufRead + 'r>,
+}
+
+impl<'r> Script<'r> {
+    fn new(src: impl std::io::BufRead + 'r) -> Script<'r> {
+        Script { src: Box::new(src) }
+    }
+
+    /// The next line (without its newline), waiting for it to arrive; None at end of input.
+    fn line(&mut self) -> Option<String> {
+        let mut line = String::new();
+        match self.src.read_line(&mut line) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(line.strip_suffix('\n').unwrap_or(&line).to_string()),
+        }
+    }
+
+    /// One read of Python's `TextIOWrapper` on the pipe: what it holds, up to `max` bytes
+    /// (waiting for something when it is empty); empty at end of input.
+    fn chunk(&mut self, max: usize) -> String {
+        let Ok(buf) = self.src.fill_buf() else { return String::new() };
+        let mut end = buf.len().min(max);
+        // A chunk never splits a character (the decoder keeps the rest for the next read).
+        while end > 0 && std::str::from_utf8(&buf[..end]).is_err() {
+            end -= 1;
+        }
+        let text = String::from_utf8_lossy(&buf[..end]).into_owned();
+        self.src.consume(end);
+        text
+    }
+}
+
 /// Python's `sys.stdin` as `input()` reads it from a pipe: a `TextIOWrapper` that fills its
 /// buffer with up to 8192 bytes per read (CPython `Lib/_pyio.py` `TextIOWrapper._CHUNK_SIZE`),
 /// whatever is available. The whole buffer leaves the pipe; what the process does not use is
@@ -1068,7 +1107,7 @@ impl PyStdin<'_> {
     const CHUNK: usize = 8192;
 
     /// One `input()`: a line without its newline, None at end of input (EOFError).
-    fn input(&mut self, rest: &mut &str) -> Option<String> {
+    fn input(&mut self, script: &mut Script<'_>) -> Option<String> {
         loop {
             if let Some(i) = self.buf.find('\n') {
                 let line = self.buf[..i].to_string();
@@ -1077,15 +1116,7 @@ impl PyStdin<'_> {
             }
             let chunk = match self.source {
                 Stdin::HereString(h) => std::mem::take(h),
-                Stdin::Script => {
-                    let mut end = rest.len().min(Self::CHUNK);
-                    while !rest.is_char_boundary(end) {
-                        end -= 1;
-                    }
-                    let (chunk, after) = rest.split_at(end);
-                    *rest = after;
-                    chunk.to_string()
-                }
+                Stdin::Script => script.chunk(Self::CHUNK),
             };
             if chunk.is_empty() {
                 return (!self.buf.is_empty()).then(|| std::mem::take(&mut self.buf));
@@ -1102,7 +1133,7 @@ impl PyStdin<'_> {
 /// which it answers with `\nPlease respond with yes/y or no/n\n` and asks again: forever. The
 /// double does the same (paced at 10 per second instead of a busy loop) until its output is
 /// gone, i.e. until the client gives up; it never returns then.
-fn ask_yes_no(question: &str, default: bool, stdin: &mut Stdin, rest: &mut &str) -> bool {
+fn ask_yes_no(question: &str, default: bool, stdin: &mut Stdin, script: &mut Script<'_>) -> bool {
     let mut out = std::io::stdout();
     let mark = if default { "[Y/n]" } else { "[y/N]" };
     let mut py = PyStdin { source: stdin, buf: String::new() };
@@ -1110,7 +1141,7 @@ fn ask_yes_no(question: &str, default: bool, stdin: &mut Stdin, rest: &mut &str)
     loop {
         let _ = write!(out, "{question} {mark} ");
         let _ = out.flush();
-        match py.input(rest).map(|l| l.to_lowercase()) {
+        match py.input(script).map(|l| l.to_lowercase()) {
             Some(c) if c.is_empty() => return default,
             Some(c) if ["y", "ye", "yes"].contains(&c.as_str()) => return true,
             Some(c) if ["n", "no"].contains(&c.as_str()) => return false,
@@ -1256,19 +1287,12 @@ impl<'a> Session<'a> {
     /// `line_status` for each command's status. Only what the double cannot model stops it
     /// (exit 1, a `vyos_double:` message).
     ///
-    /// stdin: bash reads a script from a pipe one byte at a time (bash `input.c`: an unseekable
-    /// fd is read unbuffered, so that the commands it runs get the rest), so a command that
-    /// reads stdin gets the script lines after its own. `commit-confirm`'s prompt is such a
-    /// command (`Stdin`).
-    fn run_script(&mut self, script: &str) -> Result<u8, Failed> {
-        let mut rest = script;
+    /// stdin: bash reads a script from a pipe one byte at a time and runs each line once it has
+    /// it ([`Script`]), so a command that reads stdin gets the script lines after its own.
+    /// `commit-confirm`'s prompt is such a command (`Stdin`).
+    fn run_script(&mut self, script: &mut Script<'_>) -> Result<u8, Failed> {
         let mut status = 0;
-        while !rest.is_empty() {
-            let (line, after) = match rest.find('\n') {
-                Some(i) => (&rest[..i], &rest[i + 1..]),
-                None => (rest, ""),
-            };
-            rest = after;
+        while let Some(line) = script.line() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
@@ -1296,7 +1320,7 @@ impl<'a> Session<'a> {
                     Some(h) => Stdin::HereString(h.clone()),
                     None => Stdin::Script,
                 };
-                self.commit_confirm(&words, &mut stdin, &mut rest)?
+                self.commit_confirm(&words, &mut stdin, script)?
             } else {
                 let result = self.command(&words, line);
                 line_status(&words, result)?
@@ -1368,6 +1392,11 @@ impl<'a> Session<'a> {
                 Ok(0)
             }
             ["exit"] | ["exit", _] | ["true"] | [":"] => Ok(0),
+            // bash's builtin (vbash is a bash): its words, one space apart.
+            ["echo", rest @ ..] => {
+                say(&rest.join(" "));
+                Ok(0)
+            }
             ["rollback", ..] | ["rollback-soft", ..] | ["load", ..] | ["merge", ..] => {
                 Err(Failed(format!("vyos_double: `{line}` is not supported by the VyOS test double")))
             }
@@ -1509,7 +1538,7 @@ impl<'a> Session<'a> {
     ///
     /// The function ends in `if [ $? = 0 ]; then ...; unset IN_COMMIT_CONFIRM; fi`: its status is
     /// 0 in every case but 1.
-    fn commit_confirm(&mut self, words: &[String], stdin: &mut Stdin, rest: &mut &str) -> Result<u8, Failed> {
+    fn commit_confirm(&mut self, words: &[String], stdin: &mut Stdin, script: &mut Script<'_>) -> Result<u8, Failed> {
         self.require_config("commit-confirm")?;
         let mut args: Vec<&str> = words[1..].iter().map(String::as_str).collect();
         let no_prompt = match args.iter().position(|a| *a == "no-prompt") {
@@ -1560,7 +1589,7 @@ impl<'a> Session<'a> {
                 "{warn}\ncommit-confirm will automatically reboot in {n} minutes unless changes\nare confirmed.\n\nProceed ?"
             )
         };
-        if !no_prompt && !ask_yes_no(&question, true, stdin, rest) {
+        if !no_prompt && !ask_yes_no(&question, true, stdin, script) {
             say("commit-confirm canceled");
             return Ok(0);
         }
@@ -1706,16 +1735,23 @@ impl<'a> Session<'a> {
             )));
         }
         let path = ["interfaces", "wireguard", ifn, "private-key"];
-        if self.candidate.value(&path).is_some() {
-            // Not modelled: sagitta's `python/vyos/utils/misc.py` `install_into_config` asks
-            // `ask_yes_no(... [y/N])` on stdin here (the script's lines, read ahead). Stops the script.
-            return Err(Failed(format!(
-                "vyos_double: Config node \"interfaces wireguard {ifn} private-key '<redacted>'\" already exists. Do you want to \
-                 overwrite it? [y/N]\n\n[vyos_double] real VyOS asks on stdin (in a `vbash -s` script that eats the \
-                 next script lines); the double refuses: delete the private-key first"
-            )));
-        }
         let private = wg_genkey().map_err(Failed)?;
+        // Whether VyOS asks before it overwrites: `install_into_config` (vyos-1x
+        // `python/vyos/utils/misc.py`, sagitta and current alike) asks only when
+        // `conf.exists(p) and not conf.is_multi(p)` for `p` = `interfaces wireguard wgN
+        // private-key '<new key>'`. `Config.exists` (`python/vyos/config.py`) finds no node of
+        // that path (a value is not a node), then compares the path's last word, quotes and all,
+        // with the leaf's values, which are stored without quotes: never equal. So VyOS does not
+        // ask, and `my_set` replaces the single value. Were it ever equal, the question's f-string
+        // names `node`, which the function never defines: a NameError before anything is read.
+        let quoted = format!("'{private}'");
+        if self.candidate.value(&path) == Some(quoted.as_str()) {
+            eprintln!(
+                "Traceback (most recent call last):\n  File \"/usr/libexec/vyos/op_mode/pki.py\", in install_wireguard_key\n\
+                 NameError: name 'node' is not defined"
+            );
+            return Err(Failed("[vyos_double] install_into_config raised NameError (see stderr)".into()));
+        }
         let public = wg_pubkey(&private).map_err(Failed)?;
         let target = Target {
             path: path.iter().map(|s| s.to_string()).collect(),
@@ -1829,12 +1865,8 @@ fn main() -> ExitCode {
     let mut session = Session::new(&st);
     let result = match command {
         "" | "vbash -s" | "/bin/vbash -s" | "vbash" | "/bin/vbash" => {
-            let mut script = String::new();
-            if let Err(e) = std::io::stdin().read_to_string(&mut script) {
-                eprintln!("vyos_double: cannot read the script from stdin: {e}");
-                return ExitCode::FAILURE;
-            }
-            match session.run_script(&script) {
+            let mut script = Script::new(std::io::stdin().lock());
+            match session.run_script(&mut script) {
                 Ok(status) => return ExitCode::from(status),
                 Err(e) => Err(e),
             }

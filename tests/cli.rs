@@ -677,3 +677,17 @@ fn validate_refuses_a_forbidden_upgrade_at_its_versions_line() {
     assert_eq!(skews.len(), 3, "{v}");
     assert_eq!(skews[0]["path"], "versions.k3s");
 }
+
+/// `rotate wireguard` refuses, before it contacts anything, a site the topology lacks and the
+/// embedded example (its addresses are production's).
+#[test]
+fn rotate_wireguard_refuses_before_contacting_anything() {
+    let o = fabric(&["--example", "rotate", "wireguard", "--site", "nowhere", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("there is no site `nowhere`"), "{}", stderr(&o));
+    let o = fabric(&["--example", "rotate", "wireguard", "--site", "sp", "--auto-approve"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("the example topology is never read live"), "{}", stderr(&o));
+    let o = fabric(&["rotate", "wireguard", "--help"]);
+    assert!(stdout(&o).contains("fabric rotate wireguard --site sp --auto-approve"), "{}", stdout(&o));
+}

@@ -519,6 +519,61 @@ fn commit_confirm_asks_like_vyos_1_4() {
     assert!(out.contains("No configuration changes to commit") && !out.contains("Proceed"), "{out}");
 }
 
+/// VyOS does not ask before a generated key replaces one (vyos-1x `install_into_config`: the
+/// question's condition compares the new value, quotes included, with the stored ones, never
+/// equal), and fabric's rotation line answers on its own stdin should one ever ask: the second
+/// key replaces the first, nothing is asked, and no script line after it is read. (Nothing is
+/// committed: a commit would create wg0 outside the lab's namespaces.)
+#[test]
+fn generating_over_an_existing_key_replaces_it_without_a_question() {
+    let double = double_binary();
+    let st = local_state("regenerate");
+    let first = fabric::providers::vyos_generate_key_line("wg0");
+    let again = fabric::providers::wg_rotate::vyos_generate("wg0");
+    let script = format!(
+        "{TEMPLATE}configure\n{first}\n{}set system host-name 'after-the-key'\ncompare\nexit\n",
+        &again[TEMPLATE.len() + "configure\n".len()..]
+    );
+    let (code, out) = local(&double, &st, &script, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(!out.contains("[y/N]") && !out.contains("Please respond"), "a question was asked:\n{out}");
+    assert_eq!(out.matches("Corresponding public-key to use on peer system is:").count(), 2, "{out}");
+    let private: Vec<&str> = out.lines().filter(|l| l.contains(" private-key ")).collect();
+    assert_eq!(private.len(), 1, "one key in the candidate, the second replaced the first:\n{out}");
+    let key = private[0].rsplit(' ').next().unwrap().trim_matches('\'');
+    let public =
+        fabric::providers::wg_rotate::generated_key(out.rsplit("1 value(s) installed").next().unwrap()).unwrap();
+    assert_eq!(wg_pubkey(key), public.to_string(), "the second public key is the installed key's");
+    assert!(out.contains("set system host-name 'after-the-key'"), "the line after the generate ran:\n{out}");
+    assert!(out.contains("fabric-generated"), "echo prints its words:\n{out}");
+}
+
+/// A script sent in parts runs as it arrives (bash runs each line once it has it): the answer
+/// to the first part comes while stdin is still open, as fabric's staged rotation needs.
+#[test]
+fn a_script_runs_as_it_arrives() {
+    use std::io::{BufRead, BufReader};
+    let double = double_binary();
+    let st = local_state("parts");
+    let mut child = Command::new(&double)
+        .env("VYOS_DOUBLE_STATE", &st)
+        .env("SSH_ORIGINAL_COMMAND", "vbash -s")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run the double");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    stdin.write_all(fabric::providers::wg_rotate::vyos_generate("wg0").as_bytes()).unwrap();
+    let said: Vec<String> = lines.by_ref().map(Result::unwrap).take_while(|l| l != "fabric-generated").collect();
+    assert!(said.iter().any(|l| l.starts_with("Corresponding public-key")), "{said:?}");
+    stdin.write_all(b"echo fabric-staged\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "fabric-staged");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
 #[test]
 fn a_failing_line_does_not_stop_the_script() {
     let double = double_binary();

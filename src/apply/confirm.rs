@@ -40,7 +40,7 @@ pub enum ConfirmError {
 
 /// The file whose presence keeps an interface's scheduled restoration due: one per run and
 /// interface, so a timer an earlier run left can never be taken for this run's.
-fn canary(iface: &str, run: &str) -> String {
+pub(crate) fn canary(iface: &str, run: &str) -> String {
     format!("/run/fabric-confirm-{iface}-{run}")
 }
 

@@ -41,6 +41,11 @@ pub enum Entry {
     RolledBack { run: String, step: String },
     /// The run ended.
     End { run: String, ok: bool },
+    /// `fabric rotate wireguard` is about to switch `router` from one key to the next: public
+    /// keys only (the private ones never leave the routers). Nothing a rollback puts back: a
+    /// rotation is confirmed or reverted before the run ends, and the old private key is gone
+    /// once confirmed.
+    KeyRotation { run: String, router: String, old_public_key: String, new_public_key: String },
 }
 
 /// A journal entry that could not be written: nothing may change without its rollback point.

@@ -18,6 +18,7 @@ pub mod lease;
 pub mod node;
 pub mod pause;
 pub mod revert;
+pub mod rotate;
 pub mod timeline;
 pub mod upgrade;
 pub mod wait;

@@ -147,7 +147,7 @@ fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line:
     }
 }
 
-/// Asks for `yes` at the terminal, as terraform does (apply, rotate credentials).
+/// Asks for `yes` at the terminal, as terraform does (apply, rotate).
 pub(super) fn approve() -> Result<(), Report> {
     if !std::io::stdin().is_terminal() {
         return Err(usage(

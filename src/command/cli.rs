@@ -38,15 +38,7 @@ pub enum Command {
     Schema(crate::command::schema::Opts),
     Lock(crate::command::lock::Opts),
     Runs(crate::command::runs::Opts),
-    /// Renew credentials and keys fabric made, planned and applied like apply
-    #[command(subcommand)]
-    Rotate(Rotate),
-}
-
-/// `fabric rotate ...`: one subcommand per kind of secret.
-#[derive(Debug, Subcommand)]
-pub enum Rotate {
-    Credentials(crate::command::rotate_credentials::Opts),
+    Rotate(crate::command::rotate::Opts),
 }
 
 /// A shell's completion script, generated from the CLI definition (so it never drifts).

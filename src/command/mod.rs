@@ -9,7 +9,9 @@ pub mod lock;
 pub mod plan;
 pub mod render;
 pub mod rollback;
+pub mod rotate;
 pub mod rotate_credentials;
+pub mod rotate_wireguard;
 pub mod runs;
 pub mod schema;
 pub mod state;
@@ -57,7 +59,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Schema(o) => schema::run(&global, o),
         Command::Lock(o) => lock::run(&global, o),
         Command::Runs(o) => runs::run(&global, o),
-        Command::Rotate(cli::Rotate::Credentials(o)) => rotate_credentials::run(&global, o),
+        Command::Rotate(o) => rotate::run(&global, o),
     }
 }
 

@@ -99,6 +99,21 @@ pub struct Applied {
     pub journal: PathBuf,
 }
 
+/// A new run's id and its journal, opened with the run's start (what the topology is, who runs it).
+pub(super) fn start_journal(ws: &Workspace, state_dir: &Path) -> Result<(String, Journal), OpError> {
+    let run = journal::new_run_id();
+    let mut j = Journal::create(state_dir, &run)
+        .map_err(|source| OpError::JournalCreate { dir: state_dir.display().to_string(), source })?;
+    let user = std::env::var("USER").unwrap_or_default();
+    j.record(&Entry::Start {
+        run: run.clone(),
+        fabric: ws.topology().name.clone(),
+        topology_digest: ws.digest.clone(),
+        user,
+    })?;
+    Ok((run, j))
+}
+
 /// Journals the run and applies the plan's steps in order; a failed step is reverted to its
 /// rollback point and stops the run.
 pub fn run(
@@ -110,16 +125,7 @@ pub fn run(
     rt: &tokio::runtime::Runtime,
 ) -> Result<Applied, OpError> {
     bundle_preflight(ws, &ready, &Fetcher::new(&opts.state_dir))?;
-    let run = journal::new_run_id();
-    let mut j = Journal::create(&opts.state_dir, &run)
-        .map_err(|source| OpError::JournalCreate { dir: opts.state_dir.display().to_string(), source })?;
-    let user = std::env::var("USER").unwrap_or_default();
-    j.record(&Entry::Start {
-        run: run.clone(),
-        fabric: ws.topology().name.clone(),
-        topology_digest: ws.digest.clone(),
-        user,
-    })?;
+    let (run, mut j) = start_journal(ws, &opts.state_dir)?;
     let Ready { observation: o, .. } = ready;
     let steps: Vec<StepWork> = ws
         .in_order(&o.selected)

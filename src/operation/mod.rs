@@ -13,6 +13,7 @@ pub mod read;
 pub mod render;
 pub mod rollback;
 pub mod rotate_credentials;
+pub mod rotate_wireguard;
 pub mod runs;
 pub mod snapshot;
 pub mod verify;

@@ -15,6 +15,7 @@ pub mod kube;
 pub mod lease;
 pub mod nft;
 pub mod secrets;
+pub mod wg_rotate;
 
 use std::time::Duration;
 
@@ -333,11 +334,13 @@ pub fn vyos_error(stdout: &str, stderr: &str) -> Option<String> {
     })
 }
 
-/// The line that makes a router's WireGuard key in configure mode. Over an existing key VyOS
-/// asks `Config node "..." already exists. Do you want to overwrite it? [y/N]` on stdin
-/// (vyos-1x `python/vyos/utils/misc.py` `install_into_config` → `ask_yes_no`), which would read
-/// the script's next lines like commit-confirm's question: a here-string answers `n`, so a key
-/// is never overwritten and no script line is read.
+/// The line that makes a router's WireGuard key in configure mode (B.1, only where the router
+/// shows no key). `install_into_config` (vyos-1x `python/vyos/utils/misc.py`) has a `[y/N]`
+/// question before overwriting, but its condition never holds for a new key (the quoted new
+/// value is compared with the stored ones) and the question itself would raise a NameError
+/// (`{node}`): VyOS 1.4 overwrites without asking (`crates/testkit/src/vyos_double.md`). The
+/// here-string answers `n` on that command's own stdin should a VyOS ask, so no script line is
+/// ever read as an answer. (`fabric rotate wireguard` answers `y`: `providers::wg_rotate`.)
 pub fn vyos_generate_key_line(iface: &str) -> String {
     format!("run generate pki wireguard key-pair install interface {} <<< n", crate::desired::vyos::word(iface))
 }
@@ -419,7 +422,12 @@ pub async fn vyos_confirm_form(s: &Session, at: &Address) -> Result<ConfirmForm,
 /// Checks the output of a script that ran `vbash -s`: a non-zero exit, or any of VyOS's error
 /// lines ([`vyos_error`]) whatever the exit status, fails it; with `armed`, so does an output
 /// without [`VYOS_ARMED`] (no timer, so nothing would put the router back).
-fn vyos_outcome(at: &Address, what: &str, o: &crate::transport::ssh::Output, armed: bool) -> Result<(), ProviderError> {
+pub(crate) fn vyos_outcome(
+    at: &Address,
+    what: &str,
+    o: &crate::transport::ssh::Output,
+    armed: bool,
+) -> Result<(), ProviderError> {
     if o.status != 0 {
         return Err(failed_at(at, what, o));
     }

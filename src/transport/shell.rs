@@ -190,12 +190,14 @@ pub fn schedule_revert(canary: &str, seconds: u32, revert: &Sh) -> Sh {
     sh!("touch -- {} && ( setsid sh -c {} </dev/null >>{} 2>&1 & )", canary, job.0, format!("{canary}.log"))
 }
 
-/// Confirms a scheduled revert: claims the canary (exit 0; the job is killed and nothing
-/// reverts), or finds the job claimed it first (exit [`LOST`]: the host reverted by itself).
+/// Confirms a scheduled revert: claims the canary (status 0; the job is killed and nothing
+/// reverts), or finds the job claimed it first (status [`LOST`]: the host reverted by itself).
+/// A status, never an `exit`: what is chained after it with `&&` runs (an `exit 0` here once
+/// ended the shell before `disarm_linux_revert` removed its saved file).
 pub fn cancel_revert(canary: &str) -> Sh {
     let (pid, confirmed) = (format!("{canary}.pid"), format!("{canary}.confirmed"));
     sh!(
-        "if mv -- {} {} 2>/dev/null; then if [ -s {} ]; then kill -- -\"$(cat -- {})\" 2>/dev/null; fi; rm -f -- {} {} {}; exit 0; else exit 4; fi",
+        "if mv -- {} {} 2>/dev/null; then if [ -s {} ]; then kill -- -\"$(cat -- {})\" 2>/dev/null; fi; rm -f -- {} {} {}; else (exit 4); fi",
         canary,
         confirmed,
         pid,
@@ -209,6 +211,24 @@ pub fn cancel_revert(canary: &str) -> Sh {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Confirmed, what follows with `&&` runs; lost, it does not and the status says so.
+    #[test]
+    fn a_confirmation_lets_the_next_command_run() {
+        let dir = std::env::temp_dir().join(format!("fabric-cancel-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let canary = dir.join("canary").display().to_string();
+        let after = dir.join("after");
+        let cmd = sh!("{} && touch -- {}", cancel_revert(&canary), after.display().to_string());
+        let run = || std::process::Command::new("sh").arg("-c").arg(cmd.as_str()).status().unwrap().code();
+        std::fs::write(&canary, "").unwrap();
+        assert_eq!(run(), Some(0));
+        assert!(after.exists(), "the command after the confirmation ran");
+        std::fs::remove_file(&after).unwrap();
+        assert_eq!(run(), Some(LOST as i32), "the canary is gone: lost");
+        assert!(!after.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn quoting() {

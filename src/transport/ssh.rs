@@ -595,6 +595,155 @@ impl Session {
         };
         self.within(command, timeout, fut).await
     }
+    /// Starts `command` with `input` on its stdin and the stdin left open, and returns once
+    /// its stdout holds a line starting with `marker` (it has prepared and now waits for the
+    /// rest of its input: [`Staged::finish`]), or once it ended first, within `timeout`. This is
+    /// how a change is prepared on several hosts and then triggered on all of them at once
+    /// (`apply::rotate`).
+    pub async fn stage(&self, command: &Sh, input: &[u8], marker: &str, timeout: Duration) -> Result<Stage, SshError> {
+        let ep = &self.endpoint;
+        let fut = async {
+            let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
+            let ch = self.handle.channel_open_session().await.map_err(proto)?;
+            ch.exec(true, command.as_str()).await.map_err(proto)?;
+            if !input.is_empty() {
+                ch.data(input).await.map_err(proto)?;
+            }
+            let mut staged = Staged {
+                channel: ch,
+                out: Collected::new(OUTPUT_CAP),
+                scanned: 0,
+                target: ep.target.clone(),
+                command: shown(command),
+            };
+            Ok(if staged.read_to(marker).await? { Stage::Ready(staged) } else { Stage::Ended(staged.ended()?) })
+        };
+        self.within(command, timeout, fut).await
+    }
+}
+
+/// What [`Session::stage`] found.
+pub enum Stage {
+    /// The command printed its marker and waits for the rest of its input.
+    Ready(Staged),
+    /// It ended before printing the marker.
+    Ended(Output),
+}
+
+/// A command prepared on its own channel, its stdin still open (see [`Session::stage`]).
+pub struct Staged {
+    channel: russh::Channel<client::Msg>,
+    out: Collected,
+    /// How much of stdout was searched for markers already.
+    scanned: usize,
+    target: String,
+    command: String,
+}
+
+impl Staged {
+    /// Reads the channel until a line of stdout not yet searched starts with `marker` (true) or
+    /// the command ended (false).
+    async fn read_to(&mut self, marker: &str) -> Result<bool, SshError> {
+        loop {
+            if let Some(end) = marked(&self.out.out[self.scanned..], marker.as_bytes()) {
+                self.scanned += end;
+                return Ok(true);
+            }
+            match self.channel.wait().await {
+                Some(msg) => {
+                    if self.out.add(msg).is_err() {
+                        let _ = self.channel.close().await;
+                        return Err(SshError::OutputTooLarge {
+                            target: self.target.clone(),
+                            command: self.command.clone(),
+                            cap_mib: OUTPUT_CAP >> 20,
+                        });
+                    }
+                }
+                None => return Ok(false),
+            }
+        }
+    }
+
+    /// The output of a command that ended.
+    fn ended(self) -> Result<Output, SshError> {
+        let Staged { out, target, .. } = self;
+        out.output(&target, "finished")
+    }
+
+    /// What the command printed on stdout so far.
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.out.out).into_owned()
+    }
+
+    /// Sends more input and waits, within `timeout`, for the next line starting with `marker`:
+    /// true when it came, false when the command ended first.
+    pub async fn more(&mut self, input: &[u8], marker: &str, timeout: Duration) -> Result<bool, SshError> {
+        let proto = |e: russh::Error| SshError::Protocol { target: self.target.clone(), reason: e.to_string() };
+        self.channel.data(input).await.map_err(proto)?;
+        let secs = timeout.as_secs();
+        let (target, command) = (self.target.clone(), self.command.clone());
+        tokio::time::timeout(timeout, self.read_to(marker)).await.unwrap_or(Err(SshError::CommandTimeout {
+            target,
+            command,
+            secs,
+        }))
+    }
+
+    /// Sends the last of its input (the trigger) and ends its stdin; [`Triggered::output`]
+    /// then collects what it did. Sending is kept apart from waiting so that several hosts are
+    /// triggered as close together as their connections allow.
+    pub async fn trigger(self, input: &[u8]) -> Result<Triggered, SshError> {
+        let proto = |e: russh::Error| SshError::Protocol { target: self.target.clone(), reason: e.to_string() };
+        self.channel.data(input).await.map_err(proto)?;
+        self.channel.eof().await.map_err(proto)?;
+        Ok(Triggered(self))
+    }
+
+    /// Gives the command up: its stdin ends without the trigger (it must then undo what it
+    /// prepared and exit); its output, if it came within `timeout`.
+    pub async fn abandon(self, timeout: Duration) -> Option<Output> {
+        let _ = self.channel.eof().await;
+        Triggered(self).output(timeout).await.ok()
+    }
+}
+
+/// A staged command whose trigger was sent (see [`Staged::trigger`]).
+pub struct Triggered(Staged);
+
+impl Triggered {
+    /// Everything the command printed, once it exited, within `timeout`.
+    pub async fn output(mut self, timeout: Duration) -> Result<Output, SshError> {
+        let secs = timeout.as_secs();
+        let (target, command) = (self.0.target.clone(), self.0.command.clone());
+        let read = async {
+            while let Some(msg) = self.0.channel.wait().await {
+                if self.0.out.add(msg).is_err() {
+                    let _ = self.0.channel.close().await;
+                    return Err(SshError::OutputTooLarge {
+                        target: self.0.target.clone(),
+                        command: self.0.command.clone(),
+                        cap_mib: OUTPUT_CAP >> 20,
+                    });
+                }
+            }
+            self.0.ended()
+        };
+        tokio::time::timeout(timeout, read).await.unwrap_or(Err(SshError::CommandTimeout { target, command, secs }))
+    }
+}
+
+/// The end (after its newline) of the first complete line of `out` that starts with `marker`.
+fn marked(out: &[u8], marker: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    while let Some(nl) = out[start..].iter().position(|b| *b == b'\n') {
+        let line = &out[start..start + nl];
+        if line.starts_with(marker) {
+            return Some(start + nl + 1);
+        }
+        start += nl + 1;
+    }
+    None
 }
 
 /// What [`Session::start`] found.
@@ -713,6 +862,14 @@ fn public_of(f: &std::path::Path) -> Option<PublicKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_marker_counts_on_a_whole_line_only() {
+        assert_eq!(marked(b"x\nfabric-staged\n", b"fabric-staged"), Some(16));
+        assert_eq!(marked(b"x\nfabric-staged", b"fabric-staged"), None, "not a whole line yet");
+        assert_eq!(marked(b"say fabric-staged\n", b"fabric-staged"), None, "not at the start");
+        assert_eq!(marked(b"", b"m"), None);
+    }
 
     #[test]
     fn output_is_kept_up_to_its_cap_on_each_stream() {

@@ -16,7 +16,7 @@ use fabric_testkit::vyos_spec;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
@@ -1062,6 +1062,9 @@ struct Session<'a> {
     /// This session's changes, replayed on the newest running config at commit (other sessions
     /// may have committed meanwhile, as with VyOS's per-session working copy).
     ops: Vec<Op>,
+    /// Whether the script sourced the script-template: only then do its aliases (`run`, ...)
+    /// exist in the script's shell lines (`ShellLine`).
+    sourced: bool,
 }
 
 fn say(s: &str) {
@@ -1083,6 +1086,7 @@ impl<'a> Session<'a> {
             base: Config::default(),
             candidate: Config::default(),
             ops: vec![],
+            sourced: false,
         }
     }
 
@@ -1136,6 +1140,10 @@ impl<'a> Session<'a> {
     /// fd is read unbuffered, so that the commands it runs get the rest), so a command that
     /// reads stdin gets the script lines after its own. `commit-confirm`'s prompt is such a
     /// command (`Stdin`).
+    ///
+    /// A line whose first word is none of VyOS's (`is_script_command`) is bash: vbash is a
+    /// bash, and VyOS's commands are only aliases and functions the script-template adds to it.
+    /// It runs for real (`shell_line`).
     fn run_script(&mut self, script: &str) -> Result<u8, Failed> {
         let mut rest = script;
         let mut status = 0;
@@ -1147,6 +1155,11 @@ impl<'a> Session<'a> {
             rest = after;
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            // Not a VyOS command: a line of bash, as vbash runs it (see `shell_line`).
+            if !is_script_command(line.split_whitespace().next().unwrap_or_default()) {
+                status = self.shell_line(line, &mut rest)?;
                 continue;
             }
             let mut words: Vec<String> = split_words(line)
@@ -1181,12 +1194,70 @@ impl<'a> Session<'a> {
         Ok(status)
     }
 
+    /// A script line that is bash, not a VyOS command: a `vbash -s` script is a bash script, and
+    /// VyOS's words are aliases and functions the script-template defines (vyatta-cfg
+    /// `functions/wrapper/script-template`; see `template_preamble`). The double runs the line in
+    /// a real `bash -c` in the router's namespaces (as root, as `login_shell` does), with:
+    /// - once the script sourced the template, the template's aliases: `run` is an op-mode
+    ///   command of this double (a fresh process, `__op`: op mode needs no configuration
+    ///   session); any other (a prefix of a configuration command, `configure`, `exit`, a
+    ///   template function) is refused, since a child shell cannot share this session: the
+    ///   script stops (exit 1, `vyos_double:`), louder than VyOS. Before the template, `run` is
+    ///   no command at all (bash: `command not found`, 127), as on VyOS;
+    /// - stdin: the rest of the script, as bash leaves it in the pipe (see `run_script`): what
+    ///   the line reads is gone for the script, as on VyOS. The double hands it a file and
+    ///   skips, afterwards, what the line read of it (its offset).
+    ///
+    /// Its status is the line's (bash's `$?`).
+    fn shell_line(&mut self, line: &str, rest: &mut &str) -> Result<u8, Failed> {
+        let fail = |what: &str, e: std::io::Error| Failed(format!("vyos_double: cannot {what} for a shell line: {e}"));
+        // What this process printed comes before what the line prints.
+        let _ = std::io::stdout().flush();
+        let pid = std::process::id();
+        let script_rest = self.st.path(&format!(".script-rest.{pid}"));
+        let refused = self.st.path(&format!(".refused.{pid}"));
+        fs::write(&script_rest, rest.as_bytes()).map_err(|e| fail("keep the script", e))?;
+        let _ = fs::remove_file(&refused);
+        let mut stdin = fs::File::open(&script_rest).map_err(|e| fail("open the script", e))?;
+        let exe = std::env::current_exe().map_err(|e| fail("find the double's own path", e))?;
+        let preamble = if self.sourced { template_preamble() } else { String::new() };
+        let status = Command::new("bash")
+            .arg("-c")
+            .arg(format!("{preamble}{line}\n"))
+            .env("VYOS_DOUBLE_EXE", exe)
+            .env("VYOS_DOUBLE_REFUSED", &refused)
+            .stdin(stdin.try_clone().map_err(|e| fail("share the script", e))?)
+            .status()
+            .map_err(|e| fail("run bash", e));
+        // The child's stdin shares this file's offset: what it read is gone for the script.
+        let read = stdin.stream_position().unwrap_or(0) as usize;
+        let _ = fs::remove_file(&script_rest);
+        let mut cut = read.min(rest.len());
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        *rest = &rest[cut..];
+        let refusal = fs::read_to_string(&refused).unwrap_or_default();
+        let _ = fs::remove_file(&refused);
+        if !refusal.trim().is_empty() {
+            return Err(Failed(format!(
+                "vyos_double: a shell line used a VyOS command the double does not model there: {} \
+                 (`{line}`; see crates/testkit/src/vyos_double.md, \"Shell lines\")",
+                refusal.trim()
+            )));
+        }
+        Ok(status?.code().map_or(1, |c| c.clamp(0, 255) as u8))
+    }
+
     /// One script line other than `commit-confirm`; Ok(exit status).
     fn command(&mut self, words: &[String], line: &str) -> Result<u8, Failed> {
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
         let ok = |r: Result<(), Failed>| r.map(|()| 0);
         match w.as_slice() {
-            ["source", path] if path.ends_with("/script-template") => Ok(0),
+            ["source", path] if path.ends_with("/script-template") => {
+                self.sourced = true;
+                Ok(0)
+            }
             ["configure"] => {
                 if !self.in_config {
                     let _lock = self.st.lock().map_err(Failed)?;
@@ -1607,6 +1678,137 @@ impl<'a> Session<'a> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// vyatta-cfg (sagitta) `functions/interpreter/vyatta-cfg-run` `_vyatta_cfg_cmds`: the
+/// configuration-mode commands. `_vyatta_cfg_init` (which `/etc/bash_completion.d/vyatta-cfg`
+/// runs when the script-template sources it) makes every prefix of each an alias
+/// `PREFIX='vyatta_cfg_run PREFIX'`, except the prefixes in [`NOT_ALIASED`]: in a script after
+/// the template, `sh` is `show` and `exit` is not bash's `exit`.
+const CFG_COMMANDS: &[&str] = &[
+    "confirm",
+    "comment",
+    "commit",
+    "commit-confirm",
+    "compare",
+    "copy",
+    "delete",
+    "discard",
+    "edit",
+    "exit",
+    "load",
+    "merge",
+    "rename",
+    "rollback",
+    "rollback-soft",
+    "run",
+    "save",
+    "set",
+    "show",
+];
+
+/// The shell words `_vyatta_cfg_init` leaves alone (its `case`: `for|do|done|if|fi|case|while|tr`).
+const NOT_ALIASED: &[&str] = &["for", "do", "done", "if", "fi", "case", "while", "tr"];
+
+/// Functions the script-template defines (vyatta-cfg `functions/wrapper/script-template`: the
+/// "pipe" functions, `vyatta_configure`, `list`, `vyatta_exit_configure`, `load`, `save`,
+/// `reset_edit_level`, `edit`, `top`, `up`); it also aliases `configure` and `exit`.
+const TEMPLATE_FUNCTIONS: &[&str] = &[
+    "count",
+    "match",
+    "no-match",
+    "no-more",
+    "vyatta_configure",
+    "list",
+    "vyatta_exit_configure",
+    "load",
+    "save",
+    "reset_edit_level",
+    "edit",
+    "top",
+    "up",
+];
+
+/// Every alias the script-template leaves in a script's shell ([`CFG_COMMANDS`]' prefixes and
+/// `configure`).
+fn template_aliases() -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = CFG_COMMANDS
+        .iter()
+        .flat_map(|c| (1..=c.len()).map(move |n| c[..n].to_string()))
+        .filter(|p| !NOT_ALIASED.contains(&p.as_str()))
+        .collect();
+    out.insert("configure".into());
+    out
+}
+
+/// Whether a script line starting with `first` is a VyOS command the double plays (or refuses)
+/// itself; any other line is bash (`Session::shell_line`).
+fn is_script_command(first: &str) -> bool {
+    template_aliases().contains(first)
+        || TEMPLATE_FUNCTIONS.contains(&first)
+        || ["source", "declare", "true", ":", "generate", "end_configure"].contains(&first)
+}
+
+/// The bash a shell line runs after, once the script sourced the template: the template's
+/// aliases and functions, `run` as this double's op mode (vyatta-cfg-run `vyatta_config_run`:
+/// `/opt/vyatta/bin/vyatta-op-cmd-wrapper "$@"`), every other one refusing (it writes what it
+/// was asked into `$VYOS_DOUBLE_REFUSED`, which stops the script).
+fn template_preamble() -> String {
+    let mut s = String::from(
+        "shopt -s expand_aliases\n\
+         __vyos_double_refuse() { printf '%s\\n' \"$*\" >> \"$VYOS_DOUBLE_REFUSED\"; return 1; }\n",
+    );
+    // Functions before aliases, and with `function NAME`, as the template has them: a name that
+    // is already an alias would be expanded in `NAME ()`.
+    for f in TEMPLATE_FUNCTIONS {
+        s.push_str(&format!("function {f} {{ __vyos_double_refuse {f} \"$@\"; }}\n"));
+    }
+    for a in template_aliases() {
+        if a == "run" {
+            s.push_str("alias run='\"$VYOS_DOUBLE_EXE\" __op'\n");
+        } else {
+            s.push_str(&format!("alias {a}='__vyos_double_refuse {a}'\n"));
+        }
+    }
+    s
+}
+
+/// The state directory of this session, "booted" first if it has no running configuration.
+fn booted_state() -> Result<State, String> {
+    let st = State::from_env()?;
+    st.boot_if_needed()?;
+    Ok(st)
+}
+
+/// `run ARGS` in a script's shell line (`vyos_double __op ARGS`): the op-mode command in a
+/// fresh session. What the double does not model is written to `$VYOS_DOUBLE_REFUSED`, so the
+/// script stops (see `Session::shell_line`); VyOS's own refusals are printed, status 1.
+fn op_command(words: &[String]) -> ExitCode {
+    let st = match booted_state() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    if w.is_empty() {
+        say("\n  Incomplete command: run\n");
+        return ExitCode::FAILURE;
+    }
+    match Session::new(&st).op(&w) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failed(m)) => {
+            if m.starts_with("vyos_double:")
+                && let Some(file) = std::env::var_os("VYOS_DOUBLE_REFUSED")
+                && let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file)
+            {
+                let _ = writeln!(f, "run {}", w.join(" "));
+            }
+            say(&m);
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The first words of the VyOS commands the double plays (or refuses on purpose): a command
 /// starting with one of these is VyOS's, and stays as strict as the tables in vyos_double.md.
 const VYOS_WORDS: &[&str] = &[
@@ -1667,17 +1869,16 @@ fn main() -> ExitCode {
     if args.len() == 3 && args[1] == "__commit-confirm-revert" {
         return reverter(&args[2]);
     }
-    let st = match State::from_env() {
+    if args.get(1).map(String::as_str) == Some("__op") {
+        return op_command(&args[2..]);
+    }
+    let st = match booted_state() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = st.boot_if_needed() {
-        eprintln!("{e}");
-        return ExitCode::FAILURE;
-    }
     // The SSH command; for local runs, the arguments.
     let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args[1..].join(" "));
     let command = command.trim();

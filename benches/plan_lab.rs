@@ -6,7 +6,9 @@
 //! no netem) that holds each chunk 25 ms in each direction, so the management path behaves like
 //! a WAN link with a 50 ms round trip. The plan reads every host at once over one connection
 //! per host, so its time should stay close to a single connect + command (ratio < 1.5), and flat
-//! when 20 more hosts join. Prints the figures; asserts nothing (timing is not a test).
+//! when 20 more hosts join. Then the same plan of B.1 on two VyOS routers (the VyOS double behind
+//! real sshds), beside one plain `ssh ROUTER vbash -s` per router doing the same reads. Prints
+//! the figures; asserts nothing (timing is not a test).
 
 use fabric_testkit::lab;
 
@@ -42,6 +44,99 @@ fn child_cpu(program: &str, args: &[String], ok: &[i32]) -> Duration {
             Duration::from_secs_f64(m.parse::<f64>().unwrap() * 60.0 + s.parse::<f64>().unwrap())
         })
         .sum()
+}
+
+/// One plain OpenSSH `ssh` per target, all at once, each running `command` (with `stdin`, if
+/// any): the median wall time of 5 rounds.
+fn plain_ssh(ssh_config: &Path, targets: &[String], command: &str, stdin: Option<&str>) -> Duration {
+    use std::io::Write;
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        let children: Vec<_> = targets
+            .iter()
+            .map(|h| {
+                let mut c = Command::new("ssh")
+                    .arg("-F")
+                    .arg(ssh_config)
+                    .arg(h)
+                    .arg(command)
+                    .stdin(std::process::Stdio::piped())
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut input = c.stdin.take().unwrap();
+                input.write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+                drop(input);
+                c
+            })
+            .collect();
+        for c in children {
+            let o = c.wait_with_output().unwrap();
+            assert!(o.status.success(), "plain ssh: {}", String::from_utf8_lossy(&o.stderr));
+        }
+        times.push(t.elapsed());
+    }
+    median(times)
+}
+
+/// What fabric reads of a VyOS router for B.1, as one plain `vbash -s` script (the yardstick
+/// for VyOS routers): the configuration, the key, the lock check with commit-confirm's systemd
+/// units (`live::locks::read_locks_vyos`).
+const VYOS_READS: &str = "source /opt/vyatta/etc/functions/script-template\n\
+                          run show configuration commands\n\
+                          run show interfaces wireguard wg0 public-key\n\
+                          /bin/sh -c 'cat /run/lock/fabric.lock 2>/dev/null; \
+                          for u in commit-confirm.timer commit-confirm.service; \
+                          do systemctl show --value -p ActiveState \"$u\"; done; true'\n";
+
+/// `fabric plan --step B.1` on two VyOS routers (the VyOS double behind real sshds), beside one
+/// plain `ssh ROUTER vbash -s` per router doing the same reads, both through the delay.
+fn vyos_routers(rt: &tokio::runtime::Runtime, root: &Path) {
+    let built = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--example", "vyos_double"])
+        .current_dir(root)
+        .status()
+        .unwrap();
+    assert!(built.success(), "cargo build --example vyos_double failed");
+    let double = root.join("target/debug/examples/vyos_double");
+    let lab = lab::Lab::up(
+        "bv",
+        "10.246",
+        &["--vyos-routers", "--delay-ms", "25"],
+        &[("LAB_VYOS_DOUBLE", double.to_str().unwrap())],
+    );
+    let routers = ["franca-router".to_string(), "sp-router".to_string()];
+    let dir = PathBuf::from("/tmp/fabric-bench-plan-vyos");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let hosts: Vec<String> = routers.iter().cloned().chain(["franca-lan".into(), "sp-lan".into()]).collect();
+    let config = behind_delay(rt, &lab, &hosts, &dir, DELAY);
+    let topology = root.join("tests/data/lab-vyos.yaml");
+    let args: Vec<String> = ["-q", "-f", topology.to_str().unwrap(), "--ssh-config", config.to_str().unwrap()]
+        .into_iter()
+        .chain(["plan", "--step", "B.1"])
+        .map(String::from)
+        .collect();
+    let mut times = Vec::new();
+    for _ in 0..5 {
+        let t = Instant::now();
+        child_cpu(env!("CARGO_BIN_EXE_fabric"), &args, &[0]);
+        times.push(t.elapsed());
+    }
+    let plan = median(times);
+    let plain = plain_ssh(&config, &routers, "vbash -s", Some(VYOS_READS));
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!("VyOS routers (the VyOS double behind real sshd, same delay):");
+    println!("plain ssh, one `vbash -s` per router at once, doing the same reads (median of 5): {:.0} ms", ms(plain));
+    println!(
+        "fabric plan --step B.1, 2 VyOS routers (median of 5): {:.0} ms, ratio to plain ssh {:.2} (goal <= 1.2)",
+        ms(plan),
+        ms(plan) / ms(plain)
+    );
+    drop(lab);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn main() {
@@ -119,32 +214,7 @@ fn main() {
     };
     // One plain OpenSSH `ssh` per host, all at once, each doing a router's reads of B.1 (what
     // fabric reads of a router, and more than it reads of a plain host).
-    let plain_ssh = |ssh_config: &Path, targets: &[String]| -> Duration {
-        let mut times = Vec::new();
-        for _ in 0..5 {
-            let t = Instant::now();
-            let children: Vec<_> = targets
-                .iter()
-                .map(|h| {
-                    Command::new("ssh")
-                        .arg("-F")
-                        .arg(ssh_config)
-                        .arg(h)
-                        .arg(ROUTER_READS)
-                        .stdout(std::process::Stdio::null())
-                        .stderr(std::process::Stdio::piped())
-                        .spawn()
-                        .unwrap()
-                })
-                .collect();
-            for c in children {
-                let o = c.wait_with_output().unwrap();
-                assert!(o.status.success(), "plain ssh: {}", String::from_utf8_lossy(&o.stderr));
-            }
-            times.push(t.elapsed());
-        }
-        median(times)
-    };
+    let plain_ssh = |ssh_config: &Path, targets: &[String]| plain_ssh(ssh_config, targets, ROUTER_READS, None);
     let routers = ["franca-router".to_string(), "sp-router".to_string()];
     let plain_two = plain_ssh(&delayed_config, &routers);
     // Every host the larger plan reads: 2 routers, 2 LAN hosts, 20 VMs.
@@ -184,4 +254,5 @@ fn main() {
     );
     drop(lab);
     let _ = std::fs::remove_dir_all(&dir);
+    vyos_routers(&rt, root);
 }

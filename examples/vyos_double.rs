@@ -860,11 +860,11 @@ fn unit_active_state(st: &State, unit: &str) -> Option<&'static str> {
 }
 
 /// `systemctl` as the router's shell finds it: the double links itself as `systemctl` first on
-/// the PATH of the plain shell commands it runs ([`login_shell`]). It answers what reads a
-/// unit's state, for commit-confirm's two units, from the double's state as systemd would:
-/// `show [--value] -p ActiveState UNIT...` (what VyOS's own `is_systemd_service_active` runs;
-/// without `--value` `ActiveState=...`; units separated by an empty line) and `is-active
-/// [--quiet] UNIT...` (systemctl(1): one state per unit, exit 0 when one is active, else 3).
+/// the PATH of the plain shell commands it runs ([`shell_path`]: the login shell, a script's
+/// shell lines). It answers what reads a unit's state, for commit-confirm's two units, from the
+/// double's state as systemd would: `show [--value] -p ActiveState UNIT...` (what VyOS's own
+/// `is_systemd_service_active` runs; without `--value` `ActiveState=...`; units separated by an
+/// empty line) and `is-active [--quiet] UNIT...` (systemctl(1): one state per unit, exit 0 when one is active, else 3).
 /// Anything else (another verb, property or unit) is refused with exit 1 and a `vyos_double:`
 /// line: never a silent answer.
 fn systemctl(args: &[String]) -> ExitCode {
@@ -1058,39 +1058,60 @@ enum Stdin {
 /// The script of a `vbash -s` session as it arrives on stdin. bash reads a script from a pipe one
 /// byte at a time (bash `input.c`: an unseekable fd is read unbuffered, so that the commands it
 /// runs get the rest), and runs each line as soon as it has it: a client may send the script in
-/// parts and read the answers in between (fabric's staged rotation does). The double reads what
-/// has arrived into one buffer; a line is what bash would take, and a Python prompt takes a
-/// chunk of what is there ([`PyStdin`]).
+/// parts and read the answers in between (fabric's staged rotation does). The double reads the
+/// same way, one byte at a time and never ahead, so whatever a line does not read stays in the
+/// pipe: a shell line's bash (`Session::shell_line`) inherits the pipe itself and reads the rest
+/// of the script from it as on VyOS, and a Python prompt takes one read of what is there
+/// ([`PyStdin`]).
 struct Script<'r> {
-    src: Box<dyn std::io::BufRead + 'r>,
+    src: Box<dyn Read + 'r>,
 }
 
 impl<'r> Script<'r> {
-    fn new(src: impl std::io::BufRead + 'r) -> Script<'r> {
+    /// `src` must not buffer (the process's stdin as a plain fd, not `std::io::stdin()`, which
+    /// reads ahead into its own buffer).
+    fn new(src: impl Read + 'r) -> Script<'r> {
         Script { src: Box::new(src) }
     }
 
     /// The next line (without its newline), waiting for it to arrive; None at end of input.
     fn line(&mut self) -> Option<String> {
-        let mut line = String::new();
-        match self.src.read_line(&mut line) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(line.strip_suffix('\n').unwrap_or(&line).to_string()),
+        let mut line = Vec::new();
+        let mut byte = [0u8; 1];
+        loop {
+            match self.src.read(&mut byte) {
+                Ok(0) if line.is_empty() => return None,
+                Ok(0) => break,
+                Ok(_) if byte[0] == b'\n' => break,
+                Ok(_) => line.push(byte[0]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) if line.is_empty() => return None,
+                Err(_) => break,
+            }
         }
+        Some(String::from_utf8_lossy(&line).into_owned())
     }
 
     /// One read of Python's `TextIOWrapper` on the pipe: what it holds, up to `max` bytes
     /// (waiting for something when it is empty); empty at end of input.
     fn chunk(&mut self, max: usize) -> String {
-        let Ok(buf) = self.src.fill_buf() else { return String::new() };
-        let mut end = buf.len().min(max);
+        let mut buf = vec![0u8; max];
+        let n = loop {
+            match self.src.read(&mut buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                r => break r.unwrap_or(0),
+            }
+        };
+        let mut bytes = buf[..n].to_vec();
         // A chunk never splits a character (the decoder keeps the rest for the next read).
-        while end > 0 && std::str::from_utf8(&buf[..end]).is_err() {
-            end -= 1;
+        while std::str::from_utf8(&bytes).is_err() {
+            let mut more = [0u8; 1];
+            match self.src.read(&mut more) {
+                Ok(1) => bytes.push(more[0]),
+                _ => break,
+            }
         }
-        let text = String::from_utf8_lossy(&buf[..end]).into_owned();
-        self.src.consume(end);
-        text
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 }
 
@@ -1217,6 +1238,9 @@ struct Session<'a> {
     /// This session's changes, replayed on the newest running config at commit (other sessions
     /// may have committed meanwhile, as with VyOS's per-session working copy).
     ops: Vec<Op>,
+    /// Whether the script sourced the script-template: only then do its aliases (`run`, ...)
+    /// exist in the script's shell lines (`ShellLine`).
+    sourced: bool,
 }
 
 fn say(s: &str) {
@@ -1238,6 +1262,7 @@ impl<'a> Session<'a> {
             base: Config::default(),
             candidate: Config::default(),
             ops: vec![],
+            sourced: false,
         }
     }
 
@@ -1290,11 +1315,20 @@ impl<'a> Session<'a> {
     /// stdin: bash reads a script from a pipe one byte at a time and runs each line once it has
     /// it ([`Script`]), so a command that reads stdin gets the script lines after its own.
     /// `commit-confirm`'s prompt is such a command (`Stdin`).
+    ///
+    /// A line whose first word is none of VyOS's (`is_script_command`) is bash: vbash is a
+    /// bash, and VyOS's commands are only aliases and functions the script-template adds to it.
+    /// It runs for real (`shell_line`).
     fn run_script(&mut self, script: &mut Script<'_>) -> Result<u8, Failed> {
         let mut status = 0;
         while let Some(line) = script.line() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            // Not a VyOS command: a line of bash, as vbash runs it (see `shell_line`).
+            if !is_script_command(line.split_whitespace().next().unwrap_or_default()) {
+                status = self.shell_line(line)?;
                 continue;
             }
             let mut words: Vec<String> = split_words(line)
@@ -1329,12 +1363,61 @@ impl<'a> Session<'a> {
         Ok(status)
     }
 
+    /// A script line that is bash, not a VyOS command: a `vbash -s` script is a bash script, and
+    /// VyOS's words are aliases and functions the script-template defines (vyatta-cfg
+    /// `functions/wrapper/script-template`; see `template_preamble`). The double runs the line in
+    /// a real `bash -c` in the router's namespaces (as root, with the login shell's PATH:
+    /// [`shell_path`], so `systemctl` answers for commit-confirm's units), with:
+    /// - once the script sourced the template, the template's aliases: `run` is an op-mode
+    ///   command of this double (a fresh process, `__op`: op mode needs no configuration
+    ///   session); any other (a prefix of a configuration command, `configure`, `exit`, a
+    ///   template function) is refused, since a child shell cannot share this session: the
+    ///   script stops (exit 1, `vyos_double:`), louder than VyOS. Before the template, `run` is
+    ///   no command at all (bash: `command not found`, 127), as on VyOS;
+    /// - stdin: the session's own stdin, the pipe the script arrives on ([`Script`] never reads
+    ///   ahead of the line it runs): what the line reads is gone for the script, and the rest
+    ///   arrives as it is sent, as on VyOS.
+    ///
+    /// Its status is the line's (bash's `$?`).
+    fn shell_line(&mut self, line: &str) -> Result<u8, Failed> {
+        let fail = |what: &str, e: std::io::Error| Failed(format!("vyos_double: cannot {what} for a shell line: {e}"));
+        // What this process printed comes before what the line prints.
+        let _ = std::io::stdout().flush();
+        let refused = self.st.path(&format!(".refused.{}", std::process::id()));
+        let _ = fs::remove_file(&refused);
+        let exe = std::env::current_exe().map_err(|e| fail("find the double's own path", e))?;
+        let path = shell_path(self.st).map_err(Failed)?;
+        let preamble = if self.sourced { template_preamble() } else { String::new() };
+        let status = Command::new("bash")
+            .arg("-c")
+            .arg(format!("{preamble}{line}\n"))
+            .env("PATH", path)
+            .env("VYOS_DOUBLE_EXE", exe)
+            .env("VYOS_DOUBLE_REFUSED", &refused)
+            .stdin(Stdio::inherit())
+            .status()
+            .map_err(|e| fail("run bash", e));
+        let refusal = fs::read_to_string(&refused).unwrap_or_default();
+        let _ = fs::remove_file(&refused);
+        if !refusal.trim().is_empty() {
+            return Err(Failed(format!(
+                "vyos_double: a shell line used a VyOS command the double does not model there: {} \
+                 (`{line}`; see crates/testkit/src/vyos_double.md, \"Shell lines\")",
+                refusal.trim()
+            )));
+        }
+        Ok(status?.code().map_or(1, |c| c.clamp(0, 255) as u8))
+    }
+
     /// One script line other than `commit-confirm`; Ok(exit status).
     fn command(&mut self, words: &[String], line: &str) -> Result<u8, Failed> {
         let w: Vec<&str> = words.iter().map(String::as_str).collect();
         let ok = |r: Result<(), Failed>| r.map(|()| 0);
         match w.as_slice() {
-            ["source", path] if path.ends_with("/script-template") => Ok(0),
+            ["source", path] if path.ends_with("/script-template") => {
+                self.sourced = true;
+                Ok(0)
+            }
             ["configure"] => {
                 if !self.in_config {
                     let _lock = self.st.lock().map_err(Failed)?;
@@ -1392,11 +1475,6 @@ impl<'a> Session<'a> {
                 Ok(0)
             }
             ["exit"] | ["exit", _] | ["true"] | [":"] => Ok(0),
-            // bash's builtin (vbash is a bash): its words, one space apart.
-            ["echo", rest @ ..] => {
-                say(&rest.join(" "));
-                Ok(0)
-            }
             ["rollback", ..] | ["rollback-soft", ..] | ["load", ..] | ["merge", ..] => {
                 Err(Failed(format!("vyos_double: `{line}` is not supported by the VyOS test double")))
             }
@@ -1769,6 +1847,137 @@ impl<'a> Session<'a> {
 
 // ---------------------------------------------------------------------------------------------
 
+/// vyatta-cfg (sagitta) `functions/interpreter/vyatta-cfg-run` `_vyatta_cfg_cmds`: the
+/// configuration-mode commands. `_vyatta_cfg_init` (which `/etc/bash_completion.d/vyatta-cfg`
+/// runs when the script-template sources it) makes every prefix of each an alias
+/// `PREFIX='vyatta_cfg_run PREFIX'`, except the prefixes in [`NOT_ALIASED`]: in a script after
+/// the template, `sh` is `show` and `exit` is not bash's `exit`.
+const CFG_COMMANDS: &[&str] = &[
+    "confirm",
+    "comment",
+    "commit",
+    "commit-confirm",
+    "compare",
+    "copy",
+    "delete",
+    "discard",
+    "edit",
+    "exit",
+    "load",
+    "merge",
+    "rename",
+    "rollback",
+    "rollback-soft",
+    "run",
+    "save",
+    "set",
+    "show",
+];
+
+/// The shell words `_vyatta_cfg_init` leaves alone (its `case`: `for|do|done|if|fi|case|while|tr`).
+const NOT_ALIASED: &[&str] = &["for", "do", "done", "if", "fi", "case", "while", "tr"];
+
+/// Functions the script-template defines (vyatta-cfg `functions/wrapper/script-template`: the
+/// "pipe" functions, `vyatta_configure`, `list`, `vyatta_exit_configure`, `load`, `save`,
+/// `reset_edit_level`, `edit`, `top`, `up`); it also aliases `configure` and `exit`.
+const TEMPLATE_FUNCTIONS: &[&str] = &[
+    "count",
+    "match",
+    "no-match",
+    "no-more",
+    "vyatta_configure",
+    "list",
+    "vyatta_exit_configure",
+    "load",
+    "save",
+    "reset_edit_level",
+    "edit",
+    "top",
+    "up",
+];
+
+/// Every alias the script-template leaves in a script's shell ([`CFG_COMMANDS`]' prefixes and
+/// `configure`).
+fn template_aliases() -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = CFG_COMMANDS
+        .iter()
+        .flat_map(|c| (1..=c.len()).map(move |n| c[..n].to_string()))
+        .filter(|p| !NOT_ALIASED.contains(&p.as_str()))
+        .collect();
+    out.insert("configure".into());
+    out
+}
+
+/// Whether a script line starting with `first` is a VyOS command the double plays (or refuses)
+/// itself; any other line is bash (`Session::shell_line`).
+fn is_script_command(first: &str) -> bool {
+    template_aliases().contains(first)
+        || TEMPLATE_FUNCTIONS.contains(&first)
+        || ["source", "declare", "true", ":", "generate", "end_configure"].contains(&first)
+}
+
+/// The bash a shell line runs after, once the script sourced the template: the template's
+/// aliases and functions, `run` as this double's op mode (vyatta-cfg-run `vyatta_config_run`:
+/// `/opt/vyatta/bin/vyatta-op-cmd-wrapper "$@"`), every other one refusing (it writes what it
+/// was asked into `$VYOS_DOUBLE_REFUSED`, which stops the script).
+fn template_preamble() -> String {
+    let mut s = String::from(
+        "shopt -s expand_aliases\n\
+         __vyos_double_refuse() { printf '%s\\n' \"$*\" >> \"$VYOS_DOUBLE_REFUSED\"; return 1; }\n",
+    );
+    // Functions before aliases, and with `function NAME`, as the template has them: a name that
+    // is already an alias would be expanded in `NAME ()`.
+    for f in TEMPLATE_FUNCTIONS {
+        s.push_str(&format!("function {f} {{ __vyos_double_refuse {f} \"$@\"; }}\n"));
+    }
+    for a in template_aliases() {
+        if a == "run" {
+            s.push_str("alias run='\"$VYOS_DOUBLE_EXE\" __op'\n");
+        } else {
+            s.push_str(&format!("alias {a}='__vyos_double_refuse {a}'\n"));
+        }
+    }
+    s
+}
+
+/// The state directory of this session, "booted" first if it has no running configuration.
+fn booted_state() -> Result<State, String> {
+    let st = State::from_env()?;
+    st.boot_if_needed()?;
+    Ok(st)
+}
+
+/// `run ARGS` in a script's shell line (`vyos_double __op ARGS`): the op-mode command in a
+/// fresh session. What the double does not model is written to `$VYOS_DOUBLE_REFUSED`, so the
+/// script stops (see `Session::shell_line`); VyOS's own refusals are printed, status 1.
+fn op_command(words: &[String]) -> ExitCode {
+    let st = match booted_state() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let w: Vec<&str> = words.iter().map(String::as_str).collect();
+    if w.is_empty() {
+        say("\n  Incomplete command: run\n");
+        return ExitCode::FAILURE;
+    }
+    match Session::new(&st).op(&w) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failed(m)) => {
+            if m.starts_with("vyos_double:")
+                && let Some(file) = std::env::var_os("VYOS_DOUBLE_REFUSED")
+                && let Ok(mut f) = fs::OpenOptions::new().create(true).append(true).open(file)
+            {
+                let _ = writeln!(f, "run {}", w.join(" "));
+            }
+            say(&m);
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// The first words of the VyOS commands the double plays (or refuses on purpose): a command
 /// starting with one of these is VyOS's, and stays as strict as the tables in vyos_double.md.
 const VYOS_WORDS: &[&str] = &[
@@ -1807,6 +2016,23 @@ fn is_vyos_command(command: &str) -> bool {
     command.split_whitespace().next().is_some_and(|w| VYOS_WORDS.contains(&w))
 }
 
+/// The PATH of the shell the double runs plain commands in (the login shell, a script's shell
+/// lines): the double linked as `<state>/bin/systemctl` first ([`systemctl`]), so that a read of
+/// commit-confirm's systemd units answers from the double's state as VyOS's systemd would.
+fn shell_path(st: &State) -> Result<String, String> {
+    let bin = st.path("bin");
+    let link = bin.join("systemctl");
+    if !link.exists() {
+        let made = fs::create_dir_all(&bin)
+            .and_then(|()| std::env::current_exe())
+            .and_then(|exe| std::os::unix::fs::symlink(exe, &link));
+        if let Err(e) = made.or_else(|e| if link.exists() { Ok(()) } else { Err(e) }) {
+            return Err(format!("vyos_double: cannot link systemctl into {}: {e}", bin.display()));
+        }
+    }
+    Ok(format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_else(|_| TOOL_PATH.to_string())))
+}
+
 /// Runs a plain shell command as VyOS's login shell would. Every VyOS account's shell is
 /// `/bin/vbash` (vyos-1x `src/conf_mode/system_login.py`, `apply`: "all accounts use
 /// /bin/vbash", `--shell /bin/vbash`), a bash; sshd runs an exec request as `$SHELL -c COMMAND`
@@ -1815,22 +2041,17 @@ fn is_vyos_command(command: &str) -> bool {
 /// would run them as the login user: fabric wraps its root-only reads in `sudo -n`, which the
 /// `vyos` user may run, its groups including `sudo` in the same file).
 ///
-/// `systemctl` there is the double itself ([`systemctl`]), linked as `<state>/bin/systemctl`
-/// first on the PATH, so that a read of commit-confirm's systemd units answers from the double's
-/// state as VyOS's systemd would.
+/// `systemctl` there is the double itself ([`systemctl`], first on its PATH: [`shell_path`]),
+/// so that a read of commit-confirm's systemd units answers from the double's state as VyOS's
+/// systemd would.
 fn login_shell(st: &State, command: &str) -> ExitCode {
-    let bin = st.path("bin");
-    let link = bin.join("systemctl");
-    if !link.exists() {
-        let made = fs::create_dir_all(&bin)
-            .and_then(|()| std::env::current_exe())
-            .and_then(|exe| std::os::unix::fs::symlink(exe, &link));
-        if let Err(e) = made.or_else(|e| if link.exists() { Ok(()) } else { Err(e) }) {
-            eprintln!("vyos_double: cannot link systemctl into {}: {e}", bin.display());
+    let path = match shell_path(st) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
             return ExitCode::FAILURE;
         }
-    }
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_else(|_| TOOL_PATH.to_string()));
+    };
     match Command::new("bash").arg("-c").arg(command).env("PATH", path).status() {
         Ok(st) => ExitCode::from(st.code().map_or(1, |c| c.clamp(0, 255) as u8)),
         Err(e) => {
@@ -1848,24 +2069,30 @@ fn main() -> ExitCode {
     if args.first().and_then(|a| std::path::Path::new(a).file_name()).is_some_and(|n| n == "systemctl") {
         return systemctl(&args[1..]);
     }
-    let st = match State::from_env() {
+    if args.get(1).map(String::as_str) == Some("__op") {
+        return op_command(&args[2..]);
+    }
+    let st = match booted_state() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::FAILURE;
         }
     };
-    if let Err(e) = st.boot_if_needed() {
-        eprintln!("{e}");
-        return ExitCode::FAILURE;
-    }
     // The SSH command; for local runs, the arguments.
     let command = std::env::var("SSH_ORIGINAL_COMMAND").unwrap_or_else(|_| args[1..].join(" "));
     let command = command.trim();
     let mut session = Session::new(&st);
     let result = match command {
         "" | "vbash -s" | "/bin/vbash -s" | "vbash" | "/bin/vbash" => {
-            let mut script = Script::new(std::io::stdin().lock());
+            // The fd itself, duplicated: `std::io::stdin()` would read ahead into its buffer
+            // what a shell line's bash must find in the pipe.
+            let fd = std::os::fd::AsFd::as_fd(&std::io::stdin()).try_clone_to_owned();
+            let Ok(fd) = fd else {
+                eprintln!("vyos_double: cannot read the script from stdin");
+                return ExitCode::FAILURE;
+            };
+            let mut script = Script::new(fs::File::from(fd));
             match session.run_script(&mut script) {
                 Ok(status) => return ExitCode::from(status),
                 Err(e) => Err(e),

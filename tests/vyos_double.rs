@@ -441,16 +441,7 @@ fn local_state(name: &str) -> PathBuf {
 /// Runs the double as sshd would run it for `vbash -s`; gives up after `limit` (killing it), as
 /// fabric's SSH timeout would. `None` for the exit code: it was still running.
 fn local(double: &Path, state: &Path, script: &str, limit: Duration) -> (Option<i32>, String) {
-    let mut child = Command::new(double)
-        .env("VYOS_DOUBLE_STATE", state)
-        .env("VYOS_DOUBLE_CONFIRM_UNIT", "seconds")
-        .env("SSH_ORIGINAL_COMMAND", "vbash -s")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the double");
-    child.stdin.take().expect("stdin").write_all(script.as_bytes()).expect("script");
+    let mut child = local_script(Command::new(double), state, script);
     let t0 = Instant::now();
     let code = loop {
         if let Some(st) = child.try_wait().expect("wait") {
@@ -465,6 +456,21 @@ fn local(double: &Path, state: &Path, script: &str, limit: Duration) -> (Option<
     let out = child.wait_with_output().expect("output");
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (code, text)
+}
+
+/// Starts `double` (a command that runs it) as sshd would for `vbash -s`, `script` on stdin.
+fn local_script(mut double: Command, state: &Path, script: &str) -> std::process::Child {
+    let mut child = double
+        .env("VYOS_DOUBLE_STATE", state)
+        .env("VYOS_DOUBLE_CONFIRM_UNIT", "seconds")
+        .env("SSH_ORIGINAL_COMMAND", "vbash -s")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the double");
+    child.stdin.take().expect("stdin").write_all(script.as_bytes()).expect("script");
+    child
 }
 
 fn local_config(state: &Path) -> String {
@@ -803,6 +809,12 @@ fn not_covered_the_commit_confirm_timer_of_a_real_vyos() {
     panic!("not covered by the VyOS double: needs a real VyOS router with systemd");
 }
 
+#[test]
+#[ignore = "NOT COVERED: not modelled by the VyOS double: fabric's one-script read (`providers::vyos_read_script`) on a real VyOS: that `run show configuration commands` in a subshell after the script-template prints the configuration, and that the real template's aliases leave `/bin/sh -c` reads, `( ... ) </dev/null` and `printf` alone, is read from vyatta-cfg (script-template, vyatta-cfg-run), run only against the double and a stand-in of the aliases"]
+fn not_covered_a_read_script_on_a_real_vyos() {
+    panic!("not covered by the VyOS double: needs a real VyOS router");
+}
+
 /// Runs the double for the SSH command `command` (not a `vbash -s` script) as sshd would, in a
 /// private mount namespace whose `/run` is a fresh tmpfs holding `lock` as fabric's lock file
 /// (if any, held with flock as a session's holder holds it), as a lab router's `/run` is (lab.sh
@@ -862,4 +874,100 @@ fn plain_shell_commands_run_like_the_login_shell() {
         assert!(out.contains("vyos_double:"), "`{vyos}`: {out}");
     }
     assert!(!local_config(&st).contains("'x'"), "a command outside a script changed the config");
+}
+
+/// Runs the double for `vbash -s` with `script` on stdin; its stdout and stderr kept apart (a
+/// framed batch is split on both).
+fn local_output(double: &Path, state: &Path, script: &str) -> fabric::transport::ssh::Output {
+    let mut timeout = Command::new("timeout");
+    timeout.arg("60").arg(double);
+    let o = local_script(timeout, state, script).wait_with_output().expect("output");
+    fabric::transport::ssh::Output { status: o.status.code().unwrap_or(255) as u32, stdout: o.stdout, stderr: o.stderr }
+}
+
+/// fabric reads a VyOS router with ONE `vbash -s` script (`live::observe`, built by
+/// `providers::vyos_read_script`): the script-template sourced once, then framed lines of bash:
+/// `run show configuration commands`, the lock check through `/bin/sh`, the key read. On VyOS
+/// such lines are bash (vbash is a bash; `run` is the template's alias, vyatta-cfg
+/// `functions/interpreter/vyatta-cfg-run` `vyatta_config_run`); the double runs them in a real
+/// bash with the template's aliases, and stays strict about what it cannot share with that
+/// shell.
+#[test]
+fn one_script_reads_a_router() {
+    use fabric::providers::{vyos_key_read, vyos_plain_read, vyos_read_script, vyos_show_read};
+    use fabric::transport::shell::Sh;
+    const KEY: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    let double = double_binary();
+    let st = local_state("batch");
+    let (code, out) = local(
+        &double,
+        &st,
+        &format!("{TEMPLATE}configure\nset system host-name 'batched'\ncommit\nexit\n"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(code, Some(0), "{out}");
+    // No wg0 runs in this local double: the fault file answers the key read in its place.
+    std::fs::write(st.join("hostile_public_key"), format!("{KEY}\n")).unwrap();
+
+    // The lock read of a VyOS router: the lock file and commit-confirm's systemd units
+    // (`live::locks::read_locks_vyos`), its `systemctl` run by `/bin/sh -c` inside the script.
+    let lock = fabric::transport::shell::as_root("root", &fabric::live::locks::read_locks_vyos());
+    let reads = [
+        vyos_show_read(),
+        vyos_plain_read(&lock),
+        vyos_plain_read(&Sh::lit("if [ -e /nonexistent/x ]; then cat /nonexistent/x; else exit 3; fi")),
+        vyos_key_read("wg0"),
+    ];
+    let tag = fabric::transport::batch::new_tag();
+    let o = local_output(&double, &st, &vyos_read_script(&reads, &tag));
+    let parts = fabric::transport::batch::split(&o, &tag, reads.len())
+        .unwrap_or_else(|e| panic!("{e}\nstdout: {}\nstderr: {}", o.stdout_str(), o.stderr_str()));
+    assert_eq!(parts[0].status, 0, "{}", parts[0].stderr_str());
+    assert_eq!(parts[0].stdout_str(), local_config(&st), "the running configuration, whole");
+    assert!(parts[0].stdout_str().contains("set system host-name 'batched'"));
+    assert_eq!(parts[1].status, 0, "the lock check: {}", parts[1].stderr_str());
+    let units = |hold: &fabric::live::locks::Hold| -> Vec<String> {
+        hold.pending_reverts.iter().filter(|p| p.contains("commit-confirm")).cloned().collect()
+    };
+    let hold = fabric::live::locks::parse_hold(&parts[1].stdout_str());
+    assert_eq!(hold.unknown, None, "systemctl answered in the script: {}", parts[1].stdout_str());
+    assert!(parts[1].stdout_str().contains("unit commit-confirm.timer inactive"), "{}", parts[1].stdout_str());
+    assert!(units(&hold).is_empty(), "{:?}", hold.pending_reverts);
+    assert_eq!(parts[2].status, 3, "a plain read's own status, not the template's `exit`");
+    assert_eq!(parts[3].stdout_str(), format!("{KEY}\n"));
+
+    // Strict where VyOS would differ or the double cannot follow:
+    // - without the template, `run` is no command (bash: 127), as on VyOS;
+    let o = local_output(&double, &st, &fabric::transport::batch::script(&[vyos_show_read()], &tag));
+    let parts = fabric::transport::batch::split(&o, &tag, 1).unwrap();
+    assert_eq!(parts[0].status, 127, "{}", parts[0].stderr_str());
+    // - a configuration command inside a shell line (its session cannot be shared with a child
+    //   shell) stops the script, loudly;
+    let script = format!("{TEMPLATE}( set system host-name 'sub' ) </dev/null; echo after\necho never\n");
+    let (code, out) = local(&double, &st, &script, Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("vyos_double: a shell line used a VyOS command") && !out.contains("never"), "{out}");
+    // - so does an op-mode command the double does not play;
+    let (code, out) =
+        local(&double, &st, &format!("{TEMPLATE}( run show bogus ) </dev/null\necho never\n"), Duration::from_secs(30));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("run show bogus") && !out.contains("never"), "{out}");
+    // - a shell line that reads stdin takes the script's next lines, as on VyOS.
+    let script = format!("{TEMPLATE}cat\nconfigure\nset system host-name 'eaten'\ncommit\nexit\n");
+    let (code, out) = local(&double, &st, &script, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("set system host-name 'eaten'"), "cat printed the lines it took:\n{out}");
+    assert!(local_config(&st).contains("host-name 'batched'"), "a line cat took ran:\n{}", local_config(&st));
+
+    // A pending commit-confirm (systemd's timer on VyOS) is what the same one-script read sees.
+    let arm = format!("{TEMPLATE}configure\nset system host-name 'pending'\ncommit-confirm 5 <<< y\nexit\n");
+    let (code, out) = local(&double, &st, &arm, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out}");
+    let o = local_output(&double, &st, &vyos_read_script(&reads, &tag));
+    let parts = fabric::transport::batch::split(&o, &tag, reads.len()).unwrap();
+    let hold = fabric::live::locks::parse_hold(&parts[1].stdout_str());
+    assert_eq!(units(&hold), ["VyOS commit-confirm (commit-confirm.timer active)"], "{}", parts[1].stdout_str());
+    let (code, out) = local(&double, &st, &format!("{TEMPLATE}configure\nconfirm\nexit\n"), Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{out}");
+    let _ = std::fs::remove_dir_all(&st);
 }

@@ -380,11 +380,11 @@ async fn read_host(
 }
 
 /// Reads one host over one connection (`open`, lent by apply, or a new one through the retried
-/// connect). Where every read is a plain command (a Linux host or router), all of them, the lock
-/// and pending-revert check and the key read go in one framed script (`transport::batch`): one
-/// channel, so about one round trip after the connect. A VyOS router's reads are `vbash -s`
-/// scripts on stdin, each in its own channel, all at once. Also says whether the connection was
-/// lost under the read (the session closed), which is what [`read_host`] reads again.
+/// connect): every read, the lock and pending-revert check (on a VyOS router, `vyos`, also its
+/// commit-confirm's systemd units: `locks::read_locks_for`) and the key read in one framed
+/// script in one channel ([`batch_of`]), so about one round trip after the connect, VyOS routers
+/// included. Also says whether the connection was lost under the read (the session closed),
+/// which is what [`read_host`] reads again.
 async fn read_host_once(
     target: Target,
     ep: &Endpoint,
@@ -406,11 +406,8 @@ async fn read_host_once(
         }
     };
     let lock_read = shell::as_root(&session.endpoint.user, &locks::read_locks_for(vyos));
-    let answers = match batch_of(&session.endpoint.user, &rs, want_key.as_ref(), &lock_read) {
-        Some(reads) => read_batched(&session, &rs, reads).await,
-        None => read_by_channel(&session, rs, want_key, lock_read).await,
-    };
-    let Answers { states, key, hold } = match answers {
+    let batch = batch_of(&session.endpoint.user, &rs, want_key.as_ref(), &lock_read);
+    let Answers { states, key, hold } = match read_batched(&session, &rs, batch).await {
         Ok(a) => a,
         // The session closed under the read (sshd restarted, the link reset): read again.
         Err(e) => return (HostRead { target, outcome: Err(e) }, session.is_closed()),
@@ -454,70 +451,90 @@ struct Answers {
 /// one after another).
 const BATCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(40);
 
-/// The reads of one host as one batch, in order: every resource, the lock and pending-revert
-/// check, then the key read. None when one of them needs its own channel (a script on stdin).
-fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String)>, lock_read: &Sh) -> Option<Vec<Sh>> {
+/// One host's reads as one batch (pure: [`read_batched`] runs it).
+#[derive(Debug)]
+struct HostBatch {
+    /// The framed reads, in order.
+    reads: Vec<Sh>,
+    /// Per resource, in order: the index of the read that answers it (the VyOS resources of a
+    /// router share one `show configuration commands`), or why it has no read.
+    answered_by: Vec<Result<usize, providers::ProviderError>>,
+    /// The lock and pending-revert check.
+    hold: usize,
+    key: Option<usize>,
+    /// A VyOS router's: the reads go to `vbash -s` as one script after the script-template
+    /// (`providers::vyos_read_script`); else they are the channel's command (`$SHELL -c`).
+    vbash: bool,
+}
+
+/// The reads of one host as one batch: every resource, the lock and pending-revert check
+/// (`lock_read`: `live::locks::read_locks_for`, on a VyOS router also its commit-confirm's
+/// systemd units), then the key read. On a VyOS router (a VyOS resource or key to read) the configuration is read
+/// once for all its VyOS resources, the key with `run show interfaces wireguard`, and the plain
+/// reads through `/bin/sh` (`providers::vyos_plain_read`: the template's aliases stay out).
+fn batch_of(user: &str, rs: &[Resource], want_key: Option<&(ProviderKind, String)>, lock_read: &Sh) -> HostBatch {
+    let vbash =
+        rs.iter().any(|r| r.provider == ProviderKind::Vyos) || matches!(want_key, Some((ProviderKind::Vyos, _)));
+    let plain = |c: Sh| if vbash { providers::vyos_plain_read(&c) } else { c };
     let mut reads = Vec::with_capacity(rs.len() + 2);
+    let mut config = None;
+    let mut answered_by = Vec::with_capacity(rs.len());
     for r in rs {
-        match providers::read_command(user, r) {
-            Ok(c) if c.stdin.is_none() => reads.push(c.command),
-            _ => return None,
-        }
+        answered_by.push(if r.provider == ProviderKind::Vyos {
+            Ok(*config.get_or_insert_with(|| {
+                reads.push(providers::vyos_show_read());
+                reads.len() - 1
+            }))
+        } else {
+            providers::read_command(user, r).map(|c| {
+                reads.push(plain(c.command));
+                reads.len() - 1
+            })
+        });
     }
-    reads.push(lock_read.clone());
-    match want_key {
-        Some((ProviderKind::Vyos, _)) => return None,
-        Some((_, iface)) => reads.push(shell::as_root(user, &providers::wg_public_key(iface))),
-        None => {}
-    }
-    Some(reads)
+    reads.push(plain(lock_read.clone()));
+    let hold = reads.len() - 1;
+    let key = want_key.map(|(kind, iface)| {
+        reads.push(match kind {
+            ProviderKind::Vyos => providers::vyos_key_read(iface),
+            _ => plain(shell::as_root(user, &providers::wg_public_key(iface))),
+        });
+        reads.len() - 1
+    });
+    HostBatch { reads, answered_by, hold, key, vbash }
 }
 
 /// Runs [`batch_of`]'s reads in one channel and gives each its own answer.
-async fn read_batched(session: &Session, rs: &[Resource], reads: Vec<Sh>) -> Result<Answers, Unread> {
+async fn read_batched(session: &Session, rs: &[Resource], batch: HostBatch) -> Result<Answers, Unread> {
     let tag = batch::new_tag();
-    let o = session.run(&batch::script(&reads, &tag), None, BATCH_TIMEOUT).await.map_err(|e| Unread(e.to_string()))?;
-    let parts = batch::split(&o, &tag, reads.len()).map_err(|e| Unread(format!("{}: {e}", session.endpoint.target)))?;
-    let states = rs.iter().zip(&parts).map(|(r, o)| (r.address.clone(), providers::read_answer(r, o))).collect();
-    let hold = locks::parse_hold(&parts[rs.len()].stdout_str());
-    let key = parts.get(rs.len() + 1).map(|o| providers::public_key_answer(&session.endpoint.target, o));
+    let o = if batch.vbash {
+        let script = providers::vyos_read_script(&batch.reads, &tag);
+        session.run(&providers::vbash(), Some(script.as_bytes()), BATCH_TIMEOUT).await
+    } else {
+        session.run(&batch::script(&batch.reads, &tag), None, BATCH_TIMEOUT).await
+    }
+    .map_err(|e| Unread(e.to_string()))?;
+    let parts = batch::split(&o, &tag, batch.reads.len())
+        .map_err(|e| Unread(format!("{}: {e}{}", session.endpoint.target, last_words(&o, &tag))))?;
+    let states = rs
+        .iter()
+        .zip(batch.answered_by)
+        .map(|(r, at)| (r.address.clone(), at.and_then(|i| providers::read_answer(r, &parts[i]))))
+        .collect();
+    let hold = locks::parse_hold(&parts[batch.hold].stdout_str());
+    let key = batch.key.map(|i| providers::public_key_answer(&session.endpoint.target, &parts[i]));
     Ok(Answers { states, key, hold })
 }
 
-/// Reads every resource in its own channel, all at once (VyOS: each read is a `vbash -s` script).
-async fn read_by_channel(
-    session: &Arc<Session>,
-    rs: Vec<Resource>,
-    want_key: Option<(ProviderKind, String)>,
-    lock_read: Sh,
-) -> Result<Answers, Unread> {
-    let mut reads = tokio::task::JoinSet::new();
-    for r in rs {
-        let s = session.clone();
-        reads.spawn(async move { (r.address.clone(), providers::read(&s, &r).await) });
+/// The last line a batch cut short printed on stderr (a frame line aside), to say why it
+/// stopped. Never stdout: a VyOS router's configuration there holds its private key.
+fn last_words(o: &crate::transport::ssh::Output, tag: &str) -> String {
+    let text = o.stderr_str();
+    let last = text.lines().rev().map(str::trim).find(|l| !l.is_empty() && !l.starts_with(tag));
+    match last {
+        Some(l) => format!(" (it said: {})", l.chars().take(160).collect::<String>()),
+        None => String::new(),
     }
-    let hold_read = {
-        let s = session.clone();
-        tokio::spawn(async move {
-            s.run(&lock_read, None, std::time::Duration::from_secs(15))
-                .await
-                .map(|o| locks::parse_hold(&o.stdout_str()))
-        })
-    };
-    let key_read = want_key.map(|(kind, iface)| {
-        let s = session.clone();
-        tokio::spawn(async move { providers::public_key(&s, kind, &iface).await })
-    });
-    let mut states = Vec::new();
-    while let Some(j) = reads.join_next().await {
-        states.push(j.map_err(|e| Unread(e.to_string()))?);
-    }
-    let key = match key_read {
-        Some(h) => Some(h.await.map_err(|e| Unread(e.to_string()))?),
-        None => None,
-    };
-    let hold = hold_read.await.ok().and_then(Result::ok).unwrap_or_default();
-    Ok(Answers { states, key, hold })
 }
 
 /// A dry run cannot place an object in a namespace that does not exist yet; when the same plan
@@ -702,6 +719,80 @@ mod tests {
             left,
             ["cluster.sp/ai/LocalQueue/l", "karmada/ai/PropagationPolicy/o", "karmada/data/PropagationPolicy/q"]
         );
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+    use crate::desired::Desired;
+
+    fn resource(address: &str, provider: ProviderKind, desired: Desired) -> Resource {
+        Resource {
+            address: address.parse().unwrap(),
+            site: None,
+            provider,
+            summary: String::new(),
+            sensitive: false,
+            desired,
+            file: None,
+        }
+    }
+
+    /// A VyOS router: one `show configuration commands` for all its VyOS resources, the lock
+    /// check through `/bin/sh`, the key through `run show interfaces wireguard`, all in one
+    /// `vbash -s` script; a resource with no read keeps its error without costing a read.
+    #[test]
+    fn a_vyos_router_is_read_by_one_script() {
+        let rs = [
+            resource("router.franca/vyos:interfaces wireguard wg0", ProviderKind::Vyos, Desired::Vyos(vec![])),
+            resource(
+                "router.franca/vyos:protocols static route 10.2.0.0/16",
+                ProviderKind::Vyos,
+                Desired::Vyos(vec![]),
+            ),
+            resource("router.franca/command:none", ProviderKind::Command, Desired::Prune(Default::default())),
+        ];
+        let lock = shell::as_root("vyos", &locks::read_locks_for(true));
+        let b = batch_of("vyos", &rs, Some(&(ProviderKind::Vyos, "wg0".into())), &lock);
+        assert!(b.vbash);
+        let reads: Vec<&str> = b.reads.iter().map(|r| r.as_str()).collect();
+        assert_eq!(
+            reads,
+            [
+                "run show configuration commands",
+                providers::vyos_plain_read(&lock).as_str(),
+                "run show interfaces wireguard wg0 public-key"
+            ]
+        );
+        assert!(reads[1].starts_with("/bin/sh -c 'sudo -n sh -c "), "{}", reads[1]);
+        assert!(reads[1].contains("systemctl show --value -p ActiveState"), "commit-confirm's units: {}", reads[1]);
+        assert_eq!(b.answered_by[0].as_ref().ok(), Some(&0));
+        assert_eq!(b.answered_by[1].as_ref().ok(), Some(&0));
+        assert!(b.answered_by[2].is_err(), "a command without a probe has no read");
+        assert_eq!((b.hold, b.key), (1, Some(2)));
+        // The key alone makes a router's batch a VyOS script too.
+        let b = batch_of("vyos", &[], Some(&(ProviderKind::Vyos, "wg0".into())), &lock);
+        assert!(b.vbash && b.reads.len() == 2);
+    }
+
+    /// A Linux router or host: its plain reads as they are, the channel's own command.
+    #[test]
+    fn a_linux_host_is_read_by_one_plain_script() {
+        let rs = [resource("router.sp/wireguard:wg0", ProviderKind::Wireguard, Desired::Wireguard(String::new()))];
+        let lock = shell::as_root("root", &locks::read_locks_for(false));
+        let b = batch_of("root", &rs, Some(&(ProviderKind::Wireguard, "wg0".into())), &lock);
+        assert!(!b.vbash);
+        let reads: Vec<String> = b.reads.iter().map(|r| r.to_string()).collect();
+        assert_eq!(
+            reads,
+            [
+                providers::wg_read("wg0").to_string(),
+                locks::read_locks().to_string(),
+                providers::wg_public_key("wg0").to_string()
+            ]
+        );
+        assert_eq!((b.answered_by[0].as_ref().ok(), b.hold, b.key), (Some(&0), 1, Some(2)));
     }
 }
 

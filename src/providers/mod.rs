@@ -162,6 +162,44 @@ pub fn vbash() -> Sh {
 /// The op-mode read of the running configuration through VyOS's script template.
 pub const VYOS_SHOW: &str = "source /opt/vyatta/etc/functions/script-template\nrun show configuration commands\n";
 
+/// The line every `vbash -s` script of fabric's starts with: it makes VyOS's commands (vyatta-cfg
+/// `functions/wrapper/script-template`, which sources `/etc/bash_completion.d/vyatta-cfg`, whose
+/// `_vyatta_cfg_init` aliases each configuration command and every prefix of it).
+pub const VYOS_TEMPLATE: &str = "source /opt/vyatta/etc/functions/script-template\n";
+
+/// The running configuration, as a line of a script after [`VYOS_TEMPLATE`]: `run` is the
+/// template's alias for `vyatta_cfg_run run`, which runs `/opt/vyatta/bin/vyatta-op-cmd-wrapper
+/// show configuration commands` (vyatta-cfg `functions/interpreter/vyatta-cfg-run`,
+/// `vyatta_config_run`), with or without a `configure` session (VyOS's command-scripting
+/// documentation: op-mode commands in a script are prefixed with `run`).
+pub fn vyos_show_read() -> Sh {
+    Sh::lit("run show configuration commands")
+}
+
+/// The router's WireGuard public key, as a line of a script after [`VYOS_TEMPLATE`] (VyOS runs
+/// `sudo wg show <if> public-key`: it needs the interface to exist).
+pub fn vyos_key_read(iface: &str) -> Sh {
+    sh!("run show interfaces wireguard {} public-key", iface)
+}
+
+/// A plain POSIX sh read as a line of a script after [`VYOS_TEMPLATE`]. There every prefix of a
+/// configuration command is an alias in command position (`_vyatta_cfg_init`: `sh` is `show`,
+/// `exit` is the template's `eval $(vyatta_exit_configure)`, which returns 0), so a read written
+/// for `sh` (`... else exit 3; fi`) would change meaning; `/bin/sh -c` runs it in a shell
+/// without them (an alias name cannot hold a `/`).
+pub fn vyos_plain_read(cmd: &Sh) -> Sh {
+    sh!("/bin/sh -c {}", cmd.as_str().to_string())
+}
+
+/// A VyOS router's reads as ONE `vbash -s` script, so one channel: the template sourced once,
+/// then `reads` framed as `transport::batch` frames them. Each read runs in a subshell with its
+/// stdin from /dev/null: bash leaves the script's next lines in its stdin pipe, so a read that
+/// reads stdin would otherwise take them. The template sets no `-e`, so a failing read does not
+/// stop the script; its status is in its frame.
+pub fn vyos_read_script(reads: &[Sh], tag: &str) -> String {
+    format!("{VYOS_TEMPLATE}{}", crate::transport::batch::script(reads, tag))
+}
+
 /// The VyOS subtree a resource manages (`router.x/vyos:interfaces wireguard wg0`).
 pub fn vyos_subtree(r: &Resource) -> &str {
     r.address.vyos().unwrap_or_default()
@@ -663,10 +701,7 @@ pub fn keys_in(observed: &str) -> std::collections::BTreeMap<Target, String> {
 pub async fn public_key(s: &Session, kind: ProviderKind, iface: &str) -> Result<Option<WgKey>, ProviderError> {
     let o = match kind {
         ProviderKind::Vyos => {
-            let script = format!(
-                "source /opt/vyatta/etc/functions/script-template\nrun show interfaces wireguard {} public-key\n",
-                crate::desired::vyos::word(iface)
-            );
+            let script = format!("{VYOS_TEMPLATE}{}\n", vyos_key_read(iface));
             s.run(&vbash(), Some(script.as_bytes()), READ_TIMEOUT).await?
         }
         _ => s.run(&root(s, &wg_public_key(iface)), None, READ_TIMEOUT).await?,
@@ -964,6 +999,60 @@ mod tests {
         assert!(!o.status.success());
         assert_eq!(restart_after("/etc/wireguard/wg0.conf"), None);
         assert_eq!(restart_after("/etc/rancher/k3s/token"), None);
+    }
+
+    /// A VyOS router's read script, run by a real `bash -s` (vbash is a bash) with a stand-in
+    /// of what the script-template leaves in the shell (`_vyatta_cfg_init`'s aliases: `sh` is
+    /// `show`, `exit` the template's, which returns 0; `run` an op-mode command): each read gets
+    /// its own output and status back, and a plain read's `exit 3` still says 3.
+    #[test]
+    fn a_vyos_read_script_keeps_each_read_apart_under_the_templates_aliases() {
+        let dir = std::env::temp_dir().join(format!("fabric-vyos-template-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let template = dir.join("script-template");
+        std::fs::write(
+            &template,
+            "shopt -s expand_aliases\nalias run='echo op:'\nalias exit='eval true'\nalias sh='echo SHOW'\n",
+        )
+        .unwrap();
+        let absent = Sh::lit("if [ -e /nonexistent/x ]; then cat /nonexistent/x; else exit 3; fi");
+        let reads = [
+            vyos_show_read(),
+            vyos_plain_read(&absent),
+            vyos_plain_read(&Sh::lit("sh -c 'echo plain'")),
+            vyos_key_read("wg0"),
+        ];
+        let tag = crate::transport::batch::new_tag();
+        let script = vyos_read_script(&reads, &tag);
+        assert!(script.starts_with(VYOS_TEMPLATE) && script.matches("script-template").count() == 1, "{script}");
+        let script = script.replace("/opt/vyatta/etc/functions/script-template", template.to_str().unwrap());
+        let mut child = std::process::Command::new("bash")
+            .arg("-s")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let o = crate::transport::ssh::Output {
+            status: o.status.code().unwrap_or(255) as u32,
+            stdout: o.stdout,
+            stderr: o.stderr,
+        };
+        let parts = crate::transport::batch::split(&o, &tag, reads.len()).unwrap();
+        let got: Vec<(u32, String)> = parts.iter().map(|p| (p.status, p.stdout_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (0, "op: show configuration commands\n".to_string()),
+                (3, String::new()),
+                (0, "plain\n".to_string()),
+                (0, "op: show interfaces wireguard wg0 public-key\n".to_string()),
+            ]
+        );
     }
 
     #[test]

@@ -767,6 +767,23 @@ fn k3s_join_token_rotated_on_the_first_server() {
     assert!(plan.contains("      host.sp-cp2\n") && plan.contains("      host.sp-vm\n"), "{plan}");
     assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "nothing before approval");
 
+    // The agent's file cannot be written (a directory where its next version goes): the run
+    // stops and puts back what it changed, sp-lan rotated back to its old token first.
+    u.on("host2", "mkdir /etc/rancher/k3s/token.next");
+    let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token", "--auto-approve"]);
+    let failed = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{failed}");
+    assert!(failed.contains("A.1 was reverted"), "{failed}");
+    assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "{failed}");
+    assert_eq!(u.on("sp-lan", "grep -c 'token rotate' /var/lib/rancher/k3s-standin.log").trim(), "2", "rotated back");
+    assert_eq!(u.on("host1", "grep -c 'restart k3s' /var/lib/rancher/systemctl.log").trim(), "2", "restarted again");
+    assert_eq!(u.on("sp-lan", "ls /var/lib/rancher/k3s/server | grep -c prior").trim(), "0", "nothing kept is left");
+    assert_eq!(u.on("host2", "ls /etc/rancher/k3s | grep -c prior").trim(), "0", "the agent's file moved back");
+    assert!(!failed.contains("0ld5ecret") && !failed.contains(old_agent.rsplit(':').next().unwrap()), "{failed}");
+    u.on("host2", "rmdir /etc/rancher/k3s/token.next");
+    u.on("sp-lan", "rm /var/lib/rancher/k3s-standin.log");
+    u.on("host1", "rm /var/lib/rancher/systemctl.log");
+
     let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token", "--auto-approve"]);
     let text = out(&o);
     assert!(o.status.success(), "{text}");

@@ -994,4 +994,40 @@ mod tests {
         assert_eq!(w[1].2, "clustermesh-apiserver-remote-cert");
         assert!(!r.items[2].changes() && !r.items[3].changes());
     }
+
+    #[test]
+    fn the_join_token_is_renewed_only_when_asked_and_its_lines_name_hosts_only() {
+        let item = |renew| Item::K3sToken {
+            site: "sp".into(),
+            first: Target::host("sp-lan"),
+            servers: vec![Target::host("sp-cp2")],
+            agents: vec![Target::host("sp-vm")],
+            renew,
+        };
+        let r = Rotation { items: vec![item(false)] };
+        assert!(!r.has_changes(), "not without --k3s-token");
+        assert_eq!(
+            lines(&r),
+            ["  = the K3s join token of `sp` (A.1): not renewed without --k3s-token (it restarts the other servers)"]
+        );
+        let r = Rotation { items: vec![item(true)] };
+        assert!(r.has_changes() && writes(&r.items[0]).is_empty());
+        let text = lines(&r).join("\n");
+        assert!(
+            text.contains("a new one generated on host.sp-lan and `k3s token rotate` run there; 1 other server(s)"),
+            "{text}"
+        );
+        assert!(text.contains("      host.sp-cp2\n      host.sp-vm"), "{text}");
+        // The journal's order: other servers, the first, the agents (a rollback goes newest first).
+        let p: Vec<String> = token_priors(&r.items[0]).iter().map(|p| p.address.to_string()).collect();
+        assert_eq!(
+            p,
+            [
+                "host.sp-cp2/command:k3s-token-restart",
+                "host.sp-lan/command:k3s-token-rotate",
+                "host.sp-vm/command:k3s-token-file"
+            ]
+        );
+        assert!(token_priors(&item(false)).is_empty());
+    }
 }

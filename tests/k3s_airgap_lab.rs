@@ -765,6 +765,9 @@ fn k3s_join_token_rotated_on_the_first_server() {
         "{plan}"
     );
     assert!(plan.contains("      host.sp-cp2\n") && plan.contains("      host.sp-vm\n"), "{plan}");
+    // Without --site, every cluster fabric installed, one without agents too.
+    let all = out(&u.fabric(&["rotate", "credentials", "--k3s-token"]));
+    assert!(all.contains("~ the K3s join token of `franca` (A.1): a new one generated on host.franca-lan and `k3s token rotate` run there; 0 other server(s)"), "{all}");
     assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "nothing before approval");
 
     // The agent's file cannot be written (a directory where its next version goes): the run

@@ -235,6 +235,10 @@ fn inventory(ws: &Workspace, site: Option<&str>) -> Inventory {
                 && k.role == crate::desired::k3s_install::Role::Server
             {
                 inv.installed_servers.insert(r.target().clone());
+                // A cluster without agents has a join token too (for servers joining later).
+                if let Some(s) = r.site.as_ref().filter(|s| site.is_none_or(|want| want == *s)) {
+                    inv.token_sites.entry(s.clone()).or_default();
+                }
             }
             let Some(obj) = r.kube_object().filter(|_| r.sensitive) else { continue };
             if secrets::generated(obj).is_some() && ns_name(r) == (MESH_CA_NAMESPACE.into(), MESH_CA_SECRET.into()) {
@@ -332,22 +336,24 @@ fn token_item(
     agents: Vec<Target>,
     renew: bool,
 ) -> Item {
-    let Some(first) = first.filter(|f| installed.contains(f)) else {
-        return Item::Refused {
-            what: format!("the K3s join token of `{s}`'s agents"),
-            why: "fabric did not install this cluster's K3s servers (no k3s_airgap, or an existing cluster): `k3s token rotate` on a server and every other server restarted (k3s-io/k3s docs/adrs/server-token-rotation.md) are its operator's; then replace each agent's /etc/rancher/k3s/token (docs/runbook.md, \"Rotating credentials\")".into(),
-        };
-    };
-    let servers = ws
+    // The server the agents copy from (the site's first control-plane node with SSH).
+    let nodes: Vec<&crate::topology::model::Node> = ws
         .topology()
         .sites
         .iter()
         .filter(|x| x.name == s)
         .flat_map(|x| &x.cluster.nodes)
         .filter(|n| n.role == crate::topology::model::NodeRole::ControlPlane && n.ssh.is_some())
-        .map(|n| Target::host(&n.name))
-        .filter(|t| *t != first && installed.contains(t))
         .collect();
+    let first = first.or_else(|| nodes.first().map(|n| Target::host(&n.name)));
+    let Some(first) = first.filter(|f| installed.contains(f)) else {
+        return Item::Refused {
+            what: format!("the K3s join token of `{s}`'s agents"),
+            why: "fabric did not install this cluster's K3s servers (no k3s_airgap, or an existing cluster): `k3s token rotate` on a server and every other server restarted (k3s-io/k3s docs/adrs/server-token-rotation.md) are its operator's; then replace each agent's /etc/rancher/k3s/token (docs/runbook.md, \"Rotating credentials\")".into(),
+        };
+    };
+    let servers =
+        nodes.iter().map(|n| Target::host(&n.name)).filter(|t| *t != first && installed.contains(t)).collect();
     Item::K3sToken { site: s, first, servers, agents, renew }
 }
 

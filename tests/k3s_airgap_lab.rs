@@ -344,7 +344,11 @@ struct UpgradeLab {
 
 impl UpgradeLab {
     fn up(prefix: &str, mgmt_net: &str, name: &str, extra: &str, nodes: &[&str]) -> UpgradeLab {
-        let lab = lab::Lab::up(prefix, mgmt_net, &["--hosts", "1"], &[]);
+        UpgradeLab::with_hosts(prefix, mgmt_net, name, extra, nodes, "1")
+    }
+
+    fn with_hosts(prefix: &str, mgmt_net: &str, name: &str, extra: &str, nodes: &[&str], hosts: &str) -> UpgradeLab {
+        let lab = lab::Lab::up(prefix, mgmt_net, &["--hosts", hosts], &[]);
         let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -691,5 +695,149 @@ fn two_servers_upgrade_one_at_a_time() {
     ];
     assert!(first.windows(2).all(|w| w[0] < w[1]) && second.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert!(first[3] < second[0], "the second server starts once the first is Ready and uncordoned: {text}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A stand-in `k3s` that also answers `k3s token rotate` as the real CLI parses it (k3s-io/k3s
+/// `pkg/cli/cmds/token.go`: `--token/-t`, `--server/-s`, `--data-dir/-d`, `--new-token`; any
+/// other flag is "flag provided but not defined") and does what the server does with it: the old
+/// token read from `server/token` (`pkg/cli/token/token.go`, `serverAccess`), the file holding
+/// the new one after (docs/adrs/server-token-rotation.md). It records the new token's shape
+/// (each hex digit an `x`), never its value.
+fn k3s_with_token_rotate(version: &str, build: &str) -> String {
+    format!(
+        r#"#!/bin/sh
+# stand-in k3s
+[ "$1" = --version ] && {{ echo 'k3s version {version} ({build})'; exit 0; }}
+[ "$1 $2" = "token rotate" ] || exit 0
+shift 2
+new=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--new-token) new="$2"; shift 2 ;;
+	--new-token=*) new="${{1#*=}}"; shift ;;
+	-t | --token | -s | --server | -d | --data-dir) shift 2 ;;
+	--token=* | --server=* | --data-dir=*) shift ;;
+	*) echo "Incorrect Usage: flag provided but not defined: $1" >&2; exit 1 ;;
+	esac
+done
+f=/var/lib/rancher/k3s/server/token
+old=$(cat "$f") || exit 1
+echo "token rotate --new-token $(printf %s "$new" | sed 's/[0-9a-f]/x/g')" >>/var/lib/rancher/k3s-standin.log
+[ -n "$new" ] && printf '%s::server:%s\n' "${{old%%::*}}" "${{new##*:}}" >"$f"
+echo 'Token rotated, restart k3s nodes with new token'
+"#
+    )
+}
+
+/// Issue #26 item 3: `fabric rotate credentials --k3s-token` on a cluster fabric installed (two
+/// servers, sp-lan and sp-cp2, and an agent VM): shown first (hosts, no value), then a new token
+/// generated on sp-lan and `k3s token rotate --new-token` run there, sp-cp2 restarted (its Node
+/// Ready), the agent's token file holding the new token; the old one kept on each host (0600);
+/// no token in the output or the journal; `fabric rollback` rotates sp-lan back, restarts sp-cp2
+/// and puts the agent's file back.
+#[test]
+fn k3s_join_token_rotated_on_the_first_server() {
+    let extra = "        - { name: sp-cp2, role: control-plane, address: 172.30.2.11, ssh: { host: host1 } }\n    \
+                 external_workloads:\n      - { name: sp-vm, kind: vm, address: 172.30.2.30, runs: [web], ssh: { host: host2 } }\n";
+    let u = UpgradeLab::with_hosts("kt", "10.212", "k3s-token", extra, &["sp-lan", "sp-cp2"], "2");
+    let dir = &u.dir;
+    u.write("v1.33.5+k3s1", &bundle(&dir.join("b"), &k3s_with_token_rotate("v1.33.5+k3s1", "standin-t"), None));
+    let o = u.fabric(&["apply", "--phase", "A", "--site", "sp", "--auto-approve"]);
+    assert!(o.status.success(), "{}", out(&o));
+    // The servers run: their token as K3s keeps it (`K10<CA hash>::server:<password>`), and a
+    // stand-in systemctl recording restarts.
+    for host in ["sp-lan", "host1"] {
+        u.server_state(host, fabric_testkit::k3s_node::SYSTEMCTL);
+        u.on(host, "echo K10cafe::server:0ld5ecret0ld5ecret > /var/lib/rancher/k3s/server/token");
+    }
+    let server_token = || u.on("sp-lan", "cat /var/lib/rancher/k3s/server/token").trim().to_string();
+    let agent_token = || u.on("host2", "cat /etc/rancher/k3s/token").trim().to_string();
+    let (old_server, old_agent) = (server_token(), agent_token());
+    assert!(old_agent.starts_with("K10standin::server:"), "copied at install: {old_agent}");
+
+    // Shown first: what is renewed, where; nothing changes before approval.
+    let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token"]);
+    let plan = out(&o);
+    assert!(!o.status.success(), "approval is asked and stdin is no terminal:\n{plan}");
+    assert!(
+        plan.contains("~ the K3s join token of `sp` (A.1): a new one generated on host.sp-lan and `k3s token rotate` run there; 1 other server(s) restarted one at a time, Ready between; 1 agent token file(s) written again"),
+        "{plan}"
+    );
+    assert!(plan.contains("      host.sp-cp2\n") && plan.contains("      host.sp-vm\n"), "{plan}");
+    // Without --site, every cluster fabric installed, one without agents too.
+    let all = out(&u.fabric(&["rotate", "credentials", "--k3s-token"]));
+    assert!(all.contains("~ the K3s join token of `franca` (A.1): a new one generated on host.franca-lan and `k3s token rotate` run there; 0 other server(s)"), "{all}");
+    assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "nothing before approval");
+
+    // The agent's file cannot be written (a directory where its next version goes): the run
+    // stops and puts back what it changed, sp-lan rotated back to its old token first.
+    u.on("host2", "mkdir /etc/rancher/k3s/token.next");
+    let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token", "--auto-approve"]);
+    let failed = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{failed}");
+    assert!(failed.contains("A.1 was reverted"), "{failed}");
+    assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "{failed}");
+    assert_eq!(u.on("sp-lan", "grep -c 'token rotate' /var/lib/rancher/k3s-standin.log").trim(), "2", "rotated back");
+    assert_eq!(u.on("host1", "grep -c 'restart k3s' /var/lib/rancher/systemctl.log").trim(), "2", "restarted again");
+    assert_eq!(u.on("sp-lan", "ls /var/lib/rancher/k3s/server | grep -c prior").trim(), "0", "nothing kept is left");
+    assert_eq!(u.on("host2", "ls /etc/rancher/k3s | grep -c prior").trim(), "0", "the agent's file moved back");
+    assert!(!failed.contains("0ld5ecret") && !failed.contains(old_agent.rsplit(':').next().unwrap()), "{failed}");
+    u.on("host2", "rmdir /etc/rancher/k3s/token.next");
+    u.on("sp-lan", "rm /var/lib/rancher/k3s-standin.log");
+    u.on("host1", "rm /var/lib/rancher/systemctl.log");
+
+    let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token", "--auto-approve"]);
+    let text = out(&o);
+    assert!(o.status.success(), "{text}");
+    let run = text[text.find("Run ").unwrap() + 4..].split(';').next().unwrap().to_string();
+    let kept = |f: &str| format!("{f}.prior-{}", run.to_ascii_lowercase());
+    // The rotation ran on sp-lan with a new token made there (32 hex digits), as the CLI takes it.
+    assert_eq!(
+        u.on("sp-lan", "cat /var/lib/rancher/k3s-standin.log").trim(),
+        format!("token rotate --new-token {}", "x".repeat(32))
+    );
+    let new_server = server_token();
+    assert!(new_server.starts_with("K10cafe::server:") && new_server != old_server, "{new_server}");
+    assert_eq!(agent_token(), new_server, "the agent joins with the new token when it restarts");
+    assert!(u.on("host1", "cat /var/lib/rancher/systemctl.log").contains("restart k3s"), "sp-cp2 restarted");
+    assert!(text.contains("host.sp-cp2: K3s restarted with the new token; sp-cp2 Ready"), "{text}");
+    assert!(u.on("host2", "cat /var/lib/rancher/systemctl.log 2>/dev/null").is_empty(), "the agent is not restarted");
+    // The old token kept on each host, owner-only.
+    let server_kept = kept("/var/lib/rancher/k3s/server/token");
+    let agent_kept = kept("/etc/rancher/k3s/token");
+    assert_eq!(u.on("sp-lan", &format!("cat {server_kept}")).trim(), old_server);
+    assert_eq!(u.on("host2", &format!("cat {agent_kept}")).trim(), old_agent);
+    assert_eq!(u.on("sp-lan", &format!("stat -c %a {server_kept}")).trim(), "600");
+    for f in ["/etc/rancher/k3s/token", agent_kept.as_str()] {
+        assert_eq!(u.on("host2", &format!("stat -c %a {f}")).trim(), "600", "{f}");
+    }
+    // No token anywhere fabric writes.
+    let journals: String = std::fs::read_dir(dir.join(".fabric/runs"))
+        .unwrap()
+        .flatten()
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    for shown in [&plan, &text, &journals] {
+        for secret in [&old_server, &new_server, &old_agent] {
+            let password = secret.rsplit(':').next().unwrap();
+            assert!(!shown.contains(password), "a token shown:\n{shown}");
+        }
+    }
+    assert!(journals.contains("host.sp-lan/command:k3s-token-rotate"), "{journals}");
+
+    // Rollback: sp-lan rotated back to the token it kept, sp-cp2 restarted again, the agent's
+    // file back; nothing kept is left.
+    let o = u.fabric(&["rollback", &run]);
+    let back = out(&o);
+    assert!(o.status.success(), "{back}");
+    assert_eq!(server_token(), old_server, "{back}");
+    assert_eq!(agent_token(), old_agent, "{back}");
+    assert_eq!(u.on("host1", "grep -c 'restart k3s' /var/lib/rancher/systemctl.log").trim(), "2");
+    assert_eq!(u.on("sp-lan", &format!("ls {server_kept} 2>/dev/null")).trim(), "");
+    assert_eq!(u.on("host2", &format!("ls {agent_kept} 2>/dev/null")).trim(), "");
+    for secret in [&old_server, &new_server, &old_agent] {
+        assert!(!back.contains(secret.rsplit(':').next().unwrap()), "a token shown:\n{back}");
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -99,7 +99,7 @@ async fn copied_secrets_are_copied_again_from_their_source_never_shown_and_rolle
     assert!(!ok, "approval is asked and stdin is no terminal:\n{plan}");
     assert!(plan.contains("~ karmada/karmada-cluster/Secret/sp (C.2), from cluster.sp/karmada-cluster/karmada-member-token: copied again: it differs from its source now"), "{plan}");
     assert!(plan.contains("the Cluster Mesh CA (B.2): refused: it is shared by every site"), "{plan}");
-    assert!(plan.contains("the K3s join token of `sp`'s agents: refused: K3s generated it"), "{plan}");
+    assert!(plan.contains("= the K3s join token of `sp` (A.1): not renewed without --k3s-token"), "{plan}");
     assert!(!plan.contains("Secret/franca (C.2)"), "--site sp leaves franca's copies out:\n{plan}");
     assert_eq!(creds()["data"], before["data"], "nothing changed before approval");
 
@@ -392,7 +392,9 @@ fn its_help_explains_with_examples() {
         .unwrap();
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
-    for part in ["Examples:", "--site", "--auto-approve", "fabric rollback", "K3s join tokens are refused"] {
+    for part in
+        ["Examples:", "--site", "--auto-approve", "fabric rollback", "--k3s-token", "the old token kept on each host"]
+    {
         assert!(text.contains(part), "{part}:\n{text}");
     }
 }

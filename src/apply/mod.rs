@@ -12,6 +12,7 @@ pub mod host;
 pub mod host_locks;
 pub mod interrupt;
 pub mod journal;
+pub mod k3s_token;
 pub mod karmada_backup;
 pub mod kube;
 pub mod lease;

@@ -96,6 +96,18 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
             }
             continue;
         }
+        // A K3s join token's rotation goes back from what the host kept of the old token
+        // (`fabric rotate credentials --k3s-token`; the journal holds no token).
+        if let Some(undo) = r.address.command().and_then(|c| crate::apply::k3s_token::undo(c, run)) {
+            let result = match session(pool, targets, r.target(), &mut checked).await {
+                Ok(s) => crate::apply::k3s_token::run_root(&s, &undo, None).await.map(drop),
+                Err(e) => Err(format!("{}: {e}", r.address)),
+            };
+            if let Err(e) = result {
+                left.push(e);
+            }
+            continue;
+        }
         if r.sensitive {
             continue; // secrets are never restored from a journal
         }

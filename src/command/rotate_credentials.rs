@@ -15,8 +15,11 @@ use crate::style::terminal_safe;
 /// and renews the Cluster Mesh CA with an overlap, one stage per run: 1. a new CA added beside
 /// the old in the trust bundle of the certificates cilium-certgen issued; 2. the new CA signs
 /// (its copies follow) and those certificates are issued again; 3. the old CA removed. Run it
-/// again for the next stage once the agents have the new bundle. K3s join tokens are refused:
-/// K3s made them (docs/runbook.md, "Rotating credentials").
+/// again for the next stage once the agents have the new bundle. With --k3s-token, the K3s join
+/// token of each cluster fabric installed is renewed too: a new one generated on the first
+/// server and `k3s token rotate` run there, the other servers restarted one at a time (Ready
+/// between), the agents' token files written again (they join with it when they restart); the
+/// old token kept on each host (docs/runbook.md, "Rotating credentials").
 ///
 /// Shows what will be renewed (never a value) and asks for `yes` (unless --auto-approve). The
 /// old data of every Secret is kept beside it (`<name>.prior-<run>`) until the next rotation;
@@ -24,6 +27,7 @@ use crate::style::terminal_safe;
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric rotate credentials\n  fabric rotate credentials --site sp --auto-approve\n  \
+                  fabric rotate credentials --site sp --k3s-token    also the K3s join token\n  \
                   fabric rollback 20261202T133000Z-4242     put a rotation's old data back"
 )]
 pub struct Opts {
@@ -31,6 +35,10 @@ pub struct Opts {
     /// every site, is then left out)
     #[arg(long, value_name = "NAME")]
     pub site: Option<String>,
+    /// Also renew the K3s join token of each cluster fabric installed (restarts its other
+    /// servers)
+    #[arg(long)]
+    pub k3s_token: bool,
     /// Do not ask for confirmation
     #[arg(long)]
     pub auto_approve: bool,
@@ -40,7 +48,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let ws = super::workspace(g)?;
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
-    let rotation = rotate_op::read(&ws, o.site.as_deref(), &targets, &rt)?;
+    let rotation = rotate_op::read(&ws, o.site.as_deref(), o.k3s_token, &targets, &rt)?;
     let color = crate::style::Style::stdout(g.no_color).color;
     if !g.quiet || !o.auto_approve {
         println!("fabric rotate credentials: what will be renewed (values are never shown)\n");

@@ -15,10 +15,15 @@
 //!   (its copies follow) and those certificates are issued again by it; 3. the old CA is
 //!   removed from the bundles and `cilium-ca-next` deleted.
 //!
-//! What is refused, with why (docs/runbook.md, "Rotating credentials"): K3s join tokens, which
-//! K3s generated (fabric copies them to the agents but never made one): `k3s token rotate`
-//! re-encrypts the bootstrap data with the new token and every other server must restart with
-//! it (k3s-io/k3s `docs/adrs/server-token-rotation.md`), which fabric does not do.
+//! - **The K3s join token** of each cluster fabric installed (its servers have a K3s install
+//!   from the air-gap bundle), only with `--k3s-token` (it restarts the other servers): a new
+//!   token generated on the first server and `k3s token rotate` run there, the other servers
+//!   restarted one at a time (Ready between), the agents' token files written again so that
+//!   their next restart joins with it (`apply::k3s_token` cites K3s for each of these). Each
+//!   host keeps the old token beside the file (0600), the rollback point.
+//!
+//! What is refused, with why (docs/runbook.md, "Rotating credentials"): the join token of a
+//! cluster fabric did not install (its servers are not fabric's to restart).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -30,7 +35,7 @@ use serde_json::{Map, Value, json};
 use super::{OpError, Workspace};
 use crate::addr::Target;
 use crate::apply::journal::{self, Entry, Journal, Prior};
-use crate::apply::{Progress, lease};
+use crate::apply::{Progress, k3s_token, lease};
 use crate::desired::{Desired, ProviderKind, Resource};
 use crate::live::observe::Targets;
 use crate::live::served_cert::{MESH_CA_NAMESPACE, MESH_CA_SECRET};
@@ -44,6 +49,8 @@ use crate::providers::{Observed, SENSITIVE};
 pub const NEXT_CA_SECRET: &str = "cilium-ca-next";
 /// The step the mesh CA belongs to (its journal entries and Lease).
 const MESH_STEP: &str = "B.2";
+/// The step that installs K3s and copies the join token to the agents.
+const K3S_STEP: &str = "A.1";
 
 /// How a copied Secret stands against its source now.
 #[derive(Debug, Clone, PartialEq)]
@@ -81,6 +88,10 @@ pub enum Item {
     /// (labels, annotations), the certificates cilium-certgen issued (cluster, Secret) and the
     /// other clusters' copies of `cilium-ca`.
     MeshCa { stage: MeshStage, ca: Target, ca_obj: Value, issued: Vec<(Target, String)>, copies: Vec<Resource> },
+    /// The K3s join token of `site`'s cluster: rotated on `first` (a server), the other
+    /// `servers` restarted, the `agents`' token files written again; only when `renew`
+    /// (`--k3s-token`).
+    K3sToken { site: String, first: Target, servers: Vec<Target>, agents: Vec<Target>, renew: bool },
     /// What is not renewed, and why.
     Refused { what: String, why: String },
 }
@@ -91,6 +102,7 @@ impl Item {
         match self {
             Item::Recopy { state, .. } => *state == CopyState::Differs,
             Item::MeshCa { stage, .. } => *stage != MeshStage::NotMade,
+            Item::K3sToken { renew, .. } => *renew,
             Item::Refused { .. } => false,
         }
     }
@@ -100,6 +112,7 @@ impl Item {
         match self {
             Item::Recopy { step, .. } => step,
             Item::MeshCa { .. } => MESH_STEP,
+            Item::K3sToken { .. } => K3S_STEP,
             Item::Refused { .. } => "",
         }
     }
@@ -155,6 +168,19 @@ pub fn lines(r: &Rotation) -> Vec<String> {
                     out.push(format!("      {target}/{MESH_CA_NAMESPACE}/Secret/{name}"));
                 }
             }
+            Item::K3sToken { site, first, servers, agents, renew: true } => {
+                out.push(format!(
+                    "  ~ the K3s join token of `{site}` ({K3S_STEP}): a new one generated on {first} and `k3s token rotate` run there; {} other server(s) restarted one at a time, Ready between; {} agent token file(s) written again (the agents join with it when they restart); the old token kept on each host",
+                    servers.len(),
+                    agents.len()
+                ));
+                for t in servers.iter().chain(agents) {
+                    out.push(format!("      {t}"));
+                }
+            }
+            Item::K3sToken { site, .. } => out.push(format!(
+                "  = the K3s join token of `{site}` ({K3S_STEP}): not renewed without --k3s-token (it restarts the other servers)"
+            )),
             Item::Refused { what, why } => out.push(format!("  ! {what}: refused: {why}")),
         }
     }
@@ -187,8 +213,10 @@ struct Inventory {
     mesh_copies: Vec<Resource>,
     /// The mesh CA as fabric applies it (in the first site's cluster).
     mesh_ca: Option<Value>,
-    /// The sites whose agents copy a K3s join token.
-    token_sites: BTreeSet<String>,
+    /// The sites whose agents copy a K3s join token: the server they copy it from, the agents.
+    token_sites: BTreeMap<String, (Option<Target>, Vec<Target>)>,
+    /// The hosts where fabric installs a K3s server.
+    installed_servers: BTreeSet<Target>,
 }
 
 fn inventory(ws: &Workspace, site: Option<&str>) -> Inventory {
@@ -196,8 +224,21 @@ fn inventory(ws: &Workspace, site: Option<&str>) -> Inventory {
     for &n in &ws.graph.order {
         let key = ws.instance(n).key();
         for r in ws.desired.get(&n).map(|p| p.resources.as_slice()).unwrap_or_default() {
-            if let Desired::Secret(Some(_)) = &r.desired {
-                inv.token_sites.extend(r.site.clone().filter(|s| site.is_none_or(|want| want == s)));
+            if let (Desired::Secret(Some(from)), Some(s)) = (&r.desired, &r.site)
+                && site.is_none_or(|want| want == s)
+            {
+                let entry = inv.token_sites.entry(s.clone()).or_default();
+                entry.0 = Some(from.target.clone());
+                entry.1.push(r.target().clone());
+            }
+            if let Desired::K3sInstall(k) = &r.desired
+                && k.role == crate::desired::k3s_install::Role::Server
+            {
+                inv.installed_servers.insert(r.target().clone());
+                // A cluster without agents has a join token too (for servers joining later).
+                if let Some(s) = r.site.as_ref().filter(|s| site.is_none_or(|want| want == *s)) {
+                    inv.token_sites.entry(s.clone()).or_default();
+                }
             }
             let Some(obj) = r.kube_object().filter(|_| r.sensitive) else { continue };
             if secrets::generated(obj).is_some() && ns_name(r) == (MESH_CA_NAMESPACE.into(), MESH_CA_SECRET.into()) {
@@ -235,6 +276,7 @@ impl Clients {
 pub fn read(
     ws: &Workspace,
     site: Option<&str>,
+    k3s_token: bool,
     targets: &Targets,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Rotation, OpError> {
@@ -246,10 +288,15 @@ pub fn read(
             hint: String::new(),
         }));
     }
-    rt.block_on(read_async(ws, site, targets))
+    rt.block_on(read_async(ws, site, k3s_token, targets))
 }
 
-async fn read_async(ws: &Workspace, site: Option<&str>, targets: &Targets) -> Result<Rotation, OpError> {
+async fn read_async(
+    ws: &Workspace,
+    site: Option<&str>,
+    k3s_token: bool,
+    targets: &Targets,
+) -> Result<Rotation, OpError> {
     let inv = inventory(ws, site);
     let mut clients = Clients::default();
     let mut unread = Vec::new();
@@ -270,16 +317,44 @@ async fn read_async(ws: &Workspace, site: Option<&str>, targets: &Targets) -> Re
             Err(e) => unread.push(e),
         }
     }
-    for s in inv.token_sites {
-        items.push(Item::Refused {
-            what: format!("the K3s join token of `{s}`'s agents"),
-            why: "K3s generated it, not fabric (fabric only copies it to the agents). `k3s token rotate` re-encrypts the cluster's bootstrap data with a new token and every other server must restart with it (k3s-io/k3s docs/adrs/server-token-rotation.md); do that by hand (docs/runbook.md, \"Rotating credentials\"), then replace each agent's /etc/rancher/k3s/token".into(),
-        });
+    for (s, (first, agents)) in inv.token_sites {
+        items.push(token_item(ws, &inv.installed_servers, s, first, agents, k3s_token));
     }
     if !unread.is_empty() {
         return Err(OpError::Unreachable(unread));
     }
     Ok(Rotation { items })
+}
+
+/// The join token of site `s`: rotated when fabric installed its servers (the one the agents
+/// copy from first), refused otherwise.
+fn token_item(
+    ws: &Workspace,
+    installed: &BTreeSet<Target>,
+    s: String,
+    first: Option<Target>,
+    agents: Vec<Target>,
+    renew: bool,
+) -> Item {
+    // The server the agents copy from (the site's first control-plane node with SSH).
+    let nodes: Vec<&crate::topology::model::Node> = ws
+        .topology()
+        .sites
+        .iter()
+        .filter(|x| x.name == s)
+        .flat_map(|x| &x.cluster.nodes)
+        .filter(|n| n.role == crate::topology::model::NodeRole::ControlPlane && n.ssh.is_some())
+        .collect();
+    let first = first.or_else(|| nodes.first().map(|n| Target::host(&n.name)));
+    let Some(first) = first.filter(|f| installed.contains(f)) else {
+        return Item::Refused {
+            what: format!("the K3s join token of `{s}`'s agents"),
+            why: "fabric did not install this cluster's K3s servers (no k3s_airgap, or an existing cluster): `k3s token rotate` on a server and every other server restarted (k3s-io/k3s docs/adrs/server-token-rotation.md) are its operator's; then replace each agent's /etc/rancher/k3s/token (docs/runbook.md, \"Rotating credentials\")".into(),
+        };
+    };
+    let servers =
+        nodes.iter().map(|n| Target::host(&n.name)).filter(|t| *t != first && installed.contains(t)).collect();
+    Item::K3sToken { site: s, first, servers, agents, renew }
 }
 
 /// How the copy `r` stands against its source now (both read in memory, compared, dropped).
@@ -396,6 +471,11 @@ struct Work<'a> {
     targets: &'a Targets,
     clients: Clients,
     progress: Progress<'a>,
+    /// SSH sessions to the hosts of the K3s join token's rotation.
+    pool: crate::live::pool::Pool,
+    /// The hosts this step changed for the join token, in order: (host, what `k3s_token::undo`
+    /// puts back).
+    hosts_done: Vec<(Target, &'static str)>,
 }
 
 /// Journals the rotation and applies it, step by step; a failed step is put back (its Secrets
@@ -430,7 +510,14 @@ pub fn run(
         let mut held = lease::take(targets, &guards, &crate::apply::holder(&run), lease::Times::default(), progress)
             .await
             .map_err(|error| OpError::Apply { run: run.clone(), error: Box::new(error) })?;
-        let mut work = Work { run: &run, targets, clients: Clients::default(), progress };
+        let mut work = Work {
+            run: &run,
+            targets,
+            clients: Clients::default(),
+            progress,
+            pool: crate::live::pool::Pool::default(),
+            hosts_done: Vec::new(),
+        };
         let mut renewed = Vec::new();
         let mut outcome = Ok(());
         for (step, items) in &steps {
@@ -442,6 +529,7 @@ pub fn run(
                 }
             }
         }
+        work.pool.close().await;
         let ok = outcome.is_ok();
         let ended = j.record(&Entry::End { run: run.clone(), ok });
         if let Ok(text) = std::fs::read_to_string(&j.path) {
@@ -469,7 +557,10 @@ async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[
         Ok(p) => p,
         Err(e) => return Err(OpError::Rotate { run, reason: format!("{step}: {e}") }),
     };
-    j.record(&Entry::Begin { run: run.clone(), step: step.into(), priors: planned.iter().map(Made::prior).collect() })?;
+    let mut priors: Vec<Prior> = planned.iter().map(Made::prior).collect();
+    priors.extend(items.iter().flat_map(token_priors));
+    j.record(&Entry::Begin { run: run.clone(), step: step.into(), priors })?;
+    work.hosts_done.clear();
     for item in items {
         if let Err(e) = renew(work, item, &mut made).await {
             failure = Some(e);
@@ -482,7 +573,8 @@ async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[
         drop_older(work, &made).await;
         return Ok(());
     };
-    let left = put_back(work, &made).await;
+    let mut left = undo_hosts(work).await;
+    left.extend(put_back(work, &made).await);
     let reason = if left.is_empty() { why.clone() } else { format!("{why}; not put back: {}", left.join("; ")) };
     let entry = if left.is_empty() {
         Entry::Reverted { run: run.clone(), step: step.into(), reason: reason.clone() }
@@ -528,8 +620,48 @@ fn writes(item: &Item) -> Vec<(Target, String, String)> {
             out.extend(issued.iter().map(|(t, n)| (t.clone(), kube_system(), n.clone())));
             out
         }
-        Item::Refused { .. } => vec![],
+        Item::K3sToken { .. } | Item::Refused { .. } => vec![],
     }
+}
+
+/// The journal's rollback point of the join token's rotation: the other servers (restarted
+/// again), the first server (rotated back to the token it kept), the agents (their files moved
+/// back), in the order they change; a rollback goes newest first. No value: the old tokens
+/// stay on the hosts.
+fn token_priors(item: &Item) -> Vec<Prior> {
+    let Item::K3sToken { first, servers, agents, renew: true, .. } = item else { return vec![] };
+    let prior = |t: &Target, command: &str| Prior {
+        address: t.at(format!("command:{command}")),
+        target: t.clone(),
+        provider: ProviderKind::Command,
+        sensitive: true,
+        prior: Observed::Present(SENSITIVE.into()),
+        object: None,
+    };
+    let mut out: Vec<Prior> = servers.iter().map(|t| prior(t, k3s_token::RESTARTED)).collect();
+    out.push(prior(first, k3s_token::ROTATED));
+    out.extend(agents.iter().map(|t| prior(t, k3s_token::AGENT_FILE)));
+    out
+}
+
+/// Puts back the hosts the join token's rotation changed, newest first; what could not be.
+async fn undo_hosts(work: &mut Work<'_>) -> Vec<String> {
+    let mut left = Vec::new();
+    // Newest first, but the other servers restart only once the first is rotated back.
+    let (restarted, rest): (Vec<_>, Vec<_>) =
+        std::mem::take(&mut work.hosts_done).into_iter().partition(|(_, c)| *c == k3s_token::RESTARTED);
+    for (target, command) in rest.into_iter().rev().chain(restarted) {
+        let Some(cmd) = k3s_token::undo(command, work.run) else { continue };
+        let r = match work.pool.get(work.targets, &target).await {
+            Ok(s) => k3s_token::run_root(&s, &cmd, None).await.map(drop),
+            Err(e) => Err(format!("{target}: {e}")),
+        };
+        match r {
+            Ok(()) => (work.progress)(&format!("{target}: K3s join token put back")),
+            Err(e) => left.push(e),
+        }
+    }
+    left
 }
 
 /// Once a step is done: deletes what earlier rotations kept of its Secrets (the data they renewed
@@ -633,8 +765,90 @@ async fn renew(work: &mut Work<'_>, item: &Item, made: &mut Vec<Made>) -> Result
         Item::MeshCa { stage, ca, ca_obj, issued, copies } => {
             mesh(work, made, stage, (ca, ca_obj), issued, copies).await
         }
-        Item::Refused { .. } => Ok(()),
+        Item::K3sToken { site, first, servers, agents, renew: true } => {
+            join_token(work, site, first, servers, agents).await
+        }
+        Item::K3sToken { .. } | Item::Refused { .. } => Ok(()),
     }
+}
+
+/// The join token of `site`: rotated on `first`, the other servers restarted one at a time
+/// (each Ready before the next), the agents' files written from the first server's token file
+/// (held in memory only, never shown). Each host is recorded in `hosts_done` before it changes.
+async fn join_token(
+    work: &mut Work<'_>,
+    site: &str,
+    first: &Target,
+    servers: &[Target],
+    agents: &[Target],
+) -> Result<(), String> {
+    let s = session(work, first).await?;
+    work.hosts_done.push((first.clone(), k3s_token::ROTATED));
+    k3s_token::run_root(&s, &k3s_token::rotate(work.run), None).await?;
+    (work.progress)(&format!("{first}: K3s join token rotated (the old one kept beside it)"));
+    let token = k3s_token::read_server_token(&s).await?;
+    for server in servers {
+        let s = session(work, server).await?;
+        work.hosts_done.push((server.clone(), k3s_token::RESTARTED));
+        k3s_token::run_root(&s, &k3s_token::restart_server(), None).await?;
+        server_ready(work, site, server).await?;
+    }
+    for agent in agents {
+        let s = session(work, agent).await?;
+        work.hosts_done.push((agent.clone(), k3s_token::AGENT_FILE));
+        k3s_token::run_root(&s, &k3s_token::write_agent(work.run), Some(&token)).await?;
+        (work.progress)(&format!(
+            "{agent}: {} holds the new join token (the agent joins with it when it restarts)",
+            k3s_token::AGENT_TOKEN
+        ));
+    }
+    Ok(())
+}
+
+/// A session to the host `t`.
+async fn session(w: &Work<'_>, t: &Target) -> Result<std::sync::Arc<crate::transport::ssh::Session>, String> {
+    w.pool.get(w.targets, t).await.map_err(|e| format!("{t}: {e}"))
+}
+
+/// Waits until the restarted `server` is a Ready Node of `site`'s cluster again (a cluster
+/// fabric cannot reach, or that does not list it, is not waited for: said so).
+async fn server_ready(work: &mut Work<'_>, site: &str, server: &Target) -> Result<(), String> {
+    let node = match server {
+        Target::Host(n) => n.clone(),
+        t => t.to_string(),
+    };
+    let cluster = Target::cluster(site);
+    let client = match work.clients.get(work.targets, &cluster).await {
+        Ok(c) => c,
+        Err(e) => {
+            (work.progress)(&format!("{server}: K3s restarted; its Node is not waited for ({cluster}: {e})"));
+            return Ok(());
+        }
+    };
+    let id = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}});
+    if k::get(&client, &id).await.map_err(|e| format!("{cluster}: {e}"))?.is_none() {
+        (work.progress)(&format!("{server}: K3s restarted; {cluster} lists no Node {node} to wait for"));
+        return Ok(());
+    }
+    let budget = crate::apply::wait::Budget {
+        timeout: std::time::Duration::from_secs(300),
+        interval: std::time::Duration::from_secs(2),
+        stop: Default::default(),
+    };
+    let progress = work.progress;
+    let report = move |line: String| progress(&format!("{server}: {line}"));
+    let evidence = crate::apply::wait::poll(&format!("{node} Ready"), &budget, &report, || async {
+        let n = k::get(&client, &id).await?.unwrap_or_default();
+        Ok::<_, KubeError>(if crate::desired::node_migration::ready(&n) {
+            crate::apply::wait::Readiness::Ready(format!("{node} Ready"))
+        } else {
+            crate::apply::wait::Readiness::Pending("the node is not Ready".into())
+        })
+    })
+    .await
+    .map_err(|e| format!("{server}: {e}"))?;
+    (work.progress)(&format!("{server}: K3s restarted with the new token; {evidence}"));
+    Ok(())
 }
 
 /// Copies `r` again from its source as it is now.
@@ -785,5 +999,41 @@ mod tests {
         assert_eq!(w[0], (Target::cluster("franca"), "kube-system".into(), "cilium-ca".into()));
         assert_eq!(w[1].2, "clustermesh-apiserver-remote-cert");
         assert!(!r.items[2].changes() && !r.items[3].changes());
+    }
+
+    #[test]
+    fn the_join_token_is_renewed_only_when_asked_and_its_lines_name_hosts_only() {
+        let item = |renew| Item::K3sToken {
+            site: "sp".into(),
+            first: Target::host("sp-lan"),
+            servers: vec![Target::host("sp-cp2")],
+            agents: vec![Target::host("sp-vm")],
+            renew,
+        };
+        let r = Rotation { items: vec![item(false)] };
+        assert!(!r.has_changes(), "not without --k3s-token");
+        assert_eq!(
+            lines(&r),
+            ["  = the K3s join token of `sp` (A.1): not renewed without --k3s-token (it restarts the other servers)"]
+        );
+        let r = Rotation { items: vec![item(true)] };
+        assert!(r.has_changes() && writes(&r.items[0]).is_empty());
+        let text = lines(&r).join("\n");
+        assert!(
+            text.contains("a new one generated on host.sp-lan and `k3s token rotate` run there; 1 other server(s)"),
+            "{text}"
+        );
+        assert!(text.contains("      host.sp-cp2\n      host.sp-vm"), "{text}");
+        // The journal's order: other servers, the first, the agents (a rollback goes newest first).
+        let p: Vec<String> = token_priors(&r.items[0]).iter().map(|p| p.address.to_string()).collect();
+        assert_eq!(
+            p,
+            [
+                "host.sp-cp2/command:k3s-token-restart",
+                "host.sp-lan/command:k3s-token-rotate",
+                "host.sp-vm/command:k3s-token-file"
+            ]
+        );
+        assert!(token_priors(&item(false)).is_empty());
     }
 }

@@ -10,6 +10,10 @@
 //!   servers get it with the bootstrap data "upon restart", and are restarted one at a time
 //!   (`docs/adrs/server-token-rotation.md`, "Token Rotation Workflow", step 3). fabric's servers
 //!   have no `token:` in their config (`desired::text::k3s_server_config`): nothing to edit there.
+//! - A.1/A.3 copy agents' tokens from `server/node-token`, which K3s keeps as a symlink to
+//!   `server/token` ("backwards compatibility": k3s-io/k3s `pkg/server/server.go`,
+//!   `printTokens`, which replaces a non-symlink `node-token` with the link), so a later apply
+//!   copies the rotated token, not the old one.
 //! - Agents send their token (`token-file`, `/etc/rancher/k3s/token`, written by A.1/A.3) only
 //!   when they (re)join: the file is updated so that their next restart joins with the new one
 //!   (`Rotate` ends "restart k3s nodes with new token"). Running agents are not restarted.

@@ -1039,7 +1039,7 @@ mod tests {
     }
 
     /// The change in one command: armed first, the file only once armed, the restart only once
-    /// written, each stage saying so, under one `sudo` for a user other than root.
+    /// written, each stage saying so.
     #[test]
     fn a_wireguard_change_is_armed_written_and_restarted_in_order() {
         let cmd = wireguard_change("wg0", &Sh::lit("arm"));

@@ -119,9 +119,9 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
     }
     let mut confirmed = 0;
     let mut failure = None;
-    for (target, rs, fresh) in sessions {
+    for (target, rs, fresh) in &sessions {
         if failure.is_none() {
-            match confirm_router(&fresh, &target, &rs, run).await {
+            match confirm_router(fresh, target, rs, run).await {
                 Ok(()) => {
                     confirmed += 1;
                     if confirmed == 1 {
@@ -137,8 +137,9 @@ pub(super) async fn confirm(applied: &[(Resource, Observed)], run: &str, targets
                 }
             }
         }
-        fresh.close().await;
     }
+    // Closed once every router is confirmed, all at once: a close is no part of a confirmation.
+    futures::future::join_all(sessions.into_iter().map(|(_, _, s)| s.close())).await;
     match failure {
         None => Ok(()),
         Some(error) => Err(Unconfirmed { error, any_confirmed: confirmed > 0 }),

@@ -3,13 +3,10 @@
 //! (see `confirm`): VyOS in the commit itself, one commit-confirm for the whole router; a Linux
 //! router by a job armed before each interface's file is written.
 
-use std::time::Duration;
-
 use crate::apply::confirm::arm_linux_revert;
 use crate::apply::kube::Outcome;
 use crate::desired::{ProviderKind, Resource};
 use crate::providers::{self, Observed, PendingChange};
-use crate::transport::shell;
 use crate::transport::ssh::Session;
 
 /// What a host's changes need besides the host itself.
@@ -55,21 +52,21 @@ pub(super) async fn apply_target(cx: &Context, s: &Session, items: Vec<PendingCh
             return (ok, vec![], Some(format!("{why}; {} not changed", r.address)));
         }
         if r.provider == ProviderKind::Wireguard {
-            let arm = shell::as_root(
-                &s.endpoint.user,
-                &arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs),
-            );
-            match s.run(&arm, None, Duration::from_secs(20)).await {
-                Ok(o) if o.status == 0 => {}
-                Ok(o) => {
-                    return (
-                        ok,
-                        vec![],
-                        Some(format!("{}: cannot schedule the revert: {}", r.address, o.stderr_str())),
-                    );
+            // Armed, written and restarted in one command: the revert is armed before the file
+            // changes, and nothing changes when it cannot be.
+            let arm = arm_linux_revert(providers::wg_interface(&r), &cx.run, cx.confirm_secs);
+            match providers::apply_wireguard_armed(s, &r, &text, &arm).await {
+                Ok(()) => ok.push((r, prior)),
+                Err(providers::WireguardChangeError::NotArmed(stderr)) => {
+                    return (ok, vec![], Some(format!("{}: cannot schedule the revert: {stderr}", r.address)));
                 }
-                Err(e) => return (ok, vec![], Some(e.to_string())),
+                Err(providers::WireguardChangeError::Changed(e)) => {
+                    // Partially applied resources revert too.
+                    ok.push((r, prior));
+                    return (ok, vec![], Some(e.to_string()));
+                }
             }
+            continue;
         }
         if let crate::desired::Desired::NodeMigration(m) = &r.desired {
             let ncx = crate::apply::node::Context {

@@ -3,7 +3,9 @@
 //! session means the old one's lock ended with it, and someone else may have taken it
 //! meanwhile), and ended with the run.
 //!
-//! After taking a host's lock, the run waits while another run's self-revert is pending there
+//! Every host of a step is locked at once. The holder prints the host's pending self-reverts
+//! once it holds the lock, in the same round trip (`live::locks::hold_lock_reading`); while
+//! another run's self-revert is pending there, the run waits
 //! (a run killed before it confirmed: its router puts itself back when the timer fires, and the
 //! lock of the dead run ended with its connection long before). So a new apply right after a
 //! `kill -9` goes through once the dead run's routers have reverted by themselves, and never
@@ -50,9 +52,11 @@ fn locked_host(targets: &Targets, target: &Target) -> bool {
 }
 
 impl HostLocks {
-    /// Locks every host of `hosts` not locked yet (each as it comes, so that the caller ends
-    /// exactly those, even after a refusal), then waits while another run's self-revert is
-    /// pending on it.
+    /// Locks every host of `hosts` not locked yet, all hosts at once (each one's connect, lock
+    /// and pending-revert read are round trips no other host waits for), then waits on each
+    /// while another run's self-revert is pending there. A lock taken is kept as it comes, so
+    /// that the caller ends exactly those, even after another host refused; the first host's
+    /// error (in `hosts`' order) is the one returned.
     pub async fn take_all(
         &self,
         pool: &Pool,
@@ -61,16 +65,29 @@ impl HostLocks {
         run: &str,
         progress: Progress<'_>,
     ) -> Result<(), ApplyError> {
-        for target in hosts.iter().filter(|t| locked_host(targets, t)) {
-            if self.held.lock().await.contains_key(target) {
-                continue;
-            }
-            let s = pool.get(targets, target).await?;
-            let holder = take(&s, run).await?;
-            self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
-            wait_for_other_reverts(&s, targets.is_vyos(target), run, progress).await?;
+        let mut todo = Vec::new();
+        {
+            let held = self.held.lock().await;
+            todo.extend(hosts.iter().filter(|t| locked_host(targets, t) && !held.contains_key(*t)));
         }
-        Ok(())
+        let taken = futures::future::join_all(todo.into_iter().map(|t| self.take_one(pool, targets, t, run, progress)));
+        taken.await.into_iter().collect()
+    }
+
+    /// One host of [`HostLocks::take_all`]: its lock, and the wait for other runs' reverts.
+    async fn take_one(
+        &self,
+        pool: &Pool,
+        targets: &Targets,
+        target: &Target,
+        run: &str,
+        progress: Progress<'_>,
+    ) -> Result<(), ApplyError> {
+        let vyos = targets.is_vyos(target);
+        let s = pool.get(targets, target).await?;
+        let (holder, first) = take(&s, vyos, run).await?;
+        self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
+        wait_for_other_reverts(&s, vyos, run, first, progress).await
     }
 
     /// Before the next change on `target` over `s`: when the run's lock there was taken on
@@ -83,7 +100,9 @@ impl HostLocks {
         if same && h.holder.alive() {
             return Ok(());
         }
-        let holder = take(s, run).await?;
+        // The pending reverts were waited for when the lock was first taken; a revert armed
+        // since is this run's own.
+        let (holder, _) = take(s, false, run).await?;
         let old = std::mem::replace(h, Hold { on: Arc::downgrade(s), holder });
         drop(held);
         old.holder.end(Duration::from_secs(2)).await;
@@ -110,19 +129,25 @@ impl HostLocks {
     }
 }
 
-/// Takes the lock of the host behind `s` for `run`.
-async fn take(s: &Session, run: &str) -> Result<Running, ApplyError> {
-    let cmd = shell::as_root(&s.endpoint.user, &locks::hold_lock(LOCK_PATH, &holder(run)));
-    match s.start(&cmd, Duration::from_secs(20)).await? {
-        Started::Running(r, line) if line == HELD => Ok(r),
-        // Refused: the holder's line comes first, then the exit status.
-        Started::Running(r, line) => match r.end(Duration::from_secs(10)).await {
-            Some(LOCKED) => Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: line }),
-            _ => Err(ApplyError::LockFailed {
+/// Takes the lock of the host behind `s` for `run`; the holder then reads the host's pending
+/// self-reverts under the lock, in the same round trip ([`locks::hold_lock_reading`]).
+async fn take(s: &Session, vyos: bool, run: &str) -> Result<(Running, locks::Hold), ApplyError> {
+    let hold = locks::hold_lock_reading(LOCK_PATH, &holder(run), &locks::pending_reverts_for(vyos));
+    let cmd = shell::as_root(&s.endpoint.user, &hold);
+    match s.start(&cmd, locks::READ_UNDER_LOCK, Duration::from_secs(20)).await? {
+        Started::Running(r, said) if said.lines().next() == Some(HELD) => {
+            let read = said.lines().skip(1).filter(|l| *l != locks::READ_UNDER_LOCK).collect::<Vec<_>>().join("\n");
+            Ok((r, locks::parse_hold(&read)))
+        }
+        // Anything else before the end of its read is not the holder's.
+        Started::Running(r, said) => {
+            r.end(Duration::from_secs(10)).await;
+            Err(ApplyError::LockFailed {
                 target: s.endpoint.target.clone(),
-                stderr: format!("unexpected answer {line:?}"),
-            }),
-        },
+                stderr: format!("unexpected answer {said:?}"),
+            })
+        }
+        // Refused: the holder's line, then the exit status.
         Started::Ended(o) if o.status == LOCKED => {
             Err(ApplyError::Locked { target: s.endpoint.target.clone(), holder: o.stdout_str().trim().to_string() })
         }
@@ -131,15 +156,21 @@ async fn take(s: &Session, run: &str) -> Result<Running, ApplyError> {
 }
 
 /// Waits until no self-revert of another run is pending on the host behind `s` (bounded by
-/// [`PENDING_REVERT_WAIT`]); a VyOS router whose commit-confirm state cannot be read is refused
-/// at once.
-async fn wait_for_other_reverts(s: &Session, vyos: bool, run: &str, progress: Progress<'_>) -> Result<(), ApplyError> {
-    let cmd = shell::as_root(&s.endpoint.user, &locks::read_locks_for(vyos));
+/// [`PENDING_REVERT_WAIT`]), starting from `first`, what the lock holder read as it took the
+/// lock, and reading again each second while one is; a VyOS router whose commit-confirm state
+/// cannot be read is refused at once.
+async fn wait_for_other_reverts(
+    s: &Session,
+    vyos: bool,
+    run: &str,
+    first: locks::Hold,
+    progress: Progress<'_>,
+) -> Result<(), ApplyError> {
+    let cmd = shell::as_root(&s.endpoint.user, &locks::pending_reverts_for(vyos));
     let started = Instant::now();
     let mut said = false;
+    let mut hold = first;
     loop {
-        let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
-        let hold = locks::parse_hold(&o.stdout_str());
         if let Some(why) = hold.unknown {
             return Err(ApplyError::LockFailed { target: s.endpoint.target.clone(), stderr: why });
         }
@@ -167,6 +198,8 @@ async fn wait_for_other_reverts(s: &Session, vyos: bool, run: &str, progress: Pr
             said = true;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+        let o = s.run(&cmd, None, Duration::from_secs(15)).await?;
+        hold = locks::parse_hold(&o.stdout_str());
     }
 }
 

@@ -95,13 +95,27 @@ pub const LOCKED: u32 = 75;
 /// it prints the holder's line and exits [`LOCKED`]. The lock is on the open file (fd 9), which
 /// only this shell has: `read` is a builtin, so no child keeps the lock after the shell dies.
 pub fn hold_lock(path: &str, holder: &str) -> Sh {
+    hold_lock_reading(path, holder, &Sh::lit(":"))
+}
+
+/// The line [`hold_lock_reading`] prints once what it reads under the lock is printed.
+pub const READ_UNDER_LOCK: &str = "read under the lock";
+
+/// [`hold_lock`] that, once it holds the lock, prints [`HELD`], then what `read` prints, then
+/// [`READ_UNDER_LOCK`], and only then waits on its stdin: the lock and what must be read right
+/// after taking it (the pending self-reverts, [`pending_reverts_for`]) in one round trip. `read`
+/// runs with fd 9 closed and stdin from /dev/null: no child of it keeps the lock or eats the
+/// holder's stdin.
+pub fn hold_lock_reading(path: &str, holder: &str, read: &Sh) -> Sh {
     sh!(
-        "mkdir -p -- {} && exec 9<>{} || exit 1; if ! flock -w 5 9; then sed -n 1p {}; exit 75; fi; printf '%s\\nsession %s\\n' {} \"$$\" > {}; echo held; while read -r line; do :; done; : > {}",
+        "mkdir -p -- {} && exec 9<>{} || exit 1; if ! flock -w 5 9; then sed -n 1p {}; exit 75; fi; printf '%s\\nsession %s\\n' {} \"$$\" > {}; echo held; { {}; } 9>&- </dev/null; echo {}; while read -r line; do :; done; : > {}",
         parent(path),
         path,
         path,
         holder,
         path,
+        read.clone(),
+        READ_UNDER_LOCK,
         path
     )
 }
@@ -130,10 +144,34 @@ pub fn read_locks() -> Sh {
 
 fn read_locks_at(path: &str) -> Sh {
     sh!(
-        "if [ -s {} ] && ! flock -n {} true 2>/dev/null; then sed -n 1,2p {}; fi; for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+        "if [ -s {} ] && ! flock -n {} true 2>/dev/null; then sed -n 1,2p {}; fi; {}",
         path,
         path,
-        path
+        path,
+        pending_reverts()
+    )
+}
+
+/// Prints `revert <canary>` for each pending self-revert of a Linux host (the part of
+/// [`read_locks`] that does not look at the lock).
+fn pending_reverts() -> Sh {
+    Sh::lit(
+        "for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+    )
+}
+
+/// The pending self-reverts of a host, as [`read_locks_for`] prints them without the lock (the
+/// lock holder reads them once it holds the lock: [`hold_lock_reading`]).
+pub fn pending_reverts_for(vyos: bool) -> Sh {
+    if vyos { sh!("{}; {}", pending_reverts(), vyos_units()) } else { pending_reverts() }
+}
+
+/// `unit <name> <ActiveState>` for each of [`VYOS_CONFIRM_UNITS`], asked as VyOS asks it.
+fn vyos_units() -> Sh {
+    sh!(
+        "for u in {} {}; do printf 'unit %s %s\\n' \"$u\" \"$(systemctl show --value -p ActiveState \"$u\" 2>/dev/null)\"; done",
+        VYOS_CONFIRM_UNITS[0],
+        VYOS_CONFIRM_UNITS[1]
     )
 }
 
@@ -152,12 +190,7 @@ pub const VYOS_CONFIRM_UNITS: [&str; 2] = ["commit-confirm.timer", "commit-confi
 /// [`VYOS_CONFIRM_UNITS`], asked as VyOS asks it. A plain command, which VyOS's login shell
 /// (vbash) runs; reading a unit's state needs no root.
 pub fn read_locks_vyos() -> Sh {
-    sh!(
-        "{}; for u in {} {}; do printf 'unit %s %s\\n' \"$u\" \"$(systemctl show --value -p ActiveState \"$u\" 2>/dev/null)\"; done",
-        read_locks(),
-        VYOS_CONFIRM_UNITS[0],
-        VYOS_CONFIRM_UNITS[1]
-    )
+    sh!("{}; {}", read_locks(), vyos_units())
 }
 
 /// The lock read for a host: [`read_locks_vyos`] on a VyOS router, else [`read_locks`].
@@ -344,6 +377,42 @@ mod tests {
         assert_eq!(said, HELD);
         drop(e.stdin.take());
         e.wait().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The holder that reads under its lock, for real in a local `sh`: `held`, what it read,
+    /// then [`READ_UNDER_LOCK`], and the lock still held; a child the read leaves behind does
+    /// not keep the lock once the holder is killed (the read runs with fd 9 closed).
+    #[test]
+    fn a_holder_reads_under_its_lock_and_no_child_keeps_it() {
+        use std::io::{BufRead, BufReader};
+        use std::process::{Command, Stdio};
+        let dir = std::env::temp_dir().join(format!("fabric-hold-read-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("fabric.lock");
+        let path = path.to_str().unwrap();
+        let read = sh!("echo {}; ( sleep 30 & )", "revert /run/fabric-confirm-wg0-r1");
+        let mut a = Command::new("sh")
+            .arg("-c")
+            .arg(hold_lock_reading(path, "run a", &read).as_str())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(a.stdout.take().unwrap()).lines();
+        let said: Vec<String> = (0..3).map(|_| lines.next().unwrap().unwrap()).collect();
+        assert_eq!(said, [HELD, "revert /run/fabric-confirm-wg0-r1", READ_UNDER_LOCK]);
+        assert_eq!(parse_hold(&said[1]).pending_reverts, ["/run/fabric-confirm-wg0-r1"]);
+        let o = Command::new("sh").arg("-c").arg(read_locks_at(path).as_str()).output().unwrap();
+        assert_eq!(parse_hold(&String::from_utf8_lossy(&o.stdout)).lock.as_deref(), Some("run a"), "still held");
+        a.kill().unwrap();
+        a.wait().unwrap();
+        let started = std::time::Instant::now();
+        let o =
+            Command::new("sh").arg("-c").arg(hold_lock(path, "run b").as_str()).stdin(Stdio::null()).output().unwrap();
+        assert!(o.status.success(), "{o:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some(HELD));
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the read's child kept the lock");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

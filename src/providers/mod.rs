@@ -737,6 +737,60 @@ pub async fn ensure_key(s: &Session, router: &Target, iface: &str) -> Result<WgK
     }
 }
 
+/// The line [`wireguard_change`] prints once `before` (the self-revert) is armed.
+pub const ARMED: &str = "fabric: armed";
+/// The line [`wireguard_change`] prints once the interface's file is written.
+pub const WRITTEN: &str = "fabric: written";
+
+/// A WireGuard interface's change in one command (one round trip, not three): `before` (the
+/// router's self-revert, `apply::confirm::arm_linux_revert`), then the interface's file from
+/// stdin, then its restart, each only once the one before succeeded, each saying so on stdout
+/// ([`ARMED`], [`WRITTEN`]) so that a failure names its stage (a failing `sudo` runs none).
+pub fn wireguard_change(iface: &str, before: &Sh) -> Sh {
+    sh!(
+        "{ {}; } || exit 1; echo {}; {} || exit 1; echo {}; {}",
+        before.clone(),
+        ARMED,
+        shell::write_file(&wg_conf_path(iface), 0o600),
+        WRITTEN,
+        wg_restart(iface)
+    )
+}
+
+/// Why a [`wireguard_change`] failed: before anything changed (`before` did not run through),
+/// or after (the file may be written, the interface restarted or not).
+#[derive(Debug)]
+pub enum WireguardChangeError {
+    NotArmed(String),
+    Changed(ProviderError),
+}
+
+/// Applies a WireGuard interface's `text` with [`wireguard_change`], `before` armed first.
+pub async fn apply_wireguard_armed(
+    s: &Session,
+    r: &Resource,
+    text: &str,
+    before: &Sh,
+) -> Result<(), WireguardChangeError> {
+    let cmd = root(s, &wireguard_change(wg_interface(r), before));
+    let o =
+        s.run(&cmd, Some(text.as_bytes()), APPLY_TIMEOUT).await.map_err(|e| WireguardChangeError::Changed(e.into()))?;
+    let out = o.stdout_str();
+    let said = |marker: &str| out.lines().any(|l| l == marker);
+    if o.status == 0 && said(WRITTEN) {
+        return Ok(());
+    }
+    // Its own lines are no part of what the commands said.
+    let stdout: Vec<&str> = out.lines().filter(|l| *l != ARMED && *l != WRITTEN).collect();
+    let o =
+        crate::transport::ssh::Output { status: o.status, stdout: stdout.join("\n").into_bytes(), stderr: o.stderr };
+    Err(match (said(ARMED), said(WRITTEN)) {
+        (false, _) => WireguardChangeError::NotArmed(o.stderr_str()),
+        (true, false) => WireguardChangeError::Changed(failed(r, "write", &o)),
+        (true, true) => WireguardChangeError::Changed(failed(r, "wg-quick up", &o)),
+    })
+}
+
 /// Applies a desired text (already resolved) to a resource whose live state is `prior`.
 /// `state_dir` holds the K3s bundle files fetched from URLs (`bundle`).
 pub async fn apply(
@@ -1071,6 +1125,19 @@ mod tests {
         assert!(wg_restart("wg0").contains("d=$(mktemp -d /run/fabric.XXXXXXXX) || exit 1;"));
         assert!(wg_restart("wg0").contains("wg-quick up wg0 </dev/null >\"$d/wg-quick.log\" 2>&1"));
         assert!(!wg_restart("wg0").contains("/tmp/"));
+    }
+
+    /// The change in one command: armed first, the file only once armed, the restart only once
+    /// written, each stage saying so.
+    #[test]
+    fn a_wireguard_change_is_armed_written_and_restarted_in_order() {
+        let cmd = wireguard_change("wg0", &Sh::lit("arm"));
+        let (armed, written) = (format!("echo '{ARMED}'"), format!("echo '{WRITTEN}'"));
+        let at = |part: &str| cmd.find(part).unwrap_or_else(|| panic!("{part} not in {cmd}"));
+        assert!(cmd.starts_with("{ arm; } || exit 1; "), "{cmd}");
+        assert!(at(&armed) < at("cat > /etc/wireguard/wg0.conf.fabric-tmp"), "{cmd}");
+        assert!(at("mv -f -- /etc/wireguard/wg0.conf.fabric-tmp /etc/wireguard/wg0.conf || exit 1") < at(&written));
+        assert!(at(&written) < at("wg-quick up wg0"), "{cmd}");
     }
 
     #[test]

@@ -355,10 +355,11 @@ impl Collected {
         }
         Ok(())
     }
-    /// The first line of stdout, once complete, while the command has not exited.
-    fn first_line(&self) -> Option<String> {
-        let end = self.out.iter().position(|b| *b == b'\n').filter(|_| self.status.is_none())?;
-        Some(String::from_utf8_lossy(&self.out[..end]).trim().to_string())
+    /// Stdout up to and with the first complete line starting with `marker`, while the command
+    /// has not exited.
+    fn running_through(&self, marker: &str) -> Option<String> {
+        let end = marked(&self.out, marker.as_bytes()).filter(|_| self.status.is_none())?;
+        Some(String::from_utf8_lossy(&self.out[..end]).into_owned())
     }
     /// The command's output once its channel closed; an error when it closed without an exit
     /// status (the connection ended before the command `what`).
@@ -573,9 +574,11 @@ impl Session {
 
     /// Starts `command` on its own channel and leaves it running with its stdin open: it runs
     /// until [`Running::end`] or until the connection ends (sshd then closes its stdin). Returns
-    /// once the command printed its first line (it is running), or ended first (its output),
-    /// within `timeout`. A host lock held by the session is such a command (`live::locks`).
-    pub async fn start(&self, command: &Sh, timeout: Duration) -> Result<Started, SshError> {
+    /// once the command printed a line starting with `until` (it is running; its stdout up to
+    /// and with that line), or ended first (its output), within `timeout`. A host lock held by
+    /// the session is such a command (`live::locks`): it says what it read under the lock, then
+    /// `until`, in the same round trip as taking it.
+    pub async fn start(&self, command: &Sh, until: &str, timeout: Duration) -> Result<Started, SshError> {
         let ep = &self.endpoint;
         let fut = async {
             let proto = |e: russh::Error| SshError::Protocol { target: ep.target.clone(), reason: e.to_string() };
@@ -587,8 +590,8 @@ impl Session {
                     let _ = ch.close().await;
                     return Err(self.too_large(command));
                 }
-                if let Some(line) = out.first_line() {
-                    return Ok(Started::Running(Running { channel: ch }, line));
+                if let Some(said) = out.running_through(until) {
+                    return Ok(Started::Running(Running { channel: ch }, said));
                 }
             }
             Ok(Started::Ended(out.output(&ep.target, "started")?))
@@ -748,7 +751,7 @@ fn marked(out: &[u8], marker: &[u8]) -> Option<usize> {
 
 /// What [`Session::start`] found.
 pub enum Started {
-    /// The command runs; its first line.
+    /// The command runs; its stdout up to and with the line it was waited for.
     Running(Running, String),
     /// It ended before printing a line.
     Ended(Output),

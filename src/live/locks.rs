@@ -153,10 +153,18 @@ fn read_locks_at(path: &str) -> Sh {
 }
 
 /// Prints `revert <canary>` for each pending self-revert of a Linux host (the part of
-/// [`read_locks`] that does not look at the lock).
+/// [`read_locks`] that does not look at the lock). A canary its job has claimed
+/// (`<canary>.reverting`, `transport::shell::schedule_revert`) is still pending: the job is
+/// putting the old state back, and a run that changed the host meanwhile would race it (seen
+/// in CI: a new apply went ahead on the rename, the revert's restart finished after it).
 fn pending_reverts() -> Sh {
-    Sh::lit(
-        "for f in /run/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed|*.reverting) ;; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+    pending_reverts_in("/run")
+}
+
+fn pending_reverts_in(dir: &str) -> Sh {
+    sh!(
+        "for f in {}/fabric-confirm-*; do case \"$f\" in *.pid|*.log|*.confirmed) ;; *.reverting) echo \"revert ${f%.reverting}\";; *) [ -e \"$f\" ] && echo \"revert $f\";; esac; done; true",
+        dir
     )
 }
 
@@ -413,6 +421,23 @@ mod tests {
         assert!(o.status.success(), "{o:?}");
         assert_eq!(String::from_utf8_lossy(&o.stdout).lines().next(), Some(HELD));
         assert!(started.elapsed() < std::time::Duration::from_secs(3), "the read's child kept the lock");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Armed and claimed-but-reverting canaries are pending; confirmed ones and the job's
+    /// files are not (run by a real `sh` on a directory standing for `/run`).
+    #[test]
+    fn a_revert_in_progress_is_still_pending() {
+        let dir = std::env::temp_dir().join(format!("fabric-pending-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["wg0-a", "wg0-b.reverting", "wg0-b.pid", "wg0-c.confirmed", "wg0-a.log"] {
+            std::fs::write(dir.join(format!("fabric-confirm-{f}")), "").unwrap();
+        }
+        let d = dir.display().to_string();
+        let o = std::process::Command::new("sh").arg("-c").arg(pending_reverts_in(&d).as_str()).output().unwrap();
+        let mut h = parse_hold(&String::from_utf8_lossy(&o.stdout)).pending_reverts;
+        h.sort();
+        assert_eq!(h, [format!("{d}/fabric-confirm-wg0-a"), format!("{d}/fabric-confirm-wg0-b")]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -52,11 +52,14 @@ fn locked_host(targets: &Targets, target: &Target) -> bool {
 }
 
 impl HostLocks {
-    /// Locks every host of `hosts` not locked yet, all hosts at once (each one's connect, lock
-    /// and pending-revert read are round trips no other host waits for), then waits on each
-    /// while another run's self-revert is pending there. A lock taken is kept as it comes, so
-    /// that the caller ends exactly those, even after another host refused; the first host's
-    /// error (in `hosts`' order) is the one returned.
+    /// Locks every host of `hosts` not locked yet: connects to all at once (a connect is several
+    /// round trips no other host need wait for), then takes the locks one after the other in
+    /// `hosts`' order, the same order in every run, then waits on all at once while another
+    /// run's self-revert is pending there. The order matters: two runs that want overlapping
+    /// hosts meet at the first they share and one of them gets every lock; taken all at once,
+    /// each could get one and both be refused (seen in CI: `two_applies_at_once`). A lock taken
+    /// is kept as it comes, so that the caller ends exactly those, even after another host
+    /// refused; the first host's error (in `hosts`' order) is the one returned.
     pub async fn take_all(
         &self,
         pool: &Pool,
@@ -70,24 +73,19 @@ impl HostLocks {
             let held = self.held.lock().await;
             todo.extend(hosts.iter().filter(|t| locked_host(targets, t) && !held.contains_key(*t)));
         }
-        let taken = futures::future::join_all(todo.into_iter().map(|t| self.take_one(pool, targets, t, run, progress)));
-        taken.await.into_iter().collect()
-    }
-
-    /// One host of [`HostLocks::take_all`]: its lock, and the wait for other runs' reverts.
-    async fn take_one(
-        &self,
-        pool: &Pool,
-        targets: &Targets,
-        target: &Target,
-        run: &str,
-        progress: Progress<'_>,
-    ) -> Result<(), ApplyError> {
-        let vyos = targets.is_vyos(target);
-        let s = pool.get(targets, target).await?;
-        let (holder, first) = take(&s, vyos, run).await?;
-        self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
-        wait_for_other_reverts(&s, vyos, run, first, progress).await
+        let sessions = futures::future::join_all(todo.iter().map(|t| pool.get(targets, t))).await;
+        let mut waits = Vec::with_capacity(todo.len());
+        for (target, s) in todo.into_iter().zip(sessions) {
+            let s = s?;
+            let vyos = targets.is_vyos(target);
+            let (holder, first) = take(&s, vyos, run).await?;
+            self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
+            waits.push((s, vyos, first));
+        }
+        let waited = futures::future::join_all(
+            waits.iter().map(|(s, vyos, first)| wait_for_other_reverts(s, *vyos, run, first.clone(), progress)),
+        );
+        waited.await.into_iter().collect()
     }
 
     /// Before the next change on `target` over `s`: when the run's lock there was taken on

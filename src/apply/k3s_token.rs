@@ -23,6 +23,7 @@
 //! agents' stdin, never printed, logged or journaled. Each host keeps the old file beside the
 //! new (`<file>.prior-<run>`, mode 0600): the rollback point, put back by [`undo`].
 
+use crate::apply::Failed;
 use std::time::Duration;
 
 use crate::transport::shell::{self, Sh};
@@ -96,24 +97,24 @@ pub fn undo(command: &str, run: &str) -> Option<Sh> {
 
 /// Runs `cmd` as root on `s` (with `stdin`); its stdout, or why it failed (exit status and
 /// stderr: neither holds a token, as nothing here echoes one).
-pub async fn run_root(s: &Session, cmd: &Sh, stdin: Option<&[u8]>) -> Result<String, String> {
+pub async fn run_root(s: &Session, cmd: &Sh, stdin: Option<&[u8]>) -> Result<String, Failed> {
     let host = s.endpoint.target.clone();
     let o = s.run(&shell::as_root(&s.endpoint.user, cmd), stdin, TIMEOUT).await.map_err(|e| format!("{host}: {e}"))?;
     if o.status != 0 {
-        return Err(format!("{host}: exit {}: {}", o.status, o.stderr_str().trim()));
+        return Err(Failed::from(format!("{host}: exit {}: {}", o.status, o.stderr_str().trim())));
     }
     Ok(o.stdout_str())
 }
 
 /// The first server's token now (to write to the agents; held in memory only).
-pub async fn read_server_token(s: &Session) -> Result<Vec<u8>, String> {
+pub async fn read_server_token(s: &Session) -> Result<Vec<u8>, Failed> {
     let host = s.endpoint.target.clone();
     let o = s
         .run(&shell::as_root(&s.endpoint.user, &shell::read_file(SERVER_TOKEN)), None, TIMEOUT)
         .await
         .map_err(|e| format!("{host}: {e}"))?;
     if o.status != 0 || o.stdout.is_empty() {
-        return Err(format!("{host}: {SERVER_TOKEN} cannot be read (exit {})", o.status));
+        return Err(Failed::from(format!("{host}: {SERVER_TOKEN} cannot be read (exit {})", o.status)));
     }
     Ok(o.stdout)
 }

@@ -18,6 +18,7 @@
 //! directory): it leaves the step applied, names the snapshot and the runbook's manual
 //! procedure ("Restoring Karmada's etcd"), which loses what Karmada recorded since.
 
+use crate::apply::Failed;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use serde_json::Value;
@@ -92,7 +93,7 @@ pub async fn prepare(
     targets: &Targets,
     changes: &mut [PendingChange],
     run: &str,
-) -> Result<Option<Backup>, String> {
+) -> Result<Option<Backup>, Failed> {
     let Some(c) = changes.iter_mut().find(|c| {
         c.resource.kube_object().is_some_and(|o| is_karmada_chart(o) && version_change(&c.prior, o).is_some())
     }) else {
@@ -115,9 +116,9 @@ pub async fn prepare(
         })?;
     let node = pod.spec.and_then(|s| s.node_name).unwrap_or_default();
     if !targets.ssh.contains_key(&Target::host(&node)) {
-        return Err(format!(
+        return Err(Failed::from(format!(
             "Karmada's etcd pod runs on node `{node}`, which fabric does not reach over SSH: its snapshot stays on that node's etcd volume; take it by hand (docs/runbook.md \"Karmada's etcd snapshot\") or make the node a host of the topology"
-        ));
+        )));
     }
     let path = format!("{}/{KARMADA_SNAPSHOT}", backup::dir_of(run));
     c.prior = with_backup(&c.prior, &node, &path);
@@ -126,7 +127,7 @@ pub async fn prepare(
 
 /// Takes the snapshot: inside the pod (from the server), then onto the run's backup directory
 /// (on the pod's node). Nothing of the snapshot is read back or shown.
-pub async fn take(pool: &Pool, targets: &Targets, b: &Backup, run: &str) -> Result<(), String> {
+pub async fn take(pool: &Pool, targets: &Targets, b: &Backup, run: &str) -> Result<(), Failed> {
     let dir = backup::dir_of(run);
     let steps = [
         (&b.server, "`etcdctl snapshot save` in Karmada's etcd pod", backup::karmada_snapshot(KARMADA_NAMESPACE, run)),
@@ -140,7 +141,11 @@ pub async fn take(pool: &Pool, targets: &Targets, b: &Backup, run: &str) -> Resu
             .await
             .map_err(|e| format!("{target}: {what}: {e}"))?;
         if o.status != 0 {
-            return Err(format!("{target}: {what} failed (exit {}): {}", o.status, o.stderr_str().trim()));
+            return Err(Failed::from(format!(
+                "{target}: {what} failed (exit {}): {}",
+                o.status,
+                o.stderr_str().trim()
+            )));
         }
     }
     Ok(())

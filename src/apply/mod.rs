@@ -24,6 +24,25 @@ pub mod timeline;
 pub mod upgrade;
 pub mod wait;
 
+/// Why a multi-host procedure outside the step loop failed (a key rotation, a token rotation,
+/// Karmada's etcd snapshot): the host and what it said, as the operator reads it. Its own type,
+/// not a bare `String`, so that a caller can tell it from a value and `?` converts it once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Failed(pub String);
+
+impl From<String> for Failed {
+    fn from(s: String) -> Self {
+        Failed(s)
+    }
+}
+
+impl From<&str> for Failed {
+    fn from(s: &str) -> Self {
+        Failed(s.to_string())
+    }
+}
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -452,7 +471,7 @@ async fn apply_step(
     // A Karmada upgrade: where its etcd snapshot will be, in the rollback point, before it is taken.
     let karmada = karmada_backup::prepare(sh.t, sh.targets, &mut changes, &sh.opts.run)
         .await
-        .map_err(|reason| ApplyError::Blocked { step: step.key.clone(), reason })?;
+        .map_err(|reason| ApplyError::Blocked { step: step.key.clone(), reason: reason.0 })?;
     // The hosts the snapshot runs on are locked like the step's own (no other run upgrades
     // K3s under it).
     if let Some(b) = &karmada {

@@ -100,7 +100,7 @@ pub async fn revert_all(applied: &[(Resource, Observed)], run: &str, pool: &Pool
         // (`fabric rotate credentials --k3s-token`; the journal holds no token).
         if let Some(undo) = r.address.command().and_then(|c| crate::apply::k3s_token::undo(c, run)) {
             let result = match session(pool, targets, r.target(), &mut checked).await {
-                Ok(s) => crate::apply::k3s_token::run_root(&s, &undo, None).await.map(drop),
+                Ok(s) => crate::apply::k3s_token::run_root(&s, &undo, None).await.map(drop).map_err(|e| e.0),
                 Err(e) => Err(format!("{}: {e}", r.address)),
             };
             if let Err(e) = result {

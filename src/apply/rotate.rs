@@ -12,6 +12,7 @@
 //! the handshake starts at once. Pings across the tunnel from a LAN host (as B.1's check) run
 //! throughout and measure the window.
 
+use crate::apply::Failed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
@@ -55,7 +56,7 @@ pub struct Rotated {
     /// Router, old public key, new public key.
     pub keys: Vec<(Target, WgKey, WgKey)>,
     /// What the pings across the tunnel saw, or why nothing was measured.
-    pub loss: Result<wr::Loss, String>,
+    pub loss: Result<wr::Loss, Failed>,
     /// B.1's check after the switch.
     pub check: String,
 }
@@ -178,7 +179,7 @@ async fn next_keys(
     }
     if let Some(e) = failure {
         discard(routers, sessions, open.into_values().collect()).await;
-        return Err(blocked(e));
+        return Err(blocked(e.0));
     }
     Ok((keys, open))
 }
@@ -223,14 +224,14 @@ async fn stage_all<'a>(
                 new_public_key: new.to_string(),
             };
             if let Err(e) = journal.write(&e) {
-                failure = Some(format!("cannot write the journal {}: {e}", journal.path.display()));
+                failure = Some(Failed::from(format!("cannot write the journal {}: {e}", journal.path.display())));
                 break;
             }
         }
     }
     if let Some(e) = failure {
         discard(routers, sessions, ready.into_iter().map(|r| r.staged).collect()).await;
-        return Err(blocked(e));
+        return Err(blocked(e.0));
     }
     Ok(ready)
 }
@@ -256,10 +257,10 @@ async fn switch_all(ready: Vec<Ready<'_>>) -> Switched<'_> {
 }
 
 /// B.1's check through the new keys: its evidence, or why it failed.
-async fn check(req: &Request<'_>, pool: &Pool) -> Result<String, String> {
+async fn check(req: &Request<'_>, pool: &Pool) -> Result<String, Failed> {
     let cx = crate::steps::CheckCx { t: req.t, pool, targets: req.targets, resources: req.resources };
     match crate::steps::get("B.1").and_then(|s| s.check(&cx)) {
-        Some(c) => c.await.map_err(|e| format!("check failed: {e}")),
+        Some(c) => (c.await.map_err(|e| format!("check failed: {e}"))).map_err(Failed::from),
         None => Ok(String::new()),
     }
 }
@@ -310,10 +311,10 @@ async fn rotate(
     if failure.is_none() {
         let lost = locks.lost(&routers.iter().map(|r| r.target.clone()).collect()).await;
         if !lost.is_empty() {
-            failure = Some(format!(
+            failure = Some(Failed::from(format!(
                 "the host lock of {} ended during the run; not confirming",
                 lost.iter().map(Target::to_string).collect::<Vec<_>>().join(", ")
-            ));
+            )));
         }
     }
     if failure.is_none() {
@@ -331,10 +332,10 @@ async fn rotate(
                     journal.write(&Entry::Failed { run: req.run.clone(), step: STEP.into(), reason: reason.clone() });
                 return Err(ApplyError::Stuck { step: STEP.into(), reason });
             }
-            Err(u) => failure = Some(u.error.to_string()),
+            Err(u) => failure = Some(Failed::from(u.error.to_string())),
         }
     }
-    let reason = failure.unwrap_or_default();
+    let reason = failure.map(|f| f.0).unwrap_or_default();
     progress(&format!("{STEP}: {reason}; putting every router back on its old key"));
     let (notes, left) = put_back(routers, &outputs, pool, req).await;
     let reason = if notes.is_empty() { reason } else { format!("{reason}; {}", notes.join("; ")) };
@@ -360,13 +361,17 @@ fn finish_failed(
 
 /// Makes a router's next key pair: its public key, and (VyOS) the open session whose candidate
 /// holds the private one.
-async fn next_key(r: &Router<'_>, s: &Session) -> Result<(WgKey, Option<Staged>), String> {
+async fn next_key(r: &Router<'_>, s: &Session) -> Result<(WgKey, Option<Staged>), Failed> {
     let t = &r.target;
     if !r.vyos {
         let cmd = shell::as_root(&s.endpoint.user, &wr::linux_next_key(&r.iface));
         let o = s.run(&cmd, None, STAGE_TIMEOUT).await.map_err(|e| e.to_string())?;
         if o.status != 0 {
-            return Err(format!("{t}: `wg genkey` failed (exit {}): {}", o.status, wr::scrub(&o.stderr_str())));
+            return Err(Failed::from(format!(
+                "{t}: `wg genkey` failed (exit {}): {}",
+                o.status,
+                wr::scrub(&o.stderr_str())
+            )));
         }
         let key = wr::printed_key(&o.stdout_str()).ok_or_else(|| format!("{t}: `wg pubkey` printed no public key"))?;
         return Ok((key, None));
@@ -380,15 +385,17 @@ async fn next_key(r: &Router<'_>, s: &Session) -> Result<(WgKey, Option<Staged>)
                 (Some(k), None) => Ok((k, Some(st))),
                 (_, said) => {
                     let _ = st.abandon(Duration::from_secs(10)).await;
-                    Err(format!(
+                    Err(Failed::from(format!(
                         "{t}: the key was not generated: {}",
                         said.unwrap_or_else(|| "VyOS printed no public key".into())
-                    ))
+                    )))
                 }
             }
         }
-        Ok(Stage::Ended(o)) => Err(format!("{t}: the key was not generated (exit {}): {}", o.status, said(&o))),
-        Err(e) => Err(e.to_string()),
+        Ok(Stage::Ended(o)) => {
+            Err(Failed::from(format!("{t}: the key was not generated (exit {}): {}", o.status, said(&o))))
+        }
+        Err(e) => Err(Failed::from(e.to_string())),
     }
 }
 
@@ -407,7 +414,7 @@ async fn stage<'a>(
     open: Option<Staged>,
     keys: &BTreeMap<Target, WgKey>,
     trigger: Vec<u8>,
-) -> Result<Ready<'a>, String> {
+) -> Result<Ready<'a>, Failed> {
     let t = &r.target;
     let resolve = |p: &Target| keys.get(p).map(WgKey::to_string);
     let next = providers::desired_text(r.resource, &resolve);
@@ -415,7 +422,10 @@ async fn stage<'a>(
         let write = shell::as_root(&s.endpoint.user, &shell::write_file(&wr::next_conf(&r.iface), 0o600));
         let o = s.run(&write, Some(next.as_bytes()), STAGE_TIMEOUT).await.map_err(|e| e.to_string())?;
         if o.status != 0 {
-            return Err(format!("{t}: cannot write the next configuration: {}", wr::scrub(&o.stderr_str())));
+            return Err(Failed::from(format!(
+                "{t}: cannot write the next configuration: {}",
+                wr::scrub(&o.stderr_str())
+            )));
         }
         let peers: Vec<Ipv4Addr> =
             req.t.sites.iter().filter(|p| p.name != r.site.name).map(|p| p.router.wireguard.address.addr).collect();
@@ -424,7 +434,9 @@ async fn stage<'a>(
         let cmd = shell::as_root(&s.endpoint.user, &wr::linux_stage(&r.iface, &canary, secs, r.own, &peers));
         return match s.stage(&cmd, b"", wr::STAGED, STAGE_TIMEOUT).await.map_err(|e| e.to_string())? {
             Stage::Ready(staged) => Ok(Ready { router: r, staged, trigger }),
-            Stage::Ended(o) => Err(format!("{t}: cannot stage the switch (exit {}): {}", o.status, said(&o))),
+            Stage::Ended(o) => {
+                Err(Failed::from(format!("{t}: cannot stage the switch (exit {}): {}", o.status, said(&o))))
+            }
         };
     }
     // VyOS: only the peers' public-key lines may differ from what runs (plan found B.1 in sync).
@@ -437,30 +449,34 @@ async fn stage<'a>(
         if let Some(st) = open {
             let _ = st.abandon(Duration::from_secs(10)).await;
         }
-        return Err(format!("{t}: the interface differs in more than its peers' keys ({other}): apply B.1 first"));
+        return Err(Failed::from(format!(
+            "{t}: the interface differs in more than its peers' keys ({other}): apply B.1 first"
+        )));
     }
     let part = wr::vyos_stage(&sets);
     let staged = match open {
         Some(mut st) => match st.more(part.as_bytes(), wr::STAGED, STAGE_TIMEOUT).await {
             Ok(true) => st,
-            Ok(false) => return Err(format!("{t}: the session ended before it was staged")),
+            Ok(false) => return Err(Failed::from(format!("{t}: the session ended before it was staged"))),
             Err(e) => {
                 let _ = st.abandon(Duration::from_secs(5)).await;
-                return Err(e.to_string());
+                return Err(Failed::from(e.to_string()));
             }
         },
         None => {
             let script = format!("{}{part}", wr::vyos_configure());
             match s.stage(&providers::vbash(), script.as_bytes(), wr::STAGED, STAGE_TIMEOUT).await {
                 Ok(Stage::Ready(st)) => st,
-                Ok(Stage::Ended(o)) => return Err(format!("{t}: cannot stage (exit {}): {}", o.status, said(&o))),
-                Err(e) => return Err(e.to_string()),
+                Ok(Stage::Ended(o)) => {
+                    return Err(Failed::from(format!("{t}: cannot stage (exit {}): {}", o.status, said(&o))));
+                }
+                Err(e) => return Err(Failed::from(e.to_string())),
             }
         }
     };
     if let Some(line) = providers::vyos_error(&wr::scrub(&staged.stdout()), "") {
         let _ = staged.abandon(Duration::from_secs(10)).await;
-        return Err(format!("{t}: VyOS said: {line}"));
+        return Err(Failed::from(format!("{t}: VyOS said: {line}")));
     }
     Ok(Ready { router: r, staged, trigger })
 }
@@ -477,7 +493,7 @@ async fn discard(routers: &[Router<'_>], sessions: &BTreeMap<Target, Arc<Session
 }
 
 /// Whether a router switched, from what its staged command printed.
-fn switched(r: &Router<'_>, o: &Result<Output, crate::transport::ssh::SshError>) -> Result<(), String> {
+fn switched(r: &Router<'_>, o: &Result<Output, crate::transport::ssh::SshError>) -> Result<(), Failed> {
     let o = o.as_ref().map_err(|e| format!("{}: {e}", r.target))?;
     if r.vyos {
         let clean = Output {
@@ -485,12 +501,19 @@ fn switched(r: &Router<'_>, o: &Result<Output, crate::transport::ssh::SshError>)
             stdout: wr::scrub(&o.stdout_str()).into_bytes(),
             stderr: wr::scrub(&o.stderr_str()).into_bytes(),
         };
-        return providers::vyos_outcome(&r.resource.address, "commit-confirm", &clean, true).map_err(|e| e.to_string());
+        return (providers::vyos_outcome(&r.resource.address, "commit-confirm", &clean, true)
+            .map_err(|e| e.to_string()))
+        .map_err(Failed::from);
     }
     if o.status == 0 && o.stdout_str().lines().any(|l| l.trim() == wr::SWITCHED) {
         Ok(())
     } else {
-        Err(format!("{}: the switch failed (exit {}): {}", r.target, o.status, wr::scrub(&o.stderr_str())))
+        Err(Failed::from(format!(
+            "{}: the switch failed (exit {}): {}",
+            r.target,
+            o.status,
+            wr::scrub(&o.stderr_str())
+        )))
     }
 }
 
@@ -570,18 +593,18 @@ fn probe_path(t: &Topology) -> Option<(Target, Ipv4Addr)> {
 }
 
 /// Starts the pings across the tunnel (why not, when they cannot run).
-async fn start_probe(req: &Request<'_>, pool: &Pool) -> Result<Staged, String> {
+async fn start_probe(req: &Request<'_>, pool: &Pool) -> Result<Staged, Failed> {
     let (from, addr) = probe_path(req.t).ok_or("no host with SSH on a LAN or Linux router to ping from")?;
     let s = pool.get(req.targets, &from).await.map_err(|e| format!("{from}: {e}"))?;
     match s.stage(&wr::loss_probe(addr), b"", wr::PROBING, Duration::from_secs(10)).await {
         Ok(Stage::Ready(st)) => Ok(st),
-        Ok(Stage::Ended(o)) => Err(format!("{from}: ping did not start: {}", o.stderr_str())),
-        Err(e) => Err(e.to_string()),
+        Ok(Stage::Ended(o)) => Err(Failed::from(format!("{from}: ping did not start: {}", o.stderr_str()))),
+        Err(e) => Err(Failed::from(e.to_string())),
     }
 }
 
 /// Stops the pings and reads the window from them.
-async fn stop_probe(probe: Result<Staged, String>) -> Result<wr::Loss, String> {
+async fn stop_probe(probe: Result<Staged, Failed>) -> Result<wr::Loss, Failed> {
     let st = probe?;
     let o = st.trigger(b"").await.map_err(|e| e.to_string())?.output(Duration::from_secs(10)).await;
     let o = o.map_err(|e| e.to_string())?;

@@ -83,7 +83,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     }
     match &r.loss {
         Ok(l) => println!("{}", l.line()),
-        Err(why) => println!("loss window not measured: {}", terminal_safe(why, false)),
+        Err(why) => println!("loss window not measured: {}", terminal_safe(&why.0, false)),
     }
     println!(
         "Rotation complete: {} router key(s) renewed, checked ({}) and confirmed. Run {}; journal {}",

@@ -47,6 +47,23 @@ mod tests {
         ("router.sp".into(), "10.0.0.1:22".into())
     }
 
+    /// A refusal the jump host reports (`transport::ssh::through_jump`) is retried as a direct
+    /// one; a cut link behind it, or a refusal without its description, is not.
+    #[test]
+    fn a_refused_connect_behind_a_jump_host_is_retried_like_a_direct_one() {
+        use crate::transport::ssh::through_jump;
+        use russh::{ChannelOpenFailure, Error};
+        let refused = Error::ChannelOpenFailure(ChannelOpenFailure::ConnectFailed);
+        let connect =
+            |reason: String| SshError::Connect { target: "router.sp".into(), addr: "198.18.2.2:22".into(), reason };
+        let e = connect(through_jump(&refused, Some("Connection refused"), "10.1.0.3:22"));
+        assert!(connect_transient(&e).is_some(), "retried like a direct refusal");
+        let e = connect(through_jump(&refused, Some("No route to host"), "10.1.0.3:22"));
+        assert!(connect_transient(&e).is_none(), "a cut link is named, not retried");
+        let e = connect(through_jump(&refused, None, "j:22"));
+        assert!(connect_transient(&e).is_none());
+    }
+
     #[test]
     fn only_a_connect_that_failed_at_once_is_retried() {
         let (target, addr) = ep();

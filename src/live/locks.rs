@@ -207,20 +207,31 @@ pub fn read_locks_for(vyos: bool) -> Sh {
 }
 
 /// What a VyOS router's commit-confirm unit in `state` means for a run that would change the
-/// router: None when it holds nothing back. A unit whose state is not one systemd reports
+/// router. A unit whose state is not one systemd reports
 /// (nothing: no `systemctl`) cannot be told apart from a pending revert: it says so.
-fn vyos_unit_pending(unit: &str, state: &str) -> Option<Result<String, String>> {
+/// A commit-confirm unit's state, for a run that would change the router.
+#[derive(Debug, PartialEq, Eq)]
+enum UnitState {
+    /// Holds nothing back.
+    Free,
+    /// A revert pending or running (the line `lock status` and the wait show).
+    Pending(String),
+    /// Not a state systemd reports: why it cannot be told.
+    Unknown(String),
+}
+
+fn vyos_unit_pending(unit: &str, state: &str) -> UnitState {
     match (unit, state) {
-        (_, "inactive" | "failed") => None,
+        (_, "inactive" | "failed") => UnitState::Free,
         ("commit-confirm.timer", "active" | "activating" | "deactivating" | "reloading" | "refreshing") => {
-            Some(Ok(format!("VyOS commit-confirm ({unit} {state})")))
+            UnitState::Pending(format!("VyOS commit-confirm ({unit} {state})"))
         }
         ("commit-confirm.service", "active" | "activating" | "deactivating" | "reloading" | "refreshing") => {
-            Some(Ok(format!("VyOS commit-confirm reverting ({unit} {state})")))
+            UnitState::Pending(format!("VyOS commit-confirm reverting ({unit} {state})"))
         }
-        _ => Some(Err(format!(
+        _ => UnitState::Unknown(format!(
             "cannot tell whether a commit-confirm is pending: `systemctl show --value -p ActiveState {unit}` answered {state:?}"
-        ))),
+        )),
     }
 }
 
@@ -235,9 +246,9 @@ pub fn parse_hold(stdout: &str) -> Hold {
         {
             let (unit, state) = u.split_once(' ').unwrap_or((u, ""));
             match vyos_unit_pending(unit, state.trim()) {
-                None => {}
-                Some(Ok(p)) => h.pending_reverts.push(p),
-                Some(Err(why)) => {
+                UnitState::Free => {}
+                UnitState::Pending(p) => h.pending_reverts.push(p),
+                UnitState::Unknown(why) => {
                     h.pending_reverts.push(format!("{unit}: state unknown"));
                     h.unknown.get_or_insert(why);
                 }

@@ -25,6 +25,7 @@
 //! What is refused, with why (docs/runbook.md, "Rotating credentials"): the join token of a
 //! cluster fabric did not install (its servers are not fabric's to restart).
 
+use crate::apply::Failed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
@@ -304,7 +305,7 @@ async fn read_async(
     match site {
         None => match mesh_item(ws, targets, &mut clients, inv.mesh_ca, inv.mesh_copies).await {
             Ok(item) => items.extend(item),
-            Err(e) => unread.push(e),
+            Err(e) => unread.push(e.0),
         },
         Some(_) => items.push(Item::Refused {
             what: format!("the Cluster Mesh CA ({MESH_STEP})"),
@@ -314,7 +315,7 @@ async fn read_async(
     for (step, resource, from) in inv.copies {
         match copy_state(targets, &mut clients, &resource, &from).await {
             Ok(state) => items.push(Item::Recopy { step, resource: Box::new(resource), from, state }),
-            Err(e) => unread.push(e),
+            Err(e) => unread.push(e.0),
         }
     }
     for (s, (first, agents)) in inv.token_sites {
@@ -363,7 +364,7 @@ async fn copy_state(
     clients: &mut Clients,
     r: &Resource,
     from: &CopySource,
-) -> Result<CopyState, String> {
+) -> Result<CopyState, Failed> {
     let (ns, name) = ns_name(r);
     let dest = clients.get(targets, r.target()).await.map_err(|e| format!("{}: {e}", r.target()))?;
     let source = clients.get(targets, &from.target).await.map_err(|e| format!("{}: {e}", from.target))?;
@@ -395,7 +396,7 @@ async fn mesh_item(
     clients: &mut Clients,
     ca_obj: Option<Value>,
     copies: Vec<Resource>,
-) -> Result<Option<Item>, String> {
+) -> Result<Option<Item>, Failed> {
     let Some(ca_target) = super::mesh_ca::ca_cluster(ws.topology()) else { return Ok(None) };
     let at = |t: &Target, e: KubeError| format!("{t}: {e}");
     let ca_client = clients.get(targets, &ca_target).await.map_err(|e| at(&ca_target, e))?;
@@ -575,11 +576,12 @@ async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[
     };
     let mut left = undo_hosts(work).await;
     left.extend(put_back(work, &made).await);
-    let reason = if left.is_empty() { why.clone() } else { format!("{why}; not put back: {}", left.join("; ")) };
+    let reason =
+        if left.is_empty() { why.clone() } else { Failed::from(format!("{why}; not put back: {}", left.join("; "))) };
     let entry = if left.is_empty() {
-        Entry::Reverted { run: run.clone(), step: step.into(), reason: reason.clone() }
+        Entry::Reverted { run: run.clone(), step: step.into(), reason: reason.0.clone() }
     } else {
-        Entry::Failed { run: run.clone(), step: step.into(), reason: reason.clone() }
+        Entry::Failed { run: run.clone(), step: step.into(), reason: reason.0.clone() }
     };
     j.record(&entry)?;
     let state = if left.is_empty() { "was reverted" } else { "could not be put back completely" };
@@ -587,7 +589,7 @@ async fn rotate_step(work: &mut Work<'_>, j: &mut Journal, step: &str, items: &[
 }
 
 /// Every Secret the items write, with its state now (present or absent).
-async fn planned_secrets(work: &mut Work<'_>, items: &[Item]) -> Result<Vec<Made>, String> {
+async fn planned_secrets(work: &mut Work<'_>, items: &[Item]) -> Result<Vec<Made>, Failed> {
     let mut out = Vec::new();
     for (target, ns, name) in items.iter().flat_map(writes) {
         let client = work.clients.get(work.targets, &target).await.map_err(|e| format!("{target}: {e}"))?;
@@ -654,11 +656,11 @@ async fn undo_hosts(work: &mut Work<'_>) -> Vec<String> {
         let Some(cmd) = k3s_token::undo(command, work.run) else { continue };
         let r = match work.pool.get(work.targets, &target).await {
             Ok(s) => k3s_token::run_root(&s, &cmd, None).await.map(drop),
-            Err(e) => Err(format!("{target}: {e}")),
+            Err(e) => (Err(format!("{target}: {e}"))).map_err(Failed::from),
         };
         match r {
             Ok(()) => (work.progress)(&format!("{target}: K3s join token put back")),
-            Err(e) => left.push(e),
+            Err(e) => left.push(e.0),
         }
     }
     left
@@ -716,7 +718,7 @@ async fn write_secret(
     target: &Target,
     obj: Value,
     data: Map<String, Value>,
-) -> Result<(), String> {
+) -> Result<(), Failed> {
     let (ns, name) = (
         obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string(),
         obj["metadata"]["name"].as_str().unwrap_or_default().to_string(),
@@ -742,7 +744,7 @@ async fn write_secret(
 }
 
 /// The live `data` of the Secret `ns/name` at `target` (empty when absent).
-async fn data_of(work: &mut Work<'_>, target: &Target, ns: &str, name: &str) -> Result<Map<String, Value>, String> {
+async fn data_of(work: &mut Work<'_>, target: &Target, ns: &str, name: &str) -> Result<Map<String, Value>, Failed> {
     let client = work.clients.get(work.targets, target).await.map_err(|e| format!("{target}: {e}"))?;
     Ok(k::secret_data(&client, ns, name).await.map_err(|e| format!("{target}: {e}"))?.unwrap_or_default())
 }
@@ -759,7 +761,7 @@ fn b64(text: &str) -> Value {
 }
 
 /// Renews one item.
-async fn renew(work: &mut Work<'_>, item: &Item, made: &mut Vec<Made>) -> Result<(), String> {
+async fn renew(work: &mut Work<'_>, item: &Item, made: &mut Vec<Made>) -> Result<(), Failed> {
     match item {
         Item::Recopy { resource, from, .. } => recopy(work, made, resource, from).await,
         Item::MeshCa { stage, ca, ca_obj, issued, copies } => {
@@ -781,7 +783,7 @@ async fn join_token(
     first: &Target,
     servers: &[Target],
     agents: &[Target],
-) -> Result<(), String> {
+) -> Result<(), Failed> {
     let s = session(work, first).await?;
     work.hosts_done.push((first.clone(), k3s_token::ROTATED));
     k3s_token::run_root(&s, &k3s_token::rotate(work.run), None).await?;
@@ -806,13 +808,13 @@ async fn join_token(
 }
 
 /// A session to the host `t`.
-async fn session(w: &Work<'_>, t: &Target) -> Result<std::sync::Arc<crate::transport::ssh::Session>, String> {
-    w.pool.get(w.targets, t).await.map_err(|e| format!("{t}: {e}"))
+async fn session(w: &Work<'_>, t: &Target) -> Result<std::sync::Arc<crate::transport::ssh::Session>, Failed> {
+    (w.pool.get(w.targets, t).await.map_err(|e| format!("{t}: {e}"))).map_err(Failed::from)
 }
 
 /// Waits until the restarted `server` is a Ready Node of `site`'s cluster again (a cluster
 /// fabric cannot reach, or that does not list it, is not waited for: said so).
-async fn server_ready(work: &mut Work<'_>, site: &str, server: &Target) -> Result<(), String> {
+async fn server_ready(work: &mut Work<'_>, site: &str, server: &Target) -> Result<(), Failed> {
     let node = match server {
         Target::Host(n) => n.clone(),
         t => t.to_string(),
@@ -852,7 +854,7 @@ async fn server_ready(work: &mut Work<'_>, site: &str, server: &Target) -> Resul
 }
 
 /// Copies `r` again from its source as it is now.
-async fn recopy(work: &mut Work<'_>, made: &mut Vec<Made>, r: &Resource, from: &CopySource) -> Result<(), String> {
+async fn recopy(work: &mut Work<'_>, made: &mut Vec<Made>, r: &Resource, from: &CopySource) -> Result<(), Failed> {
     let obj = r.kube_object().cloned().ok_or_else(|| format!("{} is no Kubernetes object", r.address))?;
     let source = work.clients.get(work.targets, &from.target).await.map_err(|e| format!("{}: {e}", from.target))?;
     let copied = k::with_copied_data(&obj, &source, from).await.map_err(|e| format!("{}: {e}", r.address))?;
@@ -868,7 +870,7 @@ async fn mesh(
     (ca_target, ca_obj): (&Target, &Value),
     issued: &[(Target, String)],
     copies: &[Resource],
-) -> Result<(), String> {
+) -> Result<(), Failed> {
     let ns = MESH_CA_NAMESPACE;
     let next = match stage {
         MeshStage::Add { generate: true } => {
@@ -883,7 +885,7 @@ async fn mesh(
     };
     let (next_crt, next_key) = (text_of(&next, "ca.crt"), text_of(&next, "ca.key"));
     if next_crt.is_empty() || next_key.is_empty() {
-        return Err(format!("{ca_target}/{ns}/Secret/{NEXT_CA_SECRET} has no ca.crt or ca.key"));
+        return Err(Failed::from(format!("{ca_target}/{ns}/Secret/{NEXT_CA_SECRET} has no ca.crt or ca.key")));
     }
     if *stage == MeshStage::Switch {
         // The CA certgen signs with: the new one alone (never both: see providers::ca_bundle).

@@ -213,9 +213,9 @@ impl SshError {
 /// connect's own error as description: OpenSSH `channels.c` `channel_post_connecting` sends
 /// `strerror(err)`, `Connection refused` when nothing listens there (an sshd restarting). That
 /// description leads the reason, so that a refused connect behind a jump host reads, and is
-/// retried (`live::connect::connect_transient`), like a direct one; `No route to host` and any
+/// retried (by the connect's retry policy one layer up), like a direct one; `No route to host` and any
 /// other failure are named as they are and not retried.
-fn through_jump(e: &russh::Error, description: Option<&str>, jump: &str) -> String {
+pub(crate) fn through_jump(e: &russh::Error, description: Option<&str>, jump: &str) -> String {
     match (e, description.map(str::trim)) {
         (russh::Error::ChannelOpenFailure(russh::ChannelOpenFailure::ConnectFailed), Some(d)) if !d.is_empty() => {
             format!("{d} (said by jump host {jump}, which could not connect)")
@@ -935,19 +935,12 @@ mod tests {
         let refused = Error::ChannelOpenFailure(ChannelOpenFailure::ConnectFailed);
         let said = through_jump(&refused, Some("Connection refused"), "10.1.0.3:22");
         assert_eq!(said, "Connection refused (said by jump host 10.1.0.3:22, which could not connect)");
-        let e = SshError::Connect { target: "router.sp".into(), addr: "198.18.2.2:22".into(), reason: said };
-        assert!(crate::live::connect::connect_transient(&e).is_some(), "retried like a direct refusal");
-        let unreachable = through_jump(&refused, Some("No route to host"), "10.1.0.3:22");
-        let e = SshError::Connect { target: "router.sp".into(), addr: "198.18.2.2:22".into(), reason: unreachable };
-        assert!(crate::live::connect::connect_transient(&e).is_none(), "a cut link is named, not retried");
         // Without the description (or for another refusal), what russh said, never a guess.
         let prohibited = Error::ChannelOpenFailure(ChannelOpenFailure::AdministrativelyProhibited);
         let said = through_jump(&prohibited, Some("open failed"), "j:22");
         assert_eq!(said, "through jump host j:22: Failed to open channel (AdministrativelyProhibited): open failed");
         let said = through_jump(&refused, None, "j:22");
         assert_eq!(said, "through jump host j:22: Failed to open channel (ConnectFailed)");
-        let e = SshError::Connect { target: "x".into(), addr: "y".into(), reason: said };
-        assert!(crate::live::connect::connect_transient(&e).is_none());
     }
 
     #[test]

@@ -1123,8 +1123,18 @@ async fn deployment_and_daemonset_status_report_a_finished_rollout() {
     );
     assert_eq!(condition(&d, "Available").unwrap()["status"], "True");
     assert!(status_owner(&d, "kube-controller-manager").is_some(), "{d:#}");
-    let single = eventually(&s, "single rolled out", || get_d("single").filter(|d| d.get("status").is_some())).await;
-    assert_eq!(single["status"]["availableReplicas"], 1, "replicas default to 1");
+    // Finished when every replica the controller made is updated and available (a status written
+    // mid-rollout has no availableReplicas yet: CI once read it there).
+    let finished = |d: &Value| {
+        let st = &d["status"];
+        st["observedGeneration"] == 1
+            && st["replicas"].is_u64()
+            && st["updatedReplicas"] == st["replicas"]
+            && st["availableReplicas"] == st["replicas"]
+    };
+    let single = eventually(&s, "single rolled out", || get_d("single").filter(finished)).await;
+    assert_eq!(single["spec"]["replicas"], 1, "replicas default to 1: {single:#}");
+    assert_eq!(single["status"]["availableReplicas"], 1, "{single:#}");
     // A new generation is observed.
     put(&s, &deployment("web", Some(2), json!({"app": "web"}))).await;
     // (Observed at once; the ReplicaSet's extra Pod goes a moment later.)

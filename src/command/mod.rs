@@ -264,3 +264,13 @@ pub fn render_diag(d: &dyn Diagnostic, color: bool) -> String {
     let _ = handler.render_report(&mut s, d);
     crate::style::terminal_safe(&s, color)
 }
+
+/// The progress lines of a long command (rollback, rotations) on stderr, made safe for the
+/// terminal, unless `-q`.
+fn progress_lines(quiet: bool) -> impl Fn(&str) {
+    move |line: &str| {
+        if !quiet {
+            eprintln!("fabric: {}", crate::style::terminal_safe(line, false));
+        }
+    }
+}

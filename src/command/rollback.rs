@@ -33,12 +33,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         }
     }
     let run = rollback_op::choose_run(&g.state_dir, o.run)?;
-    let quiet = g.quiet;
-    let progress = move |line: &str| {
-        if !quiet {
-            eprintln!("fabric: {}", crate::style::terminal_safe(line, false));
-        }
-    };
+    let progress = super::progress_lines(g.quiet);
     let done = rollback_op::run(&ws, &g.state_dir, &run, &targets, &progress, &rt)?;
     if done.steps.is_empty() {
         println!("Nothing to roll back in run {run}.");

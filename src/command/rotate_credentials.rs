@@ -65,12 +65,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     if !o.auto_approve {
         super::apply::approve()?;
     }
-    let quiet = g.quiet;
-    let progress = move |line: &str| {
-        if !quiet {
-            eprintln!("fabric: {}", terminal_safe(line, false));
-        }
-    };
+    let progress = super::progress_lines(g.quiet);
     let opts = rotate_op::Options { state_dir: g.state_dir.clone() };
     let done = rotate_op::run(&ws, rotation, &opts, &targets, &progress, &rt)?;
     if !g.quiet {

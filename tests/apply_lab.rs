@@ -52,14 +52,8 @@ fn b1_on_linux_routers() {
 
 #[test]
 fn b1_on_vyos_routers() {
-    let double = vyos_double();
     // One commit-confirm "minute" lasts 15 s in the lab, so `--confirm-timeout 15` is 15 s.
-    let lab = lab::Lab::up(
-        "av",
-        "10.243",
-        &["--vyos-routers"],
-        &[("LAB_VYOS_DOUBLE", double.to_str().unwrap()), ("LAB_VYOS_MINUTE", "15")],
-    );
+    let lab = lab::Lab::up_vyos("av", "10.243", 15);
     b1(&lab, Kind::Vyos, VYOS);
     // Every command fabric sent passed VyOS's interface definitions: the double refuses any other.
     for router in ["franca-router", "sp-router"] {
@@ -639,20 +633,6 @@ fn vyos_confirmed_too_late(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str
     }
     let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", ROOMY]);
     assert!(o.status.success(), "{}", out(&o));
-}
-
-fn vyos_double() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let st = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", "vyos_double"])
-        .current_dir(root)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot build the VyOS test double");
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().join("examples/vyos_double");
-    assert!(dir.exists(), "{} missing", dir.display());
-    dir
 }
 
 /// Changes a router by hand, as an operator would.

@@ -639,13 +639,7 @@ fn running_snapshot(server: &str, agent: &str, cilium: &str) -> TempFile {
         "cluster.franca/kube-system/HelmChart/cilium".parse().unwrap(),
         Observed::Present(format!("kind: HelmChart\nspec:\n  version: {cilium}\n")),
     );
-    let snap = fabric::live::snapshot::Snapshot {
-        format_version: fabric::live::snapshot::SNAPSHOT_VERSION.into(),
-        fabric: "test".into(),
-        topology_digest: String::new(),
-        live,
-        orphans: vec![],
-    };
+    let snap = fabric::live::snapshot::Snapshot::new("test", "", live, vec![]);
     TempFile::new("state.json", &serde_json::to_string(&snap).unwrap())
 }
 

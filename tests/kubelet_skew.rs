@@ -46,13 +46,7 @@ fn a_server_change_is_refused_for_a_node_the_topology_does_not_hold() {
         "host.franca-cp1/command:k3s-install".parse().unwrap(),
         Observed::Present(format!("k3s {} v1.32.9+k3s1\n", "a".repeat(64))),
     );
-    let snap = fabric::live::snapshot::Snapshot {
-        format_version: fabric::live::snapshot::SNAPSHOT_VERSION.into(),
-        fabric: "test".into(),
-        topology_digest: String::new(),
-        live,
-        orphans: vec![],
-    };
+    let snap = fabric::live::snapshot::Snapshot::new("test", "", live, vec![]);
     std::fs::write(dir.join("state.json"), serde_json::to_string(&snap).unwrap()).unwrap();
     let o = run::fabric_in(
         &dir,

@@ -8,7 +8,7 @@ use fabric_testkit::{lab, run};
 
 use run::out;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 const LINUX: &str = include_str!("data/lab-linux.yaml");
@@ -30,14 +30,8 @@ fn rotate_on_linux_routers() {
 
 #[test]
 fn rotate_on_vyos_routers() {
-    let double = vyos_double();
     // One commit-confirm "minute" lasts 15 s in the lab.
-    let lab = lab::Lab::up(
-        "rv",
-        "10.239",
-        &["--vyos-routers"],
-        &[("LAB_VYOS_DOUBLE", double.to_str().unwrap()), ("LAB_VYOS_MINUTE", "15")],
-    );
+    let lab = lab::Lab::up_vyos("rv", "10.239", 15);
     rotate(&lab, Kind::Vyos, VYOS);
     // Every command fabric sent passed VyOS's interface definitions and the double's model of
     // its scripts (nothing stopped a script: no `vyos_double:` refusal).
@@ -181,18 +175,4 @@ fn rotate(lab: &lab::Lab, kind: Kind, topology: &str) {
         assert_eq!(leftovers(lab, r), "", "{r}: {}", out(&o));
     }
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-fn vyos_double() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let st = std::process::Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--example", "vyos_double"])
-        .current_dir(root)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cannot build the VyOS test double");
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().join("examples/vyos_double");
-    assert!(dir.exists(), "{} missing", dir.display());
-    dir
 }

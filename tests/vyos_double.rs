@@ -29,30 +29,6 @@ fn is_root() -> bool {
         == Some(true)
 }
 
-/// target/debug/examples/vyos_double, next to this test's target/debug/deps/; (re)built with
-/// cargo so the lab never runs a stale double.
-fn double_binary() -> PathBuf {
-    // Built once per test binary: the tests run in parallel and would otherwise queue on
-    // cargo's lock, one build each.
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_double).clone()
-}
-
-fn build_double() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
-    let bin = debug.join("examples/vyos_double");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--example", "vyos_double"])
-        .current_dir(repo())
-        .status()
-        .expect("run cargo build --example vyos_double");
-    assert!(status.success(), "cargo build --example vyos_double failed");
-    assert!(bin.is_file(), "{} missing after the build", bin.display());
-    bin
-}
-
 fn lab(args: &[&str], double: Option<&Path>) -> Output {
     let mut cmd = Command::new("bash");
     cmd.arg(repo().join("tests/lab/lab.sh"))
@@ -202,7 +178,7 @@ fn vyos_double_in_the_lab() {
         "vyos_double lab test needs root (network namespaces, sshd); run it as root, e.g. in CI or with sudo"
     );
     let started = Instant::now();
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     step("double built", started);
     let _lab = Lab::up(&double);
     step("lab up", started);
@@ -481,7 +457,7 @@ const TEMPLATE: &str = "source /opt/vyatta/etc/functions/script-template\n";
 
 #[test]
 fn commit_confirm_asks_like_vyos_1_4() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("prompt");
     let quick = Duration::from_secs(30);
 
@@ -532,7 +508,7 @@ fn commit_confirm_asks_like_vyos_1_4() {
 /// committed: a commit would create wg0 outside the lab's namespaces.)
 #[test]
 fn generating_over_an_existing_key_replaces_it_without_a_question() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("regenerate");
     let first = fabric::providers::vyos_generate_key_line("wg0");
     let again = fabric::providers::wg_rotate::vyos_generate("wg0");
@@ -559,7 +535,7 @@ fn generating_over_an_existing_key_replaces_it_without_a_question() {
 #[test]
 fn a_script_runs_as_it_arrives() {
     use std::io::{BufRead, BufReader};
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("parts");
     let mut child = Command::new(&double)
         .env("VYOS_DOUBLE_STATE", &st)
@@ -582,7 +558,7 @@ fn a_script_runs_as_it_arrives() {
 
 #[test]
 fn a_failing_line_does_not_stop_the_script() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("errors");
     let quick = Duration::from_secs(30);
     // An invalid path and a refused value between valid lines: VyOS prints its errors, goes
@@ -622,7 +598,7 @@ fn a_failing_line_does_not_stop_the_script() {
 #[test]
 fn fabric_answers_commit_confirm_in_both_forms() {
     use fabric::providers::{ConfirmForm, VYOS_CONFIRM_PROBE, confirm_form_of, vyos_script};
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("forms");
     let quick = Duration::from_secs(30);
     let roots = ["system domain-name".to_string()];
@@ -665,7 +641,7 @@ fn fabric_answers_commit_confirm_in_both_forms() {
 #[test]
 fn sagitta_has_no_commit_confirm_action_and_fabric_sends_none() {
     use fabric::desired::Desired;
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("sagitta-nodes");
     let quick = Duration::from_secs(30);
     let action = format!("{TEMPLATE}configure\nset system config-management commit-confirm action 'reload'\nexit\n");
@@ -699,7 +675,7 @@ fn sagitta_has_no_commit_confirm_action_and_fabric_sends_none() {
 
 #[test]
 fn confirm_after_the_timer_fired_says_no_confirm_pending() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("late");
     let quick = Duration::from_secs(30);
     let script = format!("{TEMPLATE}configure\nset system host-name 'short-lived'\ncommit-confirm 1 <<< y\nexit\n");
@@ -726,7 +702,7 @@ fn confirm_after_the_timer_fired_says_no_confirm_pending() {
 /// lock read (`live::locks::read_locks_vyos`) sees exactly that.
 #[test]
 fn a_pending_commit_confirm_is_a_systemd_timer_as_on_vyos() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("timer");
     let state = |unit: &str| {
         let (code, out) = local_command(&double, &st, &format!("systemctl show --value -p ActiveState {unit}"), None);
@@ -848,7 +824,7 @@ fn local_command(double: &Path, state: &Path, command: &str, lock: Option<&str>)
 /// refused it before (`unsupported command 'cat -- /run/lock/fabric.lock…'`).
 #[test]
 fn plain_shell_commands_run_like_the_login_shell() {
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("shell");
     // Exactly what plan and `fabric lock` send (as root in the lab; `as_root` is the identity there).
     let read = fabric::transport::shell::as_root("root", &fabric::live::locks::read_locks());
@@ -897,7 +873,7 @@ fn one_script_reads_a_router() {
     use fabric::providers::{vyos_key_read, vyos_plain_read, vyos_read_script, vyos_show_read};
     use fabric::transport::shell::Sh;
     const KEY: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
-    let double = double_binary();
+    let double = fabric_testkit::lab::vyos_double_binary();
     let st = local_state("batch");
     let (code, out) = local(
         &double,

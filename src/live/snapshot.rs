@@ -32,6 +32,17 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// A snapshot in this build's format of what `fabric` (the topology's name) read.
+    pub fn new(fabric: &str, topology_digest: &str, live: Live, orphans: Vec<Orphan>) -> Snapshot {
+        Snapshot {
+            format_version: SNAPSHOT_VERSION.into(),
+            fabric: fabric.into(),
+            topology_digest: topology_digest.into(),
+            live,
+            orphans,
+        }
+    }
+
     /// The orphans as the resources plan expects, by step of `g`.
     pub fn orphans(&self, g: &StepGraph) -> BTreeMap<NodeIndex, Vec<Resource>> {
         let mut out: BTreeMap<NodeIndex, Vec<Resource>> = BTreeMap::new();

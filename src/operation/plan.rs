@@ -88,13 +88,7 @@ fn from_snapshot(ws: &Workspace, sel: Selection, file: &Path) -> Result<Planned,
 /// does not is what apply would prune.
 fn from_base(ws: &Workspace, sel: Selection, base: &Workspace, file: &Path) -> Result<Planned, OpError> {
     let (live, orphans) = base_state(ws, base);
-    let snap = snapshot::Snapshot {
-        format_version: snapshot::SNAPSHOT_VERSION.into(),
-        fabric: base.topology().name.clone(),
-        topology_digest: base.digest.clone(),
-        live,
-        orphans,
-    };
+    let snap = snapshot::Snapshot::new(&base.topology().name, &base.digest, live, orphans);
     let pending = |n| {
         ws.resources(n, &Selection::default())
             .iter()

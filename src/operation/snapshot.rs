@@ -6,7 +6,7 @@ use super::read::ReadReport;
 use super::{OpError, Workspace};
 use crate::desired::Desired;
 use crate::live::observe::Targets;
-use crate::live::snapshot::{self, Orphan, SNAPSHOT_VERSION, Snapshot};
+use crate::live::snapshot::{self, Orphan, Snapshot};
 use crate::plan::select::Selection;
 
 /// Reads `sel`'s live state and writes it to `out`; returns it, and what was read.
@@ -34,13 +34,7 @@ pub fn run(
             })
         })
         .collect();
-    let snap = Snapshot {
-        format_version: SNAPSHOT_VERSION.into(),
-        fabric: ws.topology().name.clone(),
-        topology_digest: ws.digest.clone(),
-        live: o.live,
-        orphans,
-    };
+    let snap = Snapshot::new(&ws.topology().name, &ws.digest, o.live, orphans);
     snapshot::write(out, &snap)?;
     Ok((snap, o.report))
 }

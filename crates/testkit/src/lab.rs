@@ -2,8 +2,9 @@
 //! prefix and management range, and always tears it down (Drop). Needs root; a test that needs
 //! the lab fails with a clear message when not root, it is never skipped silently.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 pub struct Lab {
     pub prefix: String,
@@ -46,6 +47,29 @@ pub fn require_root() {
     );
 }
 
+/// target/debug/examples/vyos_double, next to the running test's target/debug/deps/, (re)built
+/// with cargo so a lab never runs a stale double. Built once per test binary: tests run in
+/// parallel and would otherwise queue on cargo's lock, one build each.
+pub fn vyos_double_binary() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(build_vyos_double).clone()
+}
+
+fn build_vyos_double() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let debug = exe.parent().and_then(Path::parent).expect("target/debug");
+    let bin = debug.join("examples/vyos_double");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--example", "vyos_double"])
+        .current_dir(crate::repo_root())
+        .status()
+        .expect("run cargo build --example vyos_double");
+    assert!(status.success(), "cargo build --example vyos_double failed");
+    assert!(bin.is_file(), "{} missing after the build", bin.display());
+    bin
+}
+
 impl Lab {
     /// Brings up a lab named `prefix` on management range `mgmt_net` (e.g. "10.241"), with
     /// extra `up` arguments (`--hosts N`, `--delay-ms MS`) and environment.
@@ -68,6 +92,19 @@ impl Lab {
             String::from_utf8_lossy(&out.stderr)
         );
         lab
+    }
+
+    /// [`Lab::up`] with VyOS routers: the VyOS test double behind the routers' sshd, where one
+    /// commit-confirm "minute" lasts `minute_secs` seconds (so a test waits seconds, not minutes).
+    pub fn up_vyos(prefix: &str, mgmt_net: &str, minute_secs: u32) -> Lab {
+        let double = vyos_double_binary();
+        let minute = minute_secs.to_string();
+        Lab::up(
+            prefix,
+            mgmt_net,
+            &["--vyos-routers"],
+            &[("LAB_VYOS_DOUBLE", double.to_str().expect("a UTF-8 path")), ("LAB_VYOS_MINUTE", &minute)],
+        )
     }
 
     fn cmd_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -3,11 +3,13 @@
 //! apply's floor (issue #25).
 //!
 //! Every SSH connection goes through the userspace delay proxy (25 ms each way, see
-//! `fabric_testkit::wan_proxy`). The floor is, per router and both routers at once: one connect
-//! and read (what B.1 reads of a router), one change (one more command), the check's own pings
-//! (B.1's check phase as fabric's timeline reports it: the pings are the check), and the confirm
-//! over a fresh connection (a second connect and one command, by design). Each run is rolled back
-//! (`fabric rollback`) before the next. Prints the figures and the ratio; asserts nothing.
+//! `fabric_testkit::wan_proxy`). The floor is: per router and both routers at once, one connect
+//! and read (what B.1 reads of a router); the change itself, the wg-quick file fabric wrote and
+//! `wg-quick up`, one router after the other as WireGuard needs (`fabric::apply::tunnel_ends`:
+//! two ends started together cross their handshakes); the check's own pings (B.1's check phase
+//! as fabric's timeline reports it: the pings are the check); and the confirm over a fresh
+//! connection (a second connect and one command, by design). Each run is rolled back (`fabric
+//! rollback`) before the next. Prints the figures and the ratio; asserts nothing.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -34,21 +36,30 @@ fn timeline(stderr: &str) -> Vec<(String, f64)> {
         .collect()
 }
 
-/// One router's share of the floor: connect, read, change; then a fresh connect and confirm.
-async fn router_floor(ep: &Endpoint) -> (Duration, Duration) {
-    let t = Instant::now();
-    let s = Session::connect(ep).await.unwrap_or_else(|e| panic!("{e}"));
-    let reads = fabric::transport::shell::Sh::lit(ROUTER_READS);
-    s.run(&reads, None, Duration::from_secs(10)).await.unwrap();
-    s.run(&Sh::lit("true"), None, Duration::from_secs(10)).await.unwrap();
-    let before_check = t.elapsed();
-    let t = Instant::now();
-    let again = Session::connect(ep).await.unwrap_or_else(|e| panic!("{e}"));
-    again.run(&Sh::lit("true"), None, Duration::from_secs(10)).await.unwrap();
-    let confirm = t.elapsed();
-    s.close().await;
-    again.close().await;
-    (before_check, confirm)
+/// Each router's connect and read, both at once: the sessions, for the change.
+async fn connect_and_read(endpoints: &[Endpoint]) -> Vec<Session> {
+    futures::future::join_all(endpoints.iter().map(|ep| async move {
+        let s = Session::connect(ep).await.unwrap_or_else(|e| panic!("{e}"));
+        s.run(&Sh::lit(ROUTER_READS), None, Duration::from_secs(10)).await.unwrap();
+        s
+    }))
+    .await
+}
+
+/// The change itself on one router: the wg-quick file fabric wrote, and the interface up
+/// (wireguard-go: the lab has no kernel WireGuard).
+const WG_UP: &str = "umask 077; cat > /etc/wireguard/wg0.conf && \
+                     WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go wg-quick up wg0 >/dev/null 2>&1";
+const WG_DOWN: &str = "wg-quick down wg0 >/dev/null 2>&1; rm -f /etc/wireguard/wg0.conf";
+
+/// A fresh connect and one command on every router at once: the confirm.
+async fn confirm_all(endpoints: &[Endpoint]) {
+    futures::future::join_all(endpoints.iter().map(|ep| async move {
+        let s = Session::connect(ep).await.unwrap_or_else(|e| panic!("{e}"));
+        s.run(&Sh::lit("true"), None, Duration::from_secs(10)).await.unwrap();
+        s.close().await;
+    }))
+    .await;
 }
 
 fn main() {
@@ -102,23 +113,52 @@ fn main() {
             Endpoint::resolve(r, &access, &cfg, &mut vec![]).unwrap()
         })
         .collect();
-    let (mut before, mut confirm) = (Vec::new(), Vec::new());
+    // The wg-quick files fabric writes, read after one more apply (then rolled back).
+    fabric(&["-q", "apply", "--step", "B.1", "--auto-approve"]);
+    let confs: Vec<Vec<u8>> = rt.block_on(async {
+        let mut out = Vec::new();
+        for s in connect_and_read(&endpoints).await {
+            let o = s.run(&Sh::lit("cat /etc/wireguard/wg0.conf"), None, Duration::from_secs(10)).await.unwrap();
+            assert_eq!(o.status, 0, "no wg-quick file on a router after apply");
+            out.push(o.stdout);
+            s.close().await;
+        }
+        out
+    });
+    fabric(&["-q", "rollback"]);
+    let (mut read, mut change, mut confirm) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
-        let both = rt.block_on(futures::future::join_all(endpoints.iter().map(router_floor)));
-        before.push(both.iter().map(|b| b.0).max().unwrap());
-        confirm.push(both.iter().map(|b| b.1).max().unwrap());
+        rt.block_on(async {
+            let t = Instant::now();
+            let sessions = connect_and_read(&endpoints).await;
+            read.push(t.elapsed());
+            let t = Instant::now();
+            for (s, conf) in sessions.iter().zip(&confs) {
+                let o = s.run(&Sh::lit(WG_UP), Some(conf.as_slice()), Duration::from_secs(20)).await.unwrap();
+                assert_eq!(o.status, 0, "wg-quick up failed: {}", String::from_utf8_lossy(&o.stderr));
+            }
+            change.push(t.elapsed());
+            let t = Instant::now();
+            confirm_all(&endpoints).await;
+            confirm.push(t.elapsed());
+            for s in sessions {
+                s.run(&Sh::lit(WG_DOWN), None, Duration::from_secs(20)).await.unwrap();
+                s.close().await;
+            }
+        });
     }
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
-    let (before, confirm) = (ms(median(before)), ms(median(confirm)));
-    let floor = before + check + confirm;
+    let (read, change, confirm) = (ms(median(read)), ms(median(change)), ms(median(confirm)));
+    let floor = read + change + check + confirm;
 
     println!("WAN delay: {} ms one way on every SSH connection (userspace proxy)", DELAY.as_millis());
     println!("fabric apply --step B.1 -v, 2 Linux routers, timeline of the median run (of {RUNS}):");
     for (name, took) in shown {
         println!("  {name:<36} {took:>7.0} ms");
     }
-    println!("floor, both routers at once (median of 5):");
-    println!("  {:<36} {before:>7.0} ms", "connect, read, one change");
+    println!("floor (median of 5):");
+    println!("  {:<36} {read:>7.0} ms", "connect and read, both at once");
+    println!("  {:<36} {change:>7.0} ms", "wg-quick up, one router then the other");
     println!("  {:<36} {check:>7.0} ms", "the check's pings (fabric's check)");
     println!("  {:<36} {confirm:>7.0} ms", "confirm over a fresh connection");
     println!("  {:<36} {floor:>7.0} ms", "floor");

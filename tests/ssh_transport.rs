@@ -161,9 +161,17 @@ fn b1_applied_by_a_non_root_operator(lab: &lab::Lab) {
         .replace("ssh: { host: sp-router }", "ssh: { host: sp-router, user: fabricop }");
     std::fs::write(dir.join("topology.yaml"), text).unwrap();
     let fabric = |args: &[&str]| run::fabric_in(&dir, &dir.join("topology.yaml"), &lab.ssh_config(), args);
+    let logins = || {
+        let log = std::fs::read_to_string(lab.dir.join("hosts/sp-router/sshd.log")).unwrap_or_default();
+        log.matches("Accepted publickey").count()
+    };
+    let before = logins();
     let o = fabric(&["apply", "--step", "B.1", "--auto-approve"]);
     assert!(o.status.success(), "{}", run::out(&o));
     assert!(run::out(&o).contains("B.1: check passed"), "{}", run::out(&o));
+    // One connection per host per run: the read, the lock and the changes over the first, the
+    // confirm over a fresh one (by design: it proves the router still answers a new login).
+    assert_eq!(logins() - before, 2, "SSH logins to sp-router during apply: {}", run::out(&o));
     let o = lab.exec("sp-router", "stat -c '%U %a' /etc/wireguard/wg0.conf && cat /run/lock/fabric.lock");
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(text, "root 600\n", "the lock (held through sudo) is released: {text}");

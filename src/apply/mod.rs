@@ -21,6 +21,7 @@ pub mod pause;
 pub mod revert;
 pub mod rotate;
 pub mod timeline;
+pub mod tunnel_ends;
 pub mod upgrade;
 pub mod wait;
 
@@ -262,6 +263,22 @@ pub async fn run(
     journal: &mut Journal,
     progress: Progress<'_>,
 ) -> Result<Vec<String>, ApplyError> {
+    run_over(t, steps, targets, live, observe::Kept::new(), opts, journal, progress).await
+}
+
+/// [`run`] over the connections the read kept open (`open`, `live::observe::observe_keeping`):
+/// the hosts' locks and changes go over them, with no second connect.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_over(
+    t: &Topology,
+    steps: &[StepWork],
+    targets: &Targets,
+    live: Live,
+    open: observe::Kept,
+    opts: &Options,
+    journal: &mut Journal,
+    progress: Progress<'_>,
+) -> Result<Vec<String>, ApplyError> {
     let path = journal.path.display().to_string();
     // The Leases of the clusters that guard these steps, before anything is touched.
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
@@ -278,7 +295,8 @@ pub async fn run(
         targets,
         opts,
         progress,
-        pool: Pool::default(),
+        // The read's connections: locks and changes go over them (one connection per host).
+        pool: Pool::with(open),
         journal: std::sync::Mutex::new(journal),
         journal_path: path.clone(),
         locks: host_locks::HostLocks::default(),
@@ -646,13 +664,14 @@ async fn apply_bringing_up(
     Ok((applied, failure))
 }
 
-/// Applies the changes in rounds (see [`rounds`]): the targets of a round at the same time, a
-/// target's resources in order; then waits for what the controllers must finish.
+/// Applies the changes in rounds (see [`rounds`]; K3s servers one at a time, and one tunnel end
+/// before the others, [`tunnel_ends`]): the targets of a round at the same time, a target's
+/// resources in order; then waits for what the controllers must finish.
 async fn apply_rounds(sh: &Shared<'_>, step: &StepWork, changes: Vec<PendingChange>) -> Result<Applied, ApplyError> {
     let mut applied: Vec<(Resource, Observed)> = Vec::new();
     let mut failure: Option<String> = None;
     let mut pending_waits: Vec<(Target, Resource, serde_json::Value)> = Vec::new();
-    for round in one_server_at_a_time(rounds(changes)) {
+    for round in tunnel_ends::one_end_first(one_server_at_a_time(rounds(changes))) {
         if round.is_empty() || failure.is_some() {
             continue;
         }

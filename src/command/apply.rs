@@ -56,7 +56,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         None => Request::Selection(o.selection.into()),
     };
     let mut phase = crate::apply::timeline::Phase::start();
-    let ready = apply_op::prepare(&ws, req, &targets, &rt)?;
+    let mut ready = apply_op::prepare(&ws, req, &targets, &rt)?;
     phase.end("read and plan");
     // Before anything changes: the pinned chart versions exist where K3s will fetch them.
     super::check_chart_pins(g, &ws, &ready.plan)?;
@@ -91,7 +91,14 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
     }
     if !o.auto_approve {
+        let asked = std::time::Instant::now();
         approve()?;
+        // The read's connections carry the locks and changes, unless they idled at the prompt
+        // longer than a NAT or an sshd's ClientAlive setting may keep them: then apply connects
+        // anew rather than find out at the first lock.
+        if asked.elapsed() > KEEP_CONNECTIONS_AT_PROMPT {
+            ready.observation.kept.clear();
+        }
     }
     let opts = apply_op::Options {
         state_dir: g.state_dir.clone(),
@@ -137,6 +144,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     }
     Ok(Done::Ok)
 }
+
+/// Longest the approval prompt may take for apply to keep the read's connections.
+const KEEP_CONNECTIONS_AT_PROMPT: Duration = Duration::from_secs(30);
 
 /// A progress line that needed escaping: printed whole, never as the spinner's message.
 fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line: &str) {

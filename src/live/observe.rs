@@ -246,14 +246,35 @@ pub async fn observe(resources: &[Resource], keys: &BTreeSet<Target>, targets: &
     observe_over(resources, keys, targets, BTreeMap::new()).await
 }
 
+/// The SSH connections a read opened and kept for what comes next (apply's pool, `live::pool`):
+/// one connection per host per run, not one for the plan and another for the changes.
+pub type Kept = BTreeMap<Target, Arc<Session>>;
+
+/// [`observe`], keeping each host's connection open when its read succeeded (apply reads, then
+/// locks and changes the same hosts over the same connections).
+pub async fn observe_keeping(resources: &[Resource], keys: &BTreeSet<Target>, targets: &Targets) -> (Live, Kept) {
+    read_all(resources, keys, targets, BTreeMap::new(), true).await
+}
+
 /// [`observe`], reading each host in `open` over that connection (apply's own, already open and
 /// locked: no second connect) and connecting to the others.
 pub async fn observe_over(
     resources: &[Resource],
     keys: &BTreeSet<Target>,
     targets: &Targets,
-    mut open: BTreeMap<Target, Arc<Session>>,
+    open: BTreeMap<Target, Arc<Session>>,
 ) -> Live {
+    read_all(resources, keys, targets, open, false).await.0
+}
+
+/// [`observe_over`], keeping the connections it opened when `keep` ([`observe_keeping`]).
+async fn read_all(
+    resources: &[Resource],
+    keys: &BTreeSet<Target>,
+    targets: &Targets,
+    mut open: BTreeMap<Target, Arc<Session>>,
+    keep: bool,
+) -> (Live, Kept) {
     let mut by_target: BTreeMap<Target, Vec<Resource>> = BTreeMap::new();
     for r in resources {
         by_target.entry(r.target().clone()).or_default().push(r.clone());
@@ -273,7 +294,7 @@ pub async fn observe_over(
         }
         let Some(ep) = targets.ssh.get(&target).cloned() else {
             let reason = Unread(format!("no SSH access is configured for {target}"));
-            set.spawn(async move { HostRead { target, outcome: Err(reason) } });
+            set.spawn(async move { HostRead { target, outcome: Err(reason), kept: None } });
             continue;
         };
         let want_key = keys
@@ -281,9 +302,10 @@ pub async fn observe_over(
             .then(|| targets.router_kind.get(&target).cloned().unwrap_or((ProviderKind::Wireguard, "wg0".into())));
         let session = open.remove(&target);
         let vyos = targets.is_vyos(&target);
-        set.spawn(read_host(target, ep, session, rs, want_key, vyos));
+        set.spawn(read_host(target, ep, session, rs, want_key, vyos, keep));
     }
     let mut live = Live::default();
+    let mut kept = Kept::new();
     let mut refusals = BTreeMap::new();
     while let Some(joined) = kube_reads.join_next().await {
         let Ok((target, result)) = joined else { continue };
@@ -308,7 +330,10 @@ pub async fn observe_over(
     live.refusals = refusals.into_iter().map(|(address, e)| (address, e.to_string())).collect();
     copies_against_sources(resources, targets, &mut live).await;
     while let Some(joined) = set.join_next().await {
-        let Ok(HostRead { target, outcome }) = joined else { continue };
+        let Ok(HostRead { target, outcome, kept: session }) = joined else { continue };
+        if let Some(s) = session {
+            kept.insert(target.clone(), s);
+        }
         match outcome {
             Ok((states, key, hold)) => {
                 live.observed.extend(states);
@@ -325,7 +350,7 @@ pub async fn observe_over(
         }
     }
     mark_bootstrap(resources, &mut live);
-    live
+    (live, kept)
 }
 
 /// Why a host could not be read (what `Live::unreachable` records).
@@ -339,6 +364,8 @@ type HostState = (Vec<(Address, Observed)>, Option<WgKey>, Hold);
 struct HostRead {
     target: Target,
     outcome: Result<HostState, Unread>,
+    /// The connection the read opened, kept for apply (`keep`).
+    kept: Option<Arc<Session>>,
 }
 
 /// Reads one host (see [`read_host_once`]); a read whose connection dropped under it (sshd
@@ -353,6 +380,7 @@ async fn read_host(
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
     vyos: bool,
+    keep: bool,
 ) -> HostRead {
     let policy = crate::transport::retry::SSH_CONNECT;
     let start = std::time::Instant::now();
@@ -360,7 +388,7 @@ async fn read_host(
     let mut done = 0;
     loop {
         let (read, dropped) =
-            read_host_once(target.clone(), &ep, open.take(), rs.clone(), want_key.clone(), vyos).await;
+            read_host_once(target.clone(), &ep, open.take(), rs.clone(), want_key.clone(), vyos, keep).await;
         done += 1;
         let again = match (&read.outcome, dropped) {
             (Err(Unread(why)), true) => policy.next(done, start.elapsed(), None, 0.5).map(|w| (w, why.clone())),
@@ -392,6 +420,7 @@ async fn read_host_once(
     rs: Vec<Resource>,
     want_key: Option<(ProviderKind, String)>,
     vyos: bool,
+    keep: bool,
 ) -> (HostRead, bool) {
     let connected = match open {
         Some(s) => Ok(s),
@@ -402,7 +431,7 @@ async fn read_host_once(
         Err(e) => {
             let text = e.to_string();
             let reason = text.strip_prefix(&format!("{target}: ")).unwrap_or(&text).to_string();
-            return (HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target }, false);
+            return (HostRead { outcome: Err(Unread(format!("{reason} ({})", e.help()))), target, kept: None }, false);
         }
     };
     let lock_read = shell::as_root(&session.endpoint.user, &locks::read_locks_for(vyos));
@@ -410,7 +439,7 @@ async fn read_host_once(
     let Answers { states, key, hold } = match read_batched(&session, &rs, batch).await {
         Ok(a) => a,
         // The session closed under the read (sshd restarted, the link reset): read again.
-        Err(e) => return (HostRead { target, outcome: Err(e) }, session.is_closed()),
+        Err(e) => return (HostRead { target, outcome: Err(e), kept: None }, session.is_closed()),
     };
     let mut out = Vec::new();
     let mut failure = None;
@@ -431,13 +460,19 @@ async fn read_host_once(
         Some(Err(_)) | None => None,
     };
     if let Some(e) = failure {
-        return (HostRead { target, outcome: Err(Unread(e)) }, session.is_closed());
+        return (HostRead { target, outcome: Err(Unread(e)), kept: None }, session.is_closed());
     }
-    // A connection of this read's own is closed; one it was lent stays open for its owner.
-    if let Ok(s) = Arc::try_unwrap(session) {
-        s.close().await;
-    }
-    (HostRead { target, outcome: Ok((out, key, hold)) }, false)
+    // A connection of this read's own is closed unless kept for apply; one it was lent stays
+    // open for its owner.
+    let kept = match Arc::try_unwrap(session) {
+        Ok(s) if keep => Some(Arc::new(s)),
+        Ok(s) => {
+            s.close().await;
+            None
+        }
+        Err(_) => None,
+    };
+    (HostRead { target, outcome: Ok((out, key, hold)), kept }, false)
 }
 
 /// What a host's reads answered: each resource's state (or why not), its key read, its hold.

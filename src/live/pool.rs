@@ -39,6 +39,13 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// A pool holding `open`, connections made earlier in this run (the plan's read: see
+    /// `live::observe::observe_keeping`); each counts as the host's first connect.
+    pub fn with(open: BTreeMap<Target, Arc<Session>>) -> Pool {
+        let connects = open.keys().map(|t| (t.clone(), 1)).collect();
+        Pool { sessions: tokio::sync::Mutex::new(open), connects: std::sync::Mutex::new(connects) }
+    }
+
     /// The target's session: the pooled one while it lives, else a new connection.
     pub async fn get(&self, targets: &Targets, target: &Target) -> Result<Arc<Session>, SshError> {
         Ok(self.checkout(targets, target).await?.session)

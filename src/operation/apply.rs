@@ -69,7 +69,7 @@ pub fn prepare(
             (p.selection, Some((p.topology_digest, fingerprint)))
         }
     };
-    let observation = rt.block_on(ws.observe(sel, targets))?;
+    let observation = rt.block_on(ws.observe_for_apply(sel, targets))?;
     let plan = ws.plan_of(&observation);
     if let Some((digest, fingerprint)) = expected {
         if digest != ws.digest {
@@ -151,7 +151,7 @@ pub fn run(
     };
     let result = rt.block_on(async {
         crate::apply::interrupt::listen();
-        engine::run(ws.topology(), &steps, targets, o.live, &engine_opts, &mut j, progress).await
+        engine::run_over(ws.topology(), &steps, targets, o.live, o.kept, &engine_opts, &mut j, progress).await
     });
     match result {
         Ok(changed) => Ok(Applied { run, changed, journal: j.path.clone() }),
@@ -244,6 +244,7 @@ mod tests {
             live: Default::default(),
             orphans: Default::default(),
             report: Default::default(),
+            kept: Default::default(),
         };
         (ws, Ready { observation, plan })
     }

@@ -32,6 +32,9 @@ pub struct Observation {
     pub orphans: BTreeMap<NodeIndex, Vec<Resource>>,
     /// How long the read took, and what it read per target (for `-v`).
     pub report: ReadReport,
+    /// The hosts' connections, kept open for apply ([`Workspace::observe_for_apply`]); empty
+    /// for a plan.
+    pub kept: observe::Kept,
 }
 
 #[derive(Default)]
@@ -45,6 +48,21 @@ impl Workspace {
     /// Reads the live state of `sel` and resolves it: a selected step whose unselected
     /// dependency still has changes is refused unless `--with-deps`.
     pub async fn observe(&self, sel: Selection, targets: &Targets) -> Result<Observation, OpError> {
+        self.observe_keeping(sel, targets, false).await
+    }
+
+    /// [`Workspace::observe`] for apply: each host's connection stays open for its locks and
+    /// changes (one connection per host per run).
+    pub async fn observe_for_apply(&self, sel: Selection, targets: &Targets) -> Result<Observation, OpError> {
+        self.observe_keeping(sel, targets, true).await
+    }
+
+    async fn observe_keeping(
+        &self,
+        sel: Selection,
+        targets: &Targets,
+        keep_connections: bool,
+    ) -> Result<Observation, OpError> {
         self.live_allowed("it holds production addresses: plan it with --offline, or write a topology of your own")?;
         // What the flags select (without deciding about pending dependencies yet), and the steps
         // those need: their live state decides whether they still have pending changes.
@@ -60,7 +78,11 @@ impl Workspace {
         all.extend(orphans.values().flatten().cloned());
         let keys = observe::key_targets(&all);
         let started = std::time::Instant::now();
-        let live = observe::observe(&all, &keys, targets).await;
+        let (live, kept) = if keep_connections {
+            observe::observe_keeping(&all, &keys, targets).await
+        } else {
+            (observe::observe(&all, &keys, targets).await, observe::Kept::new())
+        };
         let mut report = ReadReport { took: started.elapsed(), ..Default::default() };
         for r in &all {
             *report.per_target.entry(r.target().clone()).or_default() += 1;
@@ -84,7 +106,7 @@ impl Workspace {
         // topology does not hold (`live::versions`).
         let clusters = crate::live::versions::k3s_clusters(&all, &live);
         live.kubelets = crate::live::versions::read_kubelets(&clusters, targets).await;
-        Ok(Observation { selection: sel, selected, live, orphans, report })
+        Ok(Observation { selection: sel, selected, live, orphans, report, kept })
     }
 
     /// The plan of an observation.

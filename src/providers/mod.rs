@@ -109,6 +109,9 @@ pub fn wg_public_key(iface: &str) -> Sh {
 /// WireGuard; its output is redirected so that it does not hold the SSH session open. After the
 /// start, one ping to each peer's tunnel address makes this side shake hands at once, so a peer
 /// still holding a session with the old instance renegotiates now rather than in 15 s or more.
+/// The pings are left running (detached, as `providers::wg_rotate` does): the first end of a
+/// new tunnel has no peer up yet (`apply::tunnel_ends`), and waiting for its ping's timeout cost
+/// every B.1 a second.
 /// Under systemd the interface is enabled at boot (`wg-quick@<if>`, with wireguard-go where the
 /// kernel has no WireGuard), so the file written is also what comes back after a reboot.
 pub fn wg_restart(iface: &str) -> Sh {
@@ -119,7 +122,7 @@ pub fn wg_restart(iface: &str) -> Sh {
          d=$(mktemp -d /run/fabric.XXXXXXXX) || exit 1; \
          if ! wg-quick up {} </dev/null >\"$d/wg-quick.log\" 2>&1; then cat -- \"$d/wg-quick.log\" >&2; rm -rf -- \"$d\"; exit 1; fi; \
          rm -rf -- \"$d\"; \
-         for a in $(wg show {} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 & done; wait; \
+         for a in $(wg show {} allowed-ips | tr ' \t' '\n\n' | grep '/32$' | cut -d/ -f1); do ( ping -c 1 -W 1 \"$a\" >/dev/null 2>&1 </dev/null & ); done; \
          if [ -d /run/systemd/system ]; then \
          if [ -n \"$WG_QUICK_USERSPACE_IMPLEMENTATION\" ]; then mkdir -p /etc/systemd/system/wg-quick@.service.d && \
          printf '[Service]\\nEnvironment=WG_QUICK_USERSPACE_IMPLEMENTATION=wireguard-go\\n' > /etc/systemd/system/wg-quick@.service.d/fabric-userspace.conf && systemctl daemon-reload; fi; \

@@ -70,7 +70,9 @@ fn router_marker(s: &Site) -> Resource {
 /// The seed's validation: each site's LAN reaches every other site's LAN through the tunnel.
 /// From a host with SSH at the site (a node), ping a node of each other site; a site without
 /// such a host is checked from its router. Every site checks at the same time (each from its own
-/// host). A fresh handshake can take a few seconds, so each pair may take up to 20 s.
+/// host). A fresh tunnel shakes hands in one round trip once its ends came up one after the other
+/// (`apply::tunnel_ends`); a lost handshake is retried by WireGuard every 5 s, so each pair may
+/// take up to 20 s.
 async fn lan_to_lan(cx: &CheckCx<'_>) -> Result<String, CheckError> {
     let touched: BTreeSet<&Target> = cx.resources.iter().map(|r| r.target()).collect();
     let sites = cx.t.sites.iter().filter(|s| touched.contains(&Target::router(&s.name)));

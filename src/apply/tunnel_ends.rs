@@ -19,18 +19,8 @@
 //! trip. So the first router whose WireGuard interface changes gets a round of its own (all its
 //! changes, in order), before the other routers' changes.
 
-use crate::desired::{Desired, Target};
+use crate::desired::Target;
 use crate::providers::PendingChange;
-
-/// Whether `c` (re)configures a WireGuard interface, which brings it up or restarts it: a Linux
-/// router's wg-quick file, a VyOS router's `interfaces wireguard` subtree.
-fn tunnel_end(c: &PendingChange) -> bool {
-    match &c.resource.desired {
-        Desired::Wireguard(_) => true,
-        Desired::Vyos(cmds) => cmds.iter().any(|l| l.starts_with("set interfaces wireguard ")),
-        _ => false,
-    }
-}
 
 /// `rounds` with, in each round where the WireGuard interfaces of two or more targets change,
 /// the first such target (in the round's order) moved to a round of its own just before it.
@@ -38,7 +28,9 @@ pub fn one_end_first(rounds: Vec<Vec<PendingChange>>) -> Vec<Vec<PendingChange>>
     let mut out = Vec::new();
     for round in rounds {
         let mut ends: Vec<&Target> = Vec::new();
-        for c in round.iter().filter(|c| tunnel_end(c)) {
+        // A change of a WireGuard interface (a Linux router's wg-quick file, a VyOS router's
+        // `interfaces wireguard` subtree) brings it up or restarts it.
+        for c in round.iter().filter(|c| c.resource.is_wireguard_interface()) {
             if !ends.contains(&c.resource.target()) {
                 ends.push(c.resource.target());
             }
@@ -58,7 +50,7 @@ pub fn one_end_first(rounds: Vec<Vec<PendingChange>>) -> Vec<Vec<PendingChange>>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::{ProviderKind, Resource};
+    use crate::desired::{Desired, ProviderKind, Resource};
     use crate::providers::Observed;
     use crate::transport::shell::Sh;
 
@@ -66,7 +58,11 @@ mod tests {
         let resource = Resource {
             address: address.into(),
             site: None,
-            provider: ProviderKind::Command,
+            provider: match &desired {
+                Desired::Wireguard(_) => ProviderKind::Wireguard,
+                Desired::Vyos(_) => ProviderKind::Vyos,
+                _ => ProviderKind::Command,
+            },
             summary: String::new(),
             sensitive: false,
             desired,

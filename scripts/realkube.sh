@@ -16,32 +16,62 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOTOOLCHAIN=local GOFLAGS=-buildvcs=false CGO_ENABLED=1
 OUT=target/realkube
+CHARTS=$(cd .. && pwd)/shared/specs/charts
 # K3s v1.33.5+k3s1 embeds Kubernetes v1.33.5: the control plane is built at that exact patch.
 KUBE_VERSION=v1.33.5
-PARTS=(kube kine kwok)
+# Each part is one Go module under tests/realkube/; a part whose go.mod names a `tool` is that
+# upstream main package, built as it is.
+PARTS=(kube kine kwok kueue helmcontroller helm)
+# The binary each part builds.
+binary() {
+	case "$1" in
+	helmcontroller) echo helm-controller ;;
+	helm) echo klipper ;;
+	*) echo "$1" ;;
+	esac
+}
 
 ldflags() {
 	case "$1" in
 	kube) echo "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=33 -X k8s.io/component-base/version.gitTreeState=clean" ;;
+	kueue) echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(tool_version kueue)" ;;
+	helmcontroller) echo "-s -w -X github.com/k3s-io/helm-controller/pkg/version.Version=$(tool_version helmcontroller)" ;;
 	*) echo "-s -w" ;;
 	esac
 }
 
+# The version a tool part pins, from its go.mod.
+tool_version() {
+	local mod
+	mod=$(sed -n 's/^tool //p' "tests/realkube/$1/go.mod" | head -1)
+	mod=${mod%/cmd/*}
+	awk -v m="$mod" '$1 == m { print $2 }' "tests/realkube/$1/go.mod" | head -1
+}
+
 build() {
 	mkdir -p "$OUT"
-	local part start
+	local part bin start tool flags
 	for part in "${PARTS[@]}"; do
+		bin=$(binary "$part")
 		start=$(date +%s)
 		# A part is built again only when its module changed (Go's cache would make the build
 		# quick anyway, but linking the Kubernetes binary alone takes half a minute).
-		if [[ -x "$OUT/$part" && -z "$(find "tests/realkube/$part" -newer "$OUT/$part" -type f | head -1)" ]]; then
-			echo "realkube: $part is up to date"
+		if [[ -x "$OUT/$bin" && -z "$(find "tests/realkube/$part" -newer "$OUT/$bin" -type f | head -1)" ]]; then
+			echo "realkube: $bin is up to date"
 			continue
 		fi
-		(cd "tests/realkube/$part" && go build -trimpath -ldflags "$(ldflags "$part")" -o "../../../$OUT/$part.new" .)
-		mv "$OUT/$part.new" "$OUT/$part"
-		echo "realkube: built $part in $(($(date +%s) - start)) s"
+		tool=$(sed -n 's/^tool //p' "tests/realkube/$part/go.mod" | head -1)
+		flags=$(ldflags "$part")
+		(cd "tests/realkube/$part" && go build -trimpath -ldflags "$flags" -o "../../../$OUT/$bin.new" "${tool:-.}")
+		mv "$OUT/$bin.new" "$OUT/$bin"
+		echo "realkube: built $bin in $(($(date +%s) - start)) s"
 	done
+	# What K3s applies at start (helm-controller's CRDs, from the module it pins) and the chart
+	# archives helm-controller's Jobs install (../shared/specs/charts, the example's pins).
+	local hc
+	hc=$(cd tests/realkube/helmcontroller && go list -m -f '{{.Dir}}' github.com/k3s-io/helm-controller)
+	mkdir -p "$OUT/crds"
+	cp "$hc"/pkg/crds/yaml/generated/*.yaml "$OUT/crds/"
 }
 
 up() {
@@ -54,7 +84,8 @@ up() {
 			continue
 		fi
 		: >"$dir/$site/site.log"
-		setsid "$OUT/kube" site --dir "$dir/$site" --name "$site" >"$dir/$site/site.log" 2>&1 </dev/null &
+		setsid "$OUT/kube" site --dir "$dir/$site" --name "$site" --crds "$OUT/crds" --charts "$CHARTS" \
+			>"$dir/$site/site.log" 2>&1 </dev/null &
 		echo $! >"$dir/$site/pid"
 	done
 	for site in franca sp; do

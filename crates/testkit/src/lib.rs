@@ -21,6 +21,8 @@
 //! * [`oci_registry`]: an OCI registry's tag lists behind the anonymous token exchange;
 //! * [`lab`]: the network-namespace lab (`tests/lab/lab.sh`);
 //! * [`k3s_node`]: a Flannel K3s node as it is before fabric moves it, on a lab host;
+//! * [`realkube`]: real control planes per site (kube-apiserver, controller manager, scheduler,
+//!   kine, kwok, helm-controller), built from Go modules by `scripts/realkube.sh build`;
 //! * [`run`]: running the `fabric` binary;
 //! * [`wan_proxy`]: the benches' userspace WAN delay in front of lab hosts' sshd.
 
@@ -42,6 +44,7 @@ pub mod kube_schema;
 pub mod kueue;
 pub mod lab;
 pub mod oci_registry;
+pub mod realkube;
 pub mod run;
 pub mod tmpfs;
 pub mod vyos_spec;

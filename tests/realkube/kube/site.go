@@ -44,6 +44,8 @@ func runSite(args []string) int {
 	name := fs.String("name", "", "the site's name (its CA's and kubeconfig context's name)")
 	port := fs.Int("port", 0, "the API server's port on 127.0.0.1 (0: a free one)")
 	noKwok := fs.Bool("no-kwok", false, "run no kwok (a control plane without nodes)")
+	crds := fs.String("crds", "", "a folder of CRDs applied before the site is ready, as K3s applies helm-controller's at start")
+	charts := fs.String("charts", "", "run K3s's helm-controller and the klipper stand-in, installing charts from this folder")
 	lifeline := fs.Bool("stdin-lifeline", false, "stop when standard input closes")
 	if err := fs.Parse(args); err != nil || *dir == "" || *name == "" {
 		fmt.Fprintln(os.Stderr, "usage: kube site --dir DIR --name NAME [--port N] [--no-kwok] [--stdin-lifeline]")
@@ -62,7 +64,7 @@ func runSite(args []string) int {
 	s := &site{dir: abs, name: *name, bin: filepath.Dir(self), port: *port, exited: make(chan string, 8)}
 	// Pdeathsig is tied to the thread that started the child: keep one thread for all of them.
 	runtime.LockOSThread()
-	err = s.up(!*noKwok)
+	err = s.up(!*noKwok, *crds, *charts)
 	if err == nil {
 		fmt.Printf("ready %s\n", filepath.Join(s.dir, "kubeconfig"))
 		s.wait(*lifeline)
@@ -75,7 +77,7 @@ func runSite(args []string) int {
 	return 0
 }
 
-func (s *site) up(kwok bool) error {
+func (s *site) up(kwok bool, crds, charts string) error {
 	for _, d := range []string{"db", "logs"} {
 		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o700); err != nil {
 			return err
@@ -142,11 +144,44 @@ func (s *site) up(kwok bool) error {
 			return err
 		}
 	}
+	if crds != "" {
+		if err := s.applyCRDs(kubeconfig, crds); err != nil {
+			return err
+		}
+	}
+	if charts != "" {
+		// K3s runs helm-controller inside the server with the node's name; its Jobs run the
+		// klipper-helm image, which the klipper stand-in plays (tests/realkube/helm).
+		if err := s.start("helm-controller", filepath.Join(s.bin, "helm-controller"), "--kubeconfig", kubeconfig,
+			"--controller-name", "helm-controller", "--node-name", s.name+"-server"); err != nil {
+			return err
+		}
+		if err := s.start("klipper", filepath.Join(s.bin, "klipper"), "--kubeconfig", kubeconfig, "--charts", charts); err != nil {
+			return err
+		}
+	}
 	// The default ServiceAccount is made by the controller manager; a Pod cannot be created
 	// before it exists, so the site is ready only then.
 	return s.waitFor(60*time.Second, func() error {
 		return get(client, base+"/api/v1/namespaces/default/serviceaccounts/default")
 	})
+}
+
+// applyCRDs applies the CRDs of a folder with the site's own kubectl and waits until they are
+// served, as K3s does with helm-controller's before it starts the controller.
+func (s *site) applyCRDs(kubeconfig, dir string) error {
+	kubectl := func(args ...string) error {
+		cmd := exec.Command(filepath.Join(s.bin, "kube"), append([]string{"kubectl", "--kubeconfig", kubeconfig}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+		}
+		return nil
+	}
+	if err := kubectl("apply", "--server-side", "--field-manager=k3s", "-f", dir); err != nil {
+		return err
+	}
+	return kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 }
 
 func (s *site) apiserverFlags(sock string) []string {

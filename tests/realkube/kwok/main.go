@@ -2,26 +2,64 @@
 // names Ready with the capacity and allocatable they are given (GPUs included) and moves Pods
 // through their lifecycle by its stages, with no container run. The flags and config are
 // upstream's own, set up as kwok's cmd/kwok/main.go sets them up at v0.7.0.
+//
+// One change to what kwok does by default: the pods of K3s's helm-install Jobs (labelled
+// helmcharts.helm.cattle.io/chart by helm-controller) are not made Running and Succeeded by
+// kwok's stages, because the suite's klipper stand-in (tests/realkube/helm) runs the real Helm
+// install for them and writes their end itself. kwok's default pod stages (its embedded
+// kustomize/stage/pod/fast) are given to it as its config with that one selector added.
 package main
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/pflag"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/kwok/pkg/config"
 	"sigs.k8s.io/kwok/pkg/kwok/cmd"
 	"sigs.k8s.io/kwok/pkg/log"
 	"sigs.k8s.io/kwok/pkg/utils/signals"
 )
 
+// notHelmInstall is the selector requirement added to the stages that run a pod.
+const notHelmInstall = "    - key: '.metadata.labels[\"helmcharts.helm.cattle.io/chart\"]'\n      operator: 'DoesNotExist'\n"
+
+// stagesFile writes kwok's default pod stages, with helm-install pods left out of the ones that
+// make a pod Running and Succeeded, and returns its path.
+func stagesFile() (string, error) {
+	var docs []string
+	for _, s := range []string{podfast.DefaultPodReady, podfast.DefaultPodComplete} {
+		if !strings.Contains(s, "    matchExpressions:\n") {
+			return "", fmt.Errorf("kwok's default stage has no matchExpressions: %.60q", s)
+		}
+		docs = append(docs, strings.Replace(s, "    matchExpressions:\n", "    matchExpressions:\n"+notHelmInstall, 1))
+	}
+	docs = append(docs, podfast.DefaultPodDelete)
+	// In the working folder (the site's, where `kube site` starts kwok).
+	path, err := filepath.Abs("kwok-stages.yaml")
+	if err != nil {
+		return "", err
+	}
+	return path, os.WriteFile(path, []byte(strings.Join(docs, "\n---\n")), 0o644)
+}
+
 func main() {
+	stages, err := stagesFile()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kwok stages:", err)
+		os.Exit(1)
+	}
+	os.Args = append(os.Args, "--config="+stages)
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsWhitelist.UnknownFlags = true
 	flagset.Usage = func() {}
 
 	ctx := signals.SetupSignalContext()
 	ctx, logger := log.InitFlags(ctx, flagset)
-	ctx, err := config.InitFlags(ctx, flagset)
+	ctx, err = config.InitFlags(ctx, flagset)
 	if err != nil {
 		_, _ = os.Stderr.Write([]byte(flagset.FlagUsages()))
 		logger.Error("Init config flags", err)

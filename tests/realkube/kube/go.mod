@@ -10,9 +10,12 @@ godebug default=go1.24
 
 require (
 	github.com/spf13/cobra v1.8.1
+	k8s.io/apimachinery v0.33.5
+	k8s.io/client-go v0.33.5
 	k8s.io/component-base v0.33.5
 	k8s.io/kubectl v0.0.0
 	k8s.io/kubernetes v1.33.5
+	sigs.k8s.io/yaml v1.4.0
 )
 
 require (
@@ -147,10 +150,8 @@ require (
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/api v0.33.5 // indirect
 	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.33.5 // indirect
 	k8s.io/apiserver v0.33.5 // indirect
 	k8s.io/cli-runtime v0.33.5 // indirect
-	k8s.io/client-go v0.33.5 // indirect
 	k8s.io/cloud-provider v0.33.5 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-helpers v0.33.5 // indirect
@@ -179,7 +180,6 @@ require (
 	sigs.k8s.io/kustomize/kyaml v0.19.0 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
-	sigs.k8s.io/yaml v1.4.0 // indirect
 )
 
 replace (

@@ -11,6 +11,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -21,6 +22,25 @@ import (
 	"path/filepath"
 	"time"
 )
+
+var serverAuth = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+
+// loadPair reads name.crt and name.key from dir.
+func loadPair(dir, name string) (keyPair, error) {
+	pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+	if err != nil {
+		return keyPair{}, err
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return keyPair{}, err
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return keyPair{}, fmt.Errorf("%s.key is no signing key", name)
+	}
+	return keyPair{cert, signer}, nil
+}
 
 type keyPair struct {
 	cert *x509.Certificate

@@ -159,6 +159,10 @@ func (s *site) up(kwok bool, crds, charts string) error {
 		if err := s.start("klipper", filepath.Join(s.bin, "klipper"), "--kubeconfig", kubeconfig, "--charts", charts); err != nil {
 			return err
 		}
+		// What the charts' pods would run and can run here: Kueue's manager (kueue.go).
+		if err := s.runKueue(kubeconfig); err != nil {
+			return err
+		}
 	}
 	// The default ServiceAccount is made by the controller manager; a Pod cannot be created
 	// before it exists, so the site is ready only then.

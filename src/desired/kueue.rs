@@ -89,15 +89,55 @@ pub fn local_queue(t: &Topology, l: &LocalQueue, cq: &str) -> Value {
     with(object(t, KUEUE_API, "LocalQueue", &l.name, Some(&l.namespace)), "spec", json!({ "clusterQueue": cq }))
 }
 
+/// The Kueue manager's configuration fabric gives every cluster: the chart's default
+/// (`managerConfig.controllerManagerConfigYaml` of kueue 0.15.2's `values.yaml`) with Kueue's
+/// integrations cut to `batch/job`. The chart's default integrates eleven more frameworks
+/// (JobSet, Kubeflow, Ray, AppWrapper...), and a MultiKueue manager watches the kind of every
+/// integrated framework in each worker: a worker without JobSet's CRD stays Inactive ("no matches
+/// for kind JobSet in version jobset.x-k8s.io/v1alpha2", kueue v0.15.2
+/// `pkg/controller/admissionchecks/multikueue/multikueuecluster.go`), and no Job is dispatched.
+/// The seed's batch work is `batch/v1` Jobs. Seen only with the real Kueue manager
+/// (tests/realkube_apply.rs); the simulator had no such rule. The chart's template adds
+/// `internalCertManagement` itself when the config has none (`templates/manager/manager-config.yaml`).
+pub const KUEUE_MANAGER_CONFIG: &str = "\
+apiVersion: config.kueue.x-k8s.io/v1beta2
+kind: Configuration
+health:
+  healthProbeBindAddress: :8081
+metrics:
+  bindAddress: :8443
+webhook:
+  port: 9443
+leaderElection:
+  leaderElect: true
+  resourceName: c1f6bfd2.kueue.x-k8s.io
+controller:
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 5
+    LocalQueue.kueue.x-k8s.io: 1
+    ClusterQueue.kueue.x-k8s.io: 1
+    ResourceFlavor.kueue.x-k8s.io: 1
+clientConnection:
+  qps: 50
+  burst: 100
+integrations:
+  frameworks:
+  - batch/job
+";
+
 /// The Kueue chart's values of a cluster, `manager` when it is MultiKueue's manager.
 pub fn kueue_values(manager: bool) -> Value {
-    // The chart's defaults serve v1beta2 and integrate batch/Job. A MultiKueue manager turns
-    // the MultiKueue gate on explicitly (it is beta, on by default, and the cluster depends on
-    // it). The dispatcher stays Kueue's default, AllAtOnce: in Kueue 0.15 Incremental nominates
-    // three workers a round, in name order, so with two workers it does the same, and setting it
-    // means replacing the chart's whole `managerConfig.controllerManagerConfigYaml`
-    // (docs/design.md, "Local first").
-    let mut v = json!({ "controllerManager": { "replicas": 1 } });
+    // The chart serves v1beta2; the manager's configuration is [`KUEUE_MANAGER_CONFIG`]. A
+    // MultiKueue manager turns the MultiKueue gate on explicitly (it is beta, on by default, and
+    // the cluster depends on it). The dispatcher stays Kueue's default, AllAtOnce: in Kueue 0.15
+    // Incremental nominates three workers a round, in name order, so with two workers it does the
+    // same (docs/design.md, "Local first").
+    let mut v = json!({
+        "controllerManager": { "replicas": 1 },
+        "managerConfig": { "controllerManagerConfigYaml": KUEUE_MANAGER_CONFIG },
+    });
     if manager {
         v["controllerManager"]["featureGates"] = json!([{ "name": "MultiKueue", "enabled": true }]);
     }

@@ -103,9 +103,14 @@ impl KubeError {
         }
     }
 
-    /// A 404 for the kind itself: the API does not serve it (its CRD is not installed yet).
+    /// A 404 for the kind itself: the API does not serve it (its CRD is not installed yet). For
+    /// a kind of a group the server serves, kube-apiserver answers a Status ([`KIND_NOT_SERVED`]);
+    /// for a group or version it does not serve at all, the path has no handler and the answer is
+    /// Go's plain-text `404 page not found` ([`GROUP_NOT_SERVED`]), which kube's client keeps as
+    /// the message of a Status it could not parse.
     pub fn is_kind_not_served(&self) -> bool {
-        matches!(self, KubeError::Api { status: 404, message, .. } if message == KIND_NOT_SERVED)
+        matches!(self, KubeError::Api { status: 404, message, .. }
+            if message == KIND_NOT_SERVED || message.trim() == GROUP_NOT_SERVED)
     }
 }
 
@@ -418,6 +423,11 @@ pub async fn list_managed(client: &Client, fabric_name: &str) -> Result<Vec<Valu
 /// The API server's message for a kind it does not serve.
 pub const KIND_NOT_SERVED: &str = "the server could not find the requested resource";
 
+/// The API server's whole answer for a group or version it does not serve (kubernetes
+/// `staging/src/k8s.io/apiserver/pkg/server/mux/pathrecorder.go`: the unhandled path goes to
+/// `http.NotFound`). Only a real kube-apiserver showed it: the test double answered a Status.
+pub const GROUP_NOT_SERVED: &str = "404 page not found";
+
 /// What [`read`] found of one object.
 pub struct KubeRead {
     pub observed: Observed,
@@ -433,9 +443,13 @@ pub struct KubeRead {
 /// fabric owns, the live value where it does (see [`observed_text`]).
 pub async fn read(client: &Client, desired: &Value, sensitive: bool) -> Result<KubeRead, KubeError> {
     let (api, name) = api_for(client, desired);
-    let live = match call(&format!("get {}", label(desired)), || api.get_opt(&name)).await? {
-        Some(obj) => Some(serde_json::to_value(&obj)?),
-        None => None,
+    let got = call(&format!("get {}", label(desired)), || api.get_opt(&name)).await.map_err(KubeError::from);
+    let live = match got {
+        Ok(Some(obj)) => Some(serde_json::to_value(&obj)?),
+        Ok(None) => None,
+        // Its group is not served yet (the chart that installs the CRD comes first): absent.
+        Err(e) if e.is_kind_not_served() => None,
+        Err(e) => return Err(e),
     };
     if live.is_none() && is_node(desired) {
         let refusal = Some(KubeError::NodeMissing { node: name });
@@ -990,6 +1004,10 @@ mod tests {
         assert!(e.is_not_found() && e.is_kind_not_served());
         assert_eq!(e.missing_namespace(), None);
         assert_eq!(e.to_string(), "404 NotFound: the server could not find the requested resource");
+        // A group the server does not serve at all: Go's plain 404, kept by kube's client as the
+        // message of a Status it could not parse.
+        let e = KubeError::from(api_error(404, "Failed to parse error data", "404 page not found\n"));
+        assert!(e.is_not_found() && e.is_kind_not_served());
         let e = KubeError::from(api_error(409, "Conflict", "Apply failed with 1 conflict"));
         assert!(e.is_conflict() && !e.is_not_found());
         assert_eq!(e.status(), Some(409));

@@ -40,6 +40,13 @@ fn binary(name: &str) -> PathBuf {
 /// How a site starts.
 #[derive(Debug, Clone, Default)]
 pub struct SiteOptions {
+    /// The API server's address (a loopback one; default 127.0.0.1) and port (default: a free one).
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    /// The cluster's Service and Pod ranges (K3s's `--service-cidr`, `--cluster-cidr`), as the
+    /// topology gives them; K3s's defaults when unset.
+    pub service_cidr: Option<String>,
+    pub cluster_cidr: Option<String>,
     /// Run K3s's helm-controller and the klipper stand-in (with helm-controller's CRDs applied
     /// first, as K3s applies them).
     pub helm: bool,
@@ -67,6 +74,16 @@ impl Site {
             binary("helm-controller");
             binary("klipper");
             cmd.arg("--crds").arg(bin_dir().join("crds")).arg("--charts").arg(charts_dir());
+        }
+        for (flag, value) in [
+            ("--address", opts.address.clone()),
+            ("--port", opts.port.map(|p| p.to_string())),
+            ("--service-cidr", opts.service_cidr.clone()),
+            ("--cluster-cidr", opts.cluster_cidr.clone()),
+        ] {
+            if let Some(v) = value {
+                cmd.arg(flag).arg(v);
+            }
         }
         if opts.no_kwok {
             cmd.arg("--no-kwok");
@@ -170,6 +187,12 @@ impl Drop for Site {
 /// Sends SIGTERM by running `kill` (the testkit has no libc binding of its own).
 fn terminate(pid: u32) {
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+}
+
+/// A free TCP port on `address`.
+pub fn free_port(address: &str) -> u16 {
+    let l = std::net::TcpListener::bind((address, 0)).unwrap_or_else(|e| panic!("bind {address}: {e}"));
+    l.local_addr().expect("local address").port()
 }
 
 /// A Node as K3s's agent registers it, managed by kwok (its annotation), with `capacity` (also

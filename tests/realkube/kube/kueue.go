@@ -69,7 +69,7 @@ func (s *site) runKueue(kubeconfig string) error {
 	if err != nil {
 		return err
 	}
-	port, err := freePort()
+	port, err := freePort("127.0.0.1")
 	if err != nil {
 		return err
 	}

@@ -55,8 +55,8 @@ type certSpec struct {
 	usage      []x509.ExtKeyUsage
 }
 
-// ensurePKI writes the site's certificates under dir/pki unless they are there already.
-func ensurePKI(dir, site string) error {
+// ensurePKI writes (serving the API at `addresses` too) the site's certificates under dir/pki unless they are there already.
+func ensurePKI(dir, site string, addresses []net.IP) error {
 	final := filepath.Join(dir, "pki")
 	if _, err := os.Stat(final); err == nil {
 		return nil
@@ -78,7 +78,7 @@ func ensurePKI(dir, site string) error {
 	serving := certSpec{
 		commonName: "kube-apiserver",
 		dns:        []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		ips:        []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.43.0.1")},
+		ips:        append([]net.IP{net.ParseIP("127.0.0.1")}, addresses...),
 		usage:      []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	admin := certSpec{commonName: "system:admin", orgs: []string{"system:masters"}, usage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}

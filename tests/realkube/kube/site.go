@@ -31,8 +31,11 @@ import (
 
 type site struct {
 	dir, name, bin string
-	port           int
-	children       []*exec.Cmd
+	// The API server's address and port, and the cluster's ranges (K3s's --cluster-cidr and
+	// --service-cidr, which a topology sets per site).
+	address, serviceCIDR, clusterCIDR string
+	port                              int
+	children                          []*exec.Cmd
 	// exited gets the name of a part that ended, so a wait gives up at once instead of at its
 	// time limit.
 	exited chan string
@@ -42,7 +45,10 @@ func runSite(args []string) int {
 	fs := flag.NewFlagSet("site", flag.ContinueOnError)
 	dir := fs.String("dir", "", "the site's data folder (made if missing; kept between starts)")
 	name := fs.String("name", "", "the site's name (its CA's and kubeconfig context's name)")
-	port := fs.Int("port", 0, "the API server's port on 127.0.0.1 (0: a free one)")
+	address := fs.String("address", "127.0.0.1", "the API server's address (a loopback one: 127.0.0.0/8)")
+	port := fs.Int("port", 0, "the API server's port (0: a free one)")
+	serviceCIDR := fs.String("service-cidr", "10.43.0.0/16", "the Services' range (K3s's default)")
+	clusterCIDR := fs.String("cluster-cidr", "10.42.0.0/16", "the Pods' range (K3s's default)")
 	noKwok := fs.Bool("no-kwok", false, "run no kwok (a control plane without nodes)")
 	crds := fs.String("crds", "", "a folder of CRDs applied before the site is ready, as K3s applies helm-controller's at start")
 	charts := fs.String("charts", "", "run K3s's helm-controller and the klipper stand-in, installing charts from this folder")
@@ -61,7 +67,8 @@ func runSite(args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	s := &site{dir: abs, name: *name, bin: filepath.Dir(self), port: *port, exited: make(chan string, 8)}
+	s := &site{dir: abs, name: *name, bin: filepath.Dir(self), port: *port, exited: make(chan string, 8),
+		address: *address, serviceCIDR: *serviceCIDR, clusterCIDR: *clusterCIDR}
 	// Pdeathsig is tied to the thread that started the child: keep one thread for all of them.
 	runtime.LockOSThread()
 	err = s.up(!*noKwok, *crds, *charts)
@@ -83,11 +90,15 @@ func (s *site) up(kwok bool, crds, charts string) error {
 			return err
 		}
 	}
-	if err := ensurePKI(s.dir, s.name); err != nil {
+	apiService, err := firstAddress(s.serviceCIDR)
+	if err != nil {
+		return err
+	}
+	if err := ensurePKI(s.dir, s.name, []net.IP{net.ParseIP(s.address), apiService}); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
 	if s.port == 0 {
-		p, err := freePort()
+		p, err := freePort(s.address)
 		if err != nil {
 			return err
 		}
@@ -114,7 +125,7 @@ func (s *site) up(kwok bool, crds, charts string) error {
 	if err != nil {
 		return err
 	}
-	base := fmt.Sprintf("https://127.0.0.1:%d", s.port)
+	base := fmt.Sprintf("https://%s", net.JoinHostPort(s.address, strconv.Itoa(s.port)))
 	if err := s.waitFor(90*time.Second, func() error { return get(client, base+"/readyz") }); err != nil {
 		return fmt.Errorf("the API server was not ready: %w (logs/apiserver.log)", err)
 	}
@@ -122,7 +133,7 @@ func (s *site) up(kwok bool, crds, charts string) error {
 	pki := filepath.Join(s.dir, "pki")
 	cm := append([]string{"controller-manager"}, common...)
 	cm = append(cm,
-		"--allocate-node-cidrs=true", "--cluster-cidr=10.42.0.0/16",
+		"--allocate-node-cidrs=true", "--cluster-cidr="+s.clusterCIDR, "--service-cluster-ip-range="+s.serviceCIDR,
 		"--cluster-signing-cert-file="+filepath.Join(pki, "ca.crt"), "--cluster-signing-key-file="+filepath.Join(pki, "ca.key"),
 		"--controllers=*,tokencleaner,-service,-route,-cloud-node-lifecycle",
 		"--root-ca-file="+filepath.Join(pki, "ca.crt"),
@@ -140,7 +151,7 @@ func (s *site) up(kwok bool, crds, charts string) error {
 		// node kwok leaves alone (one whose kubelet never reports).
 		if err := s.start("kwok", filepath.Join(s.bin, "kwok"), "--kubeconfig", kubeconfig,
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-			"--cidr=10.42.0.1/16", "--node-ip=127.0.0.1", "--server-address=", "--node-lease-duration-seconds=40"); err != nil {
+			"--cidr="+s.clusterCIDR, "--node-ip=127.0.0.1", "--server-address=", "--node-lease-duration-seconds=40"); err != nil {
 			return err
 		}
 	}
@@ -192,7 +203,7 @@ func (s *site) apiserverFlags(sock string) []string {
 	pki := filepath.Join(s.dir, "pki")
 	p := func(f string) string { return filepath.Join(pki, f) }
 	return []string{
-		"--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(s.port),
+		"--advertise-address=" + s.address, "--bind-address=" + s.address, "--secure-port=" + strconv.Itoa(s.port),
 		"--etcd-servers=unix://" + sock, "--storage-backend=etcd3",
 		// No Endpoints for the "kubernetes" Service: its address would be loopback, which the
 		// API refuses in Endpoints; nothing in the suite reaches the API through that Service.
@@ -203,7 +214,7 @@ func (s *site) apiserverFlags(sock string) []string {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--api-audiences=https://kubernetes.default.svc.cluster.local,k3s",
 		"--service-account-key-file=" + p("service-account.pub"), "--service-account-signing-key-file=" + p("service-account.key"),
-		"--service-cluster-ip-range=10.43.0.0/16", "--service-node-port-range=30000-32767",
+		"--service-cluster-ip-range=" + s.serviceCIDR, "--service-node-port-range=30000-32767",
 		"--requestheader-client-ca-file=" + p("front-proxy-ca.crt"), "--requestheader-allowed-names=system:auth-proxy",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-", "--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-username-headers=X-Remote-User",
@@ -283,7 +294,7 @@ kind: Config
 clusters:
 - name: %[1]s
   cluster:
-    server: https://127.0.0.1:%[2]d
+    server: https://%[2]s
     certificate-authority-data: %[3]s
 users:
 - name: %[1]s-admin
@@ -296,7 +307,7 @@ contexts:
     cluster: %[1]s
     user: %[1]s-admin
 current-context: %[1]s
-`, s.name, s.port, ca, crt, key)
+`, s.name, net.JoinHostPort(s.address, strconv.Itoa(s.port)), ca, crt, key)
 	path := filepath.Join(s.dir, "kubeconfig")
 	return path, os.WriteFile(path, []byte(y), 0o600)
 }
@@ -347,8 +358,24 @@ func (s *site) waitFor(limit time.Duration, f func() error) error {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// firstAddress is a range's first host address, the "kubernetes" Service's ClusterIP.
+func firstAddress(cidr string) (net.IP, error) {
+	_, n, err := net.ParseCIDR(cidr)
+	if err != nil {
+		return nil, err
+	}
+	ip := n.IP.To4()
+	if ip == nil {
+		return nil, fmt.Errorf("%s: only IPv4 ranges", cidr)
+	}
+	first := make(net.IP, 4)
+	copy(first, ip)
+	first[3]++
+	return first, nil
+}
+
+func freePort(address string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(address, "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -30,6 +30,9 @@ pub enum LockCommand {
 }
 
 /// Show every host's lock (holder, stale or not) and pending self-reverts
+///
+/// A target that could not be read shows `?`: its lock is unknown. Exit status: 0 when every
+/// target was read, 3 when some could not be (they are named), 1 when none could.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric lock status\n  fabric lock status --format json")]
 pub struct StatusOpts {
@@ -57,10 +60,17 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         LockCommand::Status(s) => {
             let held = lock_op::status(&ws, &targets, &rt)?;
             let leases = lock_op::leases(&ws, &targets, &rt)?;
+            // A `?` line is a lock not known, never a free one: the exit status says so too.
+            let unread: Vec<String> = leases
+                .iter()
+                .filter_map(|l| l.unreachable.as_ref().map(|e| format!("{} Lease: {e}", l.target)))
+                .chain(held.iter().filter_map(|h| h.unreachable.as_ref().map(|e| format!("{}: {e}", h.target))))
+                .collect();
+            let outcome = super::unread_outcome("lock::unread", leases.len() + held.len(), &unread, "their locks are");
             if s.format == crate::command::verify::VerifyFormat::Json {
                 let v = serde_json::json!({ "hosts": held, "leases": leases });
                 println!("{}", serde_json::to_string_pretty(&v).expect("locks serialize"));
-                return Ok(Done::Ok);
+                return outcome;
             }
             let st = Style::stdout(g.no_color);
             for l in &leases {
@@ -99,7 +109,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                     println!("{}", terminal_safe(&format!("   pending self-revert: {c}"), false));
                 }
             }
-            Ok(Done::Ok)
+            outcome
         }
         LockCommand::Release(r) => {
             let released = lock_op::release(&ws, &targets, r.force, &rt)?;

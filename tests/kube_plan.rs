@@ -212,5 +212,19 @@ fn kubernetes_objects_are_planned_against_the_api() {
     let text = out(&o);
     assert!(text.contains("unreachable: cluster.sp"), "{text}");
     assert!(text.contains("karmada/ai/PropagationPolicy/gpu-services"), "{text}");
+    e.sp.set_down(false);
+
+    // A kubeconfig missing on this machine is the operator's to fix here, named with its path
+    // before anything is read: not an unreachable Karmada with advice about the link.
+    let karmada = e.dir.join("karmada.yaml");
+    std::fs::rename(&karmada, e.dir.join("karmada.away")).unwrap();
+    let asked = e.karmada.requests().len();
+    let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let want = format!("kubeconfig {} for karmada does not exist: ", karmada.display());
+    assert!(text.contains(&want) && text.contains("fabric::local-file"), "{text}");
+    assert!(!text.contains("unreachable") && !text.contains("Plan: "), "nothing was read: {text}");
+    assert_eq!(e.karmada.requests().len(), asked);
     std::fs::remove_dir_all(&e.dir).unwrap();
 }

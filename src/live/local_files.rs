@@ -24,16 +24,21 @@ pub fn bootstrapping(resources: &[Resource]) -> BTreeMap<Target, Target> {
         .collect()
 }
 
-/// After the read: a cluster still unreachable whose kubeconfig is missing, where the read
+/// After the read: a cluster of `wanted` still unreachable whose kubeconfig is missing, where the read
 /// could tell (its K3s server, if this plan installs one, was read and runs K3s: it is not
 /// brought up here), is this machine's missing file too.
-pub fn missing_after_read(targets: &Targets, live: &Live, bootstrapping: &BTreeMap<Target, Target>) -> Vec<String> {
+pub fn missing_after_read(
+    targets: &Targets,
+    wanted: &BTreeSet<Target>,
+    live: &Live,
+    bootstrapping: &BTreeMap<Target, Target>,
+) -> Vec<String> {
     let undecided: BTreeSet<Target> = bootstrapping
         .iter()
         .filter(|(_, host)| live.unreachable.contains_key(*host))
         .map(|(cluster, _)| cluster.clone())
         .collect();
-    missing(targets, live.unreachable.keys(), &undecided)
+    missing(targets, live.unreachable.keys().filter(|t| wanted.contains(*t)), &undecided)
 }
 
 /// The local files a read of `wanted` needs that cannot be used, one message each, naming the
@@ -101,9 +106,11 @@ mod tests {
         let servers = BTreeMap::from([(Target::cluster("sp"), Target::host("sp-cp1"))]);
         let mut live = Live::default();
         live.unreachable.insert(Target::cluster("sp"), "cannot read kubeconfig".into());
-        assert_eq!(missing_after_read(&t, &live, &servers).len(), 1);
+        let sp = BTreeSet::from([Target::cluster("sp")]);
+        assert_eq!(missing_after_read(&t, &sp, &live, &servers).len(), 1);
+        assert_eq!(missing_after_read(&t, &BTreeSet::new(), &live, &servers), Vec::<String>::new(), "not wanted");
         live.unreachable.insert(Target::host("sp-cp1"), "timeout".into());
-        assert_eq!(missing_after_read(&t, &live, &servers), Vec::<String>::new());
+        assert_eq!(missing_after_read(&t, &sp, &live, &servers), Vec::<String>::new());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

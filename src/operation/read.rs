@@ -72,14 +72,14 @@ impl Workspace {
         let refused = crate::catalog::refusal::refusals(&self.graph, self.topology());
         let mut all: Vec<Resource> =
             self.in_order(&chosen).filter(|n| !refused.contains_key(n)).flat_map(|n| self.resources(n, &sel)).collect();
-        all.extend(deps.iter().flat_map(|d| self.resources(*d, &sel)));
         // This machine's files first: a missing kubeconfig or key is not an unreachable site.
+        // Only the selected steps' targets (and the peers whose keys they name) count, as in
+        // the plan: a dependency's target that cannot be read is not counted.
+        let wanted: BTreeSet<Target> =
+            all.iter().map(|r| r.target().clone()).chain(observe::key_targets(&all)).collect();
+        all.extend(deps.iter().flat_map(|d| self.resources(*d, &sel)));
         let servers = local_files::bootstrapping(&all);
-        let missing = local_files::missing(
-            targets,
-            all.iter().map(Resource::target).chain(&observe::key_targets(&all)),
-            &servers.keys().cloned().collect(),
-        );
+        let missing = local_files::missing(targets, &wanted, &servers.keys().cloned().collect());
         if !missing.is_empty() {
             return Err(OpError::LocalFiles(missing));
         }
@@ -93,7 +93,7 @@ impl Workspace {
         } else {
             (observe::observe(&all, &keys, targets).await, observe::Kept::new())
         };
-        let missing = local_files::missing_after_read(targets, &live, &servers);
+        let missing = local_files::missing_after_read(targets, &wanted, &live, &servers);
         if !missing.is_empty() {
             return Err(OpError::LocalFiles(missing));
         }

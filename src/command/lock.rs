@@ -42,6 +42,9 @@ pub struct StatusOpts {
 }
 
 /// Remove stale locks (their holder is gone); with --force, every lock
+///
+/// Exit status: 0 when every target was read, 3 when some could not be (their locks, if any,
+/// are still there: they are named), 1 when none could.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric lock release\n  fabric lock release --force   # break-glass: only when the holder is known dead"
@@ -112,17 +115,19 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             outcome
         }
         LockCommand::Release(r) => {
-            let released = lock_op::release(&ws, &targets, r.force, &rt)?;
-            for (t, holder) in &released {
+            let done = lock_op::release(&ws, &targets, r.force, &rt)?;
+            for (t, holder) in &done.released {
                 println!("{}", terminal_safe(&format!("released {t}: {holder}"), false));
             }
-            if released.is_empty() && !g.quiet {
+            if done.released.is_empty() && !g.quiet {
+                // About what was read only: an unread target's lock is unknown (the exit says so).
                 println!(
-                    "No lock to release{}.",
+                    "No lock to release{}{}.",
+                    if done.unread.is_empty() { "" } else { " among the targets read" },
                     if r.force { "" } else { " (none is stale; --force breaks a live one)" }
                 );
             }
-            Ok(Done::Ok)
+            super::unread_outcome("lock::unread", done.total, &done.unread, "their locks are")
         }
     }
 }

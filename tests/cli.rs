@@ -747,3 +747,31 @@ fn a_target_not_read_is_unknown_in_every_format_and_exits_3() {
     assert!(md.contains("| `A.1@sp` | "), "{md}");
     assert!(md.contains(" | unknown |"), "{md}");
 }
+
+/// A one-site fabric (issue 36, item 7): no tunnel, no Cluster Mesh, no public-address decision;
+/// Karmada then needs the host cluster itself.
+#[test]
+fn one_site_plans_no_tunnel_and_no_mesh_and_asks_for_no_peer() {
+    let lab = include_str!("data/lab-linux.yaml");
+    let (start, end) = (lab.find("  - name: sp\n").unwrap(), lab.find("federation:").unwrap());
+    let one =
+        format!("{}{}", &lab[..start], &lab[end..]).replace("  public_address: { franca: fixed, sp: fixed }\n", "");
+    assert!(!one.contains("public_address: {"), "no decision about a peer: {one}");
+    let f = TempFile::new("one-site.yaml", &one);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("public_address"), "{}", stderr(&o));
+    let o = fabric(&["-f", f.path(), "graph"]);
+    let graph = stdout(&o);
+    assert!(!graph.contains("B.1") && !graph.contains("B.2") && !graph.contains("B.3"), "{graph}");
+    assert!(graph.lines().any(|l| l.starts_with("C.1 ") && l.ends_with("needs A.1@franca")), "{graph}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert!(steps.contains(&"C.1") && !steps.iter().any(|s| s.starts_with("B.")), "{steps:?}");
+    let plan = stdout(&o);
+    assert!(!plan.contains("wireguard") && !plan.contains("clustermesh"), "{plan}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "--step", "B.1"]);
+    assert_eq!(o.status.code(), Some(1));
+}

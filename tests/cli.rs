@@ -1,6 +1,7 @@
 //! End-to-end tests of the `fabric` binary: exit codes, output formats, selection.
 //! Nothing here contacts any host: every plan is --offline.
 
+use fabric_testkit::run::{stderr, stdout};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -12,13 +13,6 @@ fn fabric(args: &[&str]) -> Output {
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .expect("run fabric")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A temporary file holding `text`, removed when dropped, each in a directory of its own (tests
@@ -242,8 +236,9 @@ fn a_plan_fetches_no_bundle_url() {
 #[test]
 fn a_zero_wait_timeout_is_refused() {
     // 0 would fail every step at once rather than mean "do not wait": refused at the flag.
+    // A usage error: 1, as every error (2 is "changes").
     let o = fabric(&["--example", "apply", "--wait-timeout", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("--wait-timeout"), "{}", stderr(&o));
 }
 
@@ -420,8 +415,10 @@ fn plan_selection() {
 fn plan_json_is_versioned_and_markdown_is_a_table() {
     let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["format_version"], "1.4");
+    assert_eq!(v["format_version"], "1.5");
     assert_eq!(v["mode"]["kind"], "offline");
+    assert_eq!(v["steps"][0]["status"], "changes");
+    assert_eq!(v["summary"]["unknown_steps"], 0);
     assert!(v["summary"]["create"].as_u64().unwrap() > 50);
     let c = &v["steps"][0]["changes"][0];
     assert_eq!(c["action"], "create");
@@ -684,4 +681,97 @@ fn rotate_wireguard_refuses_before_contacting_anything() {
     assert!(stderr(&o).contains("the example topology is never read live"), "{}", stderr(&o));
     let o = fabric(&["rotate", "wireguard", "--help"]);
     assert!(stdout(&o).contains("fabric rotate wireguard --site sp --auto-approve"), "{}", stdout(&o));
+}
+
+/// A usage error exits 1 as terraform's does (clap's own 2 is "changes" under
+/// --detailed-exitcode, which CI and the drift timer take as success); help and version exit 0.
+#[test]
+fn usage_errors_exit_1_and_help_exits_0() {
+    for (args, says) in [
+        (&["--example", "plan", "--offline", "--fromat", "markdown"][..], "unexpected argument '--fromat'"),
+        (&["--example", "plan", "--offline", "--format", "md"], "invalid value 'md' for '--format <FORMAT>'"),
+        (&["--example", "plan", "--base", "base.yaml"], "the following required arguments were not provided"),
+        (&["bogus"], "unrecognized subcommand 'bogus'"),
+        (&["--example", "plan", "--offline", "--detailed-exitcode", "--bogus"], "unexpected argument '--bogus'"),
+    ] {
+        let o = fabric(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{args:?}: {}", stdout(&o));
+    }
+    for args in [&["--help"][..], &["--version"], &["plan", "--help"], &["help", "plan"]] {
+        let o = fabric(args);
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(!stdout(&o).is_empty(), "{args:?}");
+    }
+}
+
+/// A snapshot whose reads could not reach sp's server: what A.1@sp would change there is not
+/// known, and no format says "no changes" about it.
+#[test]
+fn a_target_not_read_is_unknown_in_every_format_and_exits_3() {
+    let mut live = fabric::live::observe::Live::default();
+    live.unreachable.insert("host.sp-cp1".parse().unwrap(), "connection timed out".into());
+    let snap = fabric::live::snapshot::Snapshot::new("test", "", live, vec![]);
+    let state = TempFile::new("state.json", &serde_json::to_string(&snap).unwrap());
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["-f", "topology.example.yaml", "plan", "--observed", state.path(), "--step", "A.1@sp"];
+        args.extend(extra);
+        Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(&args)
+            .env("NO_COLOR", "1")
+            // Contacts nothing: the chart indexes are not asked either.
+            .env("FABRIC_CHART_INDEXES", "off")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+    let o = plan(&[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = stdout(&o);
+    let step = out.split("A.1@sp  ").nth(1).unwrap().split("\n\n").next().unwrap();
+    assert!(step.contains("\n  ? unknown: host.sp-cp1 unreachable (connection timed out)\n"), "{out}");
+    assert!(!step.contains("no changes"), "{out}");
+    assert!(out.contains("1 step unknown: 1 target(s) unreachable."), "{out}");
+    assert!(stderr(&o).contains("the changes of 1 step(s) are unknown"), "{}", stderr(&o));
+    let o = plan(&["--detailed-exitcode", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(3), "never 0 or 2 when something is unknown: {}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["steps"][0]["status"], "unknown");
+    assert_eq!(v["steps"][0]["unreachable"][0], "host.sp-cp1");
+    assert_eq!(v["summary"]["unknown_steps"], 1);
+    let o = plan(&["--format", "markdown"]);
+    assert_eq!(o.status.code(), Some(3));
+    let md = stdout(&o);
+    assert!(md.contains("> :question: **`A.1@sp`** ? unknown: host.sp-cp1 unreachable (connection timed out)"), "{md}");
+    assert!(md.contains("| `A.1@sp` | "), "{md}");
+    assert!(md.contains(" | unknown |"), "{md}");
+}
+
+/// A one-site fabric (issue 36, item 7): no tunnel, no Cluster Mesh, no public-address decision;
+/// Karmada then needs the host cluster itself.
+#[test]
+fn one_site_plans_no_tunnel_and_no_mesh_and_asks_for_no_peer() {
+    let lab = include_str!("data/lab-linux.yaml");
+    let (start, end) = (lab.find("  - name: sp\n").unwrap(), lab.find("federation:").unwrap());
+    let one =
+        format!("{}{}", &lab[..start], &lab[end..]).replace("  public_address: { franca: fixed, sp: fixed }\n", "");
+    assert!(!one.contains("public_address: {"), "no decision about a peer: {one}");
+    let f = TempFile::new("one-site.yaml", &one);
+    let o = fabric(&["-f", f.path(), "validate"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("public_address"), "{}", stderr(&o));
+    let o = fabric(&["-f", f.path(), "graph"]);
+    let graph = stdout(&o);
+    assert!(!graph.contains("B.1") && !graph.contains("B.2") && !graph.contains("B.3"), "{graph}");
+    assert!(graph.lines().any(|l| l.starts_with("C.1 ") && l.ends_with("needs A.1@franca")), "{graph}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let steps: Vec<&str> = v["steps"].as_array().unwrap().iter().map(|s| s["id"].as_str().unwrap()).collect();
+    assert!(steps.contains(&"C.1") && !steps.iter().any(|s| s.starts_with("B.")), "{steps:?}");
+    let plan = stdout(&o);
+    assert!(!plan.contains("wireguard") && !plan.contains("clustermesh"), "{plan}");
+    let o = fabric(&["-f", f.path(), "plan", "--offline", "--step", "B.1"]);
+    assert_eq!(o.status.code(), Some(1));
 }

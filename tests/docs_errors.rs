@@ -20,6 +20,10 @@ fn codes_in(dir: &Path, out: &mut Vec<String>) {
                 "\"rollback::",
                 "\"rotate::",
                 "\"consistency::",
+                "\"state::",
+                "\"lock::",
+                "\"runs::",
+                "\"verify::",
             ] {
                 for (i, _) in text.match_indices(prefix) {
                     let rest = &text[i + 1..];

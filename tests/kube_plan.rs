@@ -44,7 +44,8 @@ fn kubernetes_objects_are_planned_against_the_api() {
     // the routers and hosts are unreachable here and named so.
     let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
     let text = out(&o);
-    assert_eq!(o.status.code(), Some(1), "unreachable hosts make the plan incomplete: {text}");
+    assert_eq!(o.status.code(), Some(3), "unreachable hosts make the plan partial: {text}");
+    assert!(text.contains("? unknown: router.sp unreachable ("), "{text}");
     assert!(text.contains("+ karmada/ai/PropagationPolicy/gpu-services"), "{text}");
     assert!(text.contains("+ cluster.franca/kube-system/HelmChart/karmada"), "{text}");
     assert!(text.contains("unreachable: router.sp"), "{text}");
@@ -125,8 +126,10 @@ fn kubernetes_objects_are_planned_against_the_api() {
 
     // A snapshot of the live state plans the same without reading anything (CI without
     // credentials): even with every API down.
+    // The hosts are not read here: the snapshot is written, records them, and exits 3.
     let o = e.fabric(&["state", "snapshot", "--step", "C.5", "--with-deps", "--out", "state.json"]);
-    assert!(o.status.success(), "{}", out(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", out(&o));
+    assert!(out(&o).contains("target(s) could not be read: their state is unknown"), "{}", out(&o));
     let snapshot = std::fs::read_to_string(e.dir.join("state.json")).unwrap();
     assert!(!snapshot.contains("c2VjcmV0"), "no secret content in a snapshot");
     let live_plan = e.fabric(&["plan", "--step", "C.5", "--with-deps", "--format", "json"]);
@@ -209,5 +212,19 @@ fn kubernetes_objects_are_planned_against_the_api() {
     let text = out(&o);
     assert!(text.contains("unreachable: cluster.sp"), "{text}");
     assert!(text.contains("karmada/ai/PropagationPolicy/gpu-services"), "{text}");
+    e.sp.set_down(false);
+
+    // A kubeconfig missing on this machine is the operator's to fix here, named with its path
+    // before anything is read: not an unreachable Karmada with advice about the link.
+    let karmada = e.dir.join("karmada.yaml");
+    std::fs::rename(&karmada, e.dir.join("karmada.away")).unwrap();
+    let asked = e.karmada.requests().len();
+    let o = e.fabric(&["plan", "--step", "C.5", "--with-deps"]);
+    let text = out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let want = format!("kubeconfig {} for karmada does not exist: ", karmada.display());
+    assert!(text.contains(&want) && text.contains("fabric::local-file"), "{text}");
+    assert!(!text.contains("unreachable") && !text.contains("Plan: "), "nothing was read: {text}");
+    assert_eq!(e.karmada.requests().len(), asked);
     std::fs::remove_dir_all(&e.dir).unwrap();
 }

@@ -130,7 +130,7 @@ fn base_needs_offline_and_a_valid_file() {
         .args(["-f", "topology.yaml", "plan", "--base", "base.yaml"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(2), "clap usage error: {}", text(&o));
+    assert_eq!(o.status.code(), Some(1), "a usage error exits 1 (2 is \"changes\"): {}", text(&o));
     assert!(text(&o).contains("--offline"), "{}", text(&o));
     std::fs::write(Path::new(&pr.dir).join("base.yaml"), "version: 1\nname: [\n").unwrap();
     let o = pr.plan(&[]);

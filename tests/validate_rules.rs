@@ -387,6 +387,26 @@ fn unsupported_versions() {
     expect_one(&errors(&text), "topology::version", "`latest` is not a version", pos(&text, "", "latest"));
 }
 
+/// The line of `versions:` (its key, column 1).
+fn at_versions(text: &str) -> (usize, usize) {
+    (text.lines().position(|l| l == "versions:").expect("a versions: line") + 1, 1)
+}
+
+/// Every chart and image fabric writes is pinned (issue 36, item 4): an unset version of a
+/// component fabric installs is an error at `versions:`, and none is asked of one it does not.
+#[test]
+fn an_unpinned_component_is_an_error_at_versions() {
+    let text = mutate("", "  argocd: 9.1.0\n", "");
+    let d = expect_one(&errors(&text), "topology::version", "`versions.argocd` is not set", at_versions(&text));
+    assert!(d.problem.help.unwrap().contains("`argocd: 9.1.0`"));
+    // An ArgoCD installed otherwise needs no pin here.
+    let installed_otherwise = text.replace("    repo: https://", "    install: false\n    repo: https://");
+    assert_ne!(installed_otherwise, text);
+    valid(&installed_otherwise);
+    let text = mutate("", "  tensorzero: 2026.4.1\n", "");
+    expect_one(&errors(&text), "topology::version", "`versions.tensorzero` is not set", at_versions(&text));
+}
+
 #[test]
 fn addresses_are_checked() {
     let text = mutate("", "lan: 192.168.2.0/23", "lan: 192.168.3.0/23");

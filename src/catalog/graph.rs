@@ -105,10 +105,31 @@ fn holds(when: &str, t: &Topology, site: Option<&str>) -> bool {
         ("gateway", None) => t.gateway.is_some(),
         // KAI Scheduler is pinned and the site has GPU nodes.
         ("gpu-sharing", Some(s)) => crate::topology::gpus::kai_installed(t, s),
+        // More than one site: a tunnel and a Cluster Mesh need a peer (a one-site fabric has
+        // neither, and no public address anyone dials).
+        ("multi-site", _) => t.sites.len() > 1,
         // Site conditions on a fabric step: true when some site satisfies them.
         (w, None) => t.sites.iter().any(|s| holds(w, t, Some(&s.name))),
         _ => false,
     }
+}
+
+/// `needs` with each step that has no instance in `graph` replaced by its own needs, in turn.
+fn applying_needs(catalog: &Catalog, graph: &DiGraph<Instance, ()>, needs: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo: Vec<String> = needs.to_vec();
+    let mut seen = BTreeSet::new();
+    while let Some(id) = todo.pop() {
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        if graph.node_weights().any(|i| i.spec.id == id) {
+            out.push(id);
+        } else if let Some(spec) = catalog.phases.iter().flat_map(|p| &p.steps).find(|s| s.id == id) {
+            todo.extend(spec.needs.iter().cloned());
+        }
+    }
+    out
 }
 
 fn mk_sites(m: &MultiKueue) -> Vec<&str> {
@@ -160,9 +181,12 @@ impl StepGraph {
             let later_at_site = |n: &NodeIndex| all.iter().any(|m| m > n && g[*m].site == g[*n].site);
             all.iter().copied().filter(|n| !later_at_site(n)).collect()
         };
-        // Pass 2: `needs`.
+        // Pass 2: `needs`. A need on a step that applies nowhere in this topology is a need on
+        // what that step needs: C.1 needs B.2, and a one-site fabric has no Cluster Mesh, so
+        // C.1 needs the host cluster B.2 would have brought (A.1/A.2).
         for &n in &nodes {
-            let (needs, site) = (graph[n].spec.needs.clone(), graph[n].site.clone());
+            let site = graph[n].site.clone();
+            let needs = applying_needs(catalog, &graph, &graph[n].spec.needs);
             for dep in needs {
                 for d in find(&graph, &dep) {
                     let same_site_only = site.is_some() && graph[d].site.is_some();

@@ -92,6 +92,7 @@ pub const SELECTORS: &[&str] = &[
     "multikueue",
     "gateway",
     "gpu-sharing",
+    "multi-site",
 ];
 
 /// Decision keys a step may need; they are the field names of the topology's `decisions`.

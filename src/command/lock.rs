@@ -30,6 +30,9 @@ pub enum LockCommand {
 }
 
 /// Show every host's lock (holder, stale or not) and pending self-reverts
+///
+/// A target that could not be read shows `?`: its lock is unknown. Exit status: 0 when every
+/// target was read, 3 when some could not be (they are named), 1 when none could.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric lock status\n  fabric lock status --format json")]
 pub struct StatusOpts {
@@ -39,6 +42,9 @@ pub struct StatusOpts {
 }
 
 /// Remove stale locks (their holder is gone); with --force, every lock
+///
+/// Exit status: 0 when every target was read, 3 when some could not be (their locks, if any,
+/// are still there: they are named), 1 when none could.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric lock release\n  fabric lock release --force   # break-glass: only when the holder is known dead"
@@ -57,10 +63,17 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         LockCommand::Status(s) => {
             let held = lock_op::status(&ws, &targets, &rt)?;
             let leases = lock_op::leases(&ws, &targets, &rt)?;
+            // A `?` line is a lock not known, never a free one: the exit status says so too.
+            let unread: Vec<String> = leases
+                .iter()
+                .filter_map(|l| l.unreachable.as_ref().map(|e| format!("{} Lease: {e}", l.target)))
+                .chain(held.iter().filter_map(|h| h.unreachable.as_ref().map(|e| format!("{}: {e}", h.target))))
+                .collect();
+            let outcome = super::unread_outcome("lock::unread", leases.len() + held.len(), &unread, "their locks are");
             if s.format == crate::command::verify::VerifyFormat::Json {
                 let v = serde_json::json!({ "hosts": held, "leases": leases });
                 println!("{}", serde_json::to_string_pretty(&v).expect("locks serialize"));
-                return Ok(Done::Ok);
+                return outcome;
             }
             let st = Style::stdout(g.no_color);
             for l in &leases {
@@ -99,20 +112,22 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                     println!("{}", terminal_safe(&format!("   pending self-revert: {c}"), false));
                 }
             }
-            Ok(Done::Ok)
+            outcome
         }
         LockCommand::Release(r) => {
-            let released = lock_op::release(&ws, &targets, r.force, &rt)?;
-            for (t, holder) in &released {
+            let done = lock_op::release(&ws, &targets, r.force, &rt)?;
+            for (t, holder) in &done.released {
                 println!("{}", terminal_safe(&format!("released {t}: {holder}"), false));
             }
-            if released.is_empty() && !g.quiet {
+            if done.released.is_empty() && !g.quiet {
+                // About what was read only: an unread target's lock is unknown (the exit says so).
                 println!(
-                    "No lock to release{}.",
+                    "No lock to release{}{}.",
+                    if done.unread.is_empty() { "" } else { " among the targets read" },
                     if r.force { "" } else { " (none is stale; --force breaks a live one)" }
                 );
             }
-            Ok(Done::Ok)
+            super::unread_outcome("lock::unread", done.total, &done.unread, "their locks are")
         }
     }
 }

@@ -36,10 +36,23 @@ use crate::transport::ssh_config::SshConfig;
 pub const EXAMPLE: &str = include_str!("../../topology.example.yaml");
 pub const EXAMPLE_NAME: &str = "topology.example.yaml (embedded)";
 
-/// Exit codes, as terraform: 0 nothing to do, 1 error, 2 changes (with --detailed-exitcode).
+/// Exit codes, as terraform's: 0 success (nothing to do), 1 any error (a usage error
+/// included: terraform exits 1 there, where clap would exit 2, the code of "changes"), 2
+/// changes (only with `--detailed-exitcode`). fabric adds 3: partial, some of what the command
+/// reports could not be read (the rest is shown and the unknown part named), so that neither
+/// "no changes" nor "changes" is ever said about what was not read.
 pub enum Done {
     Ok,
     Changes,
+}
+
+/// The exit status of a partial result ([`partial`]).
+pub const EXIT_PARTIAL: u8 = 3;
+
+/// The exit status of a command line clap refused or answered itself: 0 for `--help` and
+/// `--version` (clap prints them on stdout), 1 for every usage error.
+pub fn usage_exit_code(e: &clap::Error) -> ExitCode {
+    if e.use_stderr() { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }
 
 pub fn run(cli: Cli) -> Result<Done, Report> {
@@ -69,11 +82,14 @@ pub fn exit_code(r: &Result<Done, Report>) -> ExitCode {
         Ok(Done::Changes) => ExitCode::from(2),
         // As a shell reports a command ended by SIGINT; the journal says what was put back.
         Err(_) if crate::apply::interrupt::requested() => ExitCode::from(130),
+        Err(r) if r.downcast_ref::<UsageError>().is_some_and(|u| u.partial) => ExitCode::from(EXIT_PARTIAL),
         Err(_) => ExitCode::from(1),
     }
 }
 
-/// A command-line level error with a hint, rendered like every other diagnostic.
+/// A command-line level error with a hint, rendered like every other diagnostic. A partial one
+/// says what part of the command's report could not be read (the rest was shown): the command
+/// exits [`EXIT_PARTIAL`] rather than 1.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 #[error("{message}")]
 pub struct UsageError {
@@ -82,10 +98,35 @@ pub struct UsageError {
     pub help: Option<String>,
     #[diagnostic(code)]
     pub code: Option<String>,
+    pub partial: bool,
 }
 
 pub fn usage(code: &str, message: impl Into<String>, help: impl Into<String>) -> Report {
-    Report::new(UsageError { message: message.into(), help: Some(help.into()), code: Some(code.into()) })
+    Report::new(UsageError {
+        message: message.into(),
+        help: Some(help.into()),
+        code: Some(code.into()),
+        partial: false,
+    })
+}
+
+/// [`usage`] for a partial result: what was read is shown, this names the rest.
+pub fn partial(code: &str, message: impl Into<String>, help: impl Into<String>) -> Report {
+    Report::new(UsageError { message: message.into(), help: Some(help.into()), code: Some(code.into()), partial: true })
+}
+
+/// The end of a command that reads `total` targets and could not read those in `unread` (each
+/// `target: reason`): success when it read them all, an error (1) when it read none, partial
+/// (3) otherwise. `what` says what is unknown of an unread target ("their locks are").
+pub fn unread_outcome(code: &str, total: usize, unread: &[String], what: &str) -> Result<Done, Report> {
+    if unread.is_empty() {
+        return Ok(Done::Ok);
+    }
+    let help = format!("{}\n(restore the link or the credentials named, then run it again)", unread.join("\n"));
+    if unread.len() >= total {
+        return Err(usage(code, format!("none of the {total} target(s) could be read: {what} unknown"), help));
+    }
+    Err(partial(code, format!("{} of {total} target(s) could not be read: {what} unknown", unread.len()), help))
 }
 
 pub fn topology_path(g: &Global) -> PathBuf {
@@ -272,5 +313,48 @@ fn progress_lines(quiet: bool) -> impl Fn(&str) {
         if !quiet {
             eprintln!("fabric: {}", crate::style::terminal_safe(line, false));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> clap::Error {
+        cli::Cli::try_parse_from(args).expect_err("clap answers by itself")
+    }
+
+    /// A usage error exits 1 (2 is "changes" with --detailed-exitcode); help and version exit 0.
+    #[test]
+    fn usage_errors_exit_1_and_help_exits_0() {
+        for args in [
+            &["fabric", "plan", "--offline", "--fromat", "markdown"][..],
+            &["fabric", "plan", "--offline", "--format", "md"],
+            &["fabric", "plan", "--base", "b.yaml"],
+            &["fabric", "bogus"],
+            &["fabric"],
+        ] {
+            assert_eq!(usage_exit_code(&parse(args)), ExitCode::from(1), "{args:?}");
+        }
+        for args in
+            [&["fabric", "--help"][..], &["fabric", "--version"], &["fabric", "plan", "-h"], &["fabric", "help"]]
+        {
+            assert_eq!(usage_exit_code(&parse(args)), ExitCode::SUCCESS, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn what_could_not_be_read_decides_between_0_1_and_3() {
+        let code = |r: Result<Done, Report>| exit_code(&r);
+        assert_eq!(code(unread_outcome("x::y", 3, &[], "their locks are")), ExitCode::SUCCESS);
+        let some = unread_outcome("x::y", 3, &["cluster.sp: refused".into()], "their locks are");
+        assert_eq!(
+            some.as_ref().err().map(ToString::to_string).as_deref(),
+            Some("1 of 3 target(s) could not be read: their locks are unknown")
+        );
+        assert_eq!(code(some), ExitCode::from(EXIT_PARTIAL));
+        let none = unread_outcome("x::y", 1, &["cluster.sp: refused".into()], "their locks are");
+        assert_eq!(code(none), ExitCode::from(1));
     }
 }

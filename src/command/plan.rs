@@ -15,8 +15,10 @@ use crate::style::{Style, terminal_safe};
 ///
 /// Reads every target of the selected steps (one SSH connection per host, all at once), diffs
 /// live against desired state and prints the changes. A target that cannot be reached is
-/// reported with the reason and the rest is still planned. Exit status: 0 no changes, 1 error
-/// (including a refused step), 2 changes with --detailed-exitcode. `--offline` reads nothing:
+/// reported with the reason, its steps marked `? unknown`, and the rest is still planned. Exit
+/// status: 0 success (no changes), 1 error (a usage error or a refused step included), 2 changes
+/// (only with --detailed-exitcode), 3 partial: a target could not be read, so some steps'
+/// changes are unknown (with or without --detailed-exitcode). `--offline` reads nothing:
 /// every resource is planned as absent; with `--base FILE` as well, the plan is the change from
 /// that topology to this one (a pull request's, for review). A plan is refused (exit 1) when the
 /// objects would not work together (the consistency pass, docs/errors.md).
@@ -42,7 +44,7 @@ pub struct Opts {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// Exit 2 when there are changes, 0 when there are none
+    /// Exit 2 when there are changes, 0 when there are none (3 stays 3: something was not read)
     #[arg(long)]
     pub detailed_exitcode: bool,
     /// Also write the plan (JSON) to this file, for `fabric apply PLANFILE`
@@ -115,14 +117,6 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         planfile::write(&path, &p)
             .map_err(|e| usage("plan::out", e.to_string(), "check the directory exists and is writable"))?;
     }
-    if !p.unreachable.is_empty() {
-        let names: Vec<String> = p.unreachable.iter().map(|u| format!("{}: {}", u.target, u.reason)).collect();
-        return Err(usage(
-            "plan::unreachable",
-            format!("{} target(s) could not be read; the rest is planned above", p.unreachable.len()),
-            format!("{}\n(apply the other sites with --site; the unreachable ones keep their state)", names.join("\n")),
-        ));
-    }
     let server_refused: Vec<String> = p
         .steps
         .iter()
@@ -149,6 +143,20 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             "`fabric validate` points at the decision's line; decide it (or choose a supported option) in \
              the topology's `decisions:`; a D.1 refused for a GPU node needs the NVIDIA driver and container \
              toolkit on that node, then its K3s restarted; or leave those steps out with --phase/--step/--site",
+        ));
+    }
+    // After the errors (exit 1): what was not read makes the plan partial (exit 3), never "no
+    // changes" (0) nor "changes" (2), with or without --detailed-exitcode.
+    if !p.unreachable.is_empty() {
+        let names: Vec<String> = p.unreachable.iter().map(|u| format!("{}: {}", u.target, u.reason)).collect();
+        return Err(super::partial(
+            "plan::unreachable",
+            format!(
+                "{} target(s) could not be read: the changes of {} step(s) are unknown (marked `?` above); the rest is planned",
+                p.unreachable.len(),
+                p.summary.unknown_steps
+            ),
+            format!("{}\n(apply the other sites with --site; the unreachable ones keep their state)", names.join("\n")),
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })

@@ -12,7 +12,9 @@ use crate::style::{Style, terminal_safe};
 ///
 /// Each apply shares its journal (never secret content) in the clusters whose Lease it holds,
 /// as fabric-system/fabric-run-<run>; this lists those and this machine's .fabric/runs, newest
-/// first. `fabric rollback RUN-ID` works on any of them, from any machine.
+/// first. `fabric rollback RUN-ID` works on any of them, from any machine. Exit status: 0 when
+/// every cluster was read, 3 when some could not be (the runs shared there are unknown: they are
+/// named), 1 when none could.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric runs\n  fabric runs --format json\n  fabric rollback 20261130T061502Z-4242"
@@ -28,14 +30,17 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
     let (runs, unread) = runs_op::list(&ws, &targets, &g.state_dir, &rt)?;
+    // Runs shared in a cluster that was not read are unknown, never "no runs".
+    let outcome =
+        super::unread_outcome("runs::unread", runs_op::shared_sources(&targets), &unread, "the runs shared there are");
     if o.format == crate::command::verify::VerifyFormat::Json {
         let v = serde_json::json!({ "runs": runs, "unread": unread });
         println!("{}", serde_json::to_string_pretty(&v).expect("runs serialize"));
-        return Ok(Done::Ok);
+        return outcome;
     }
     let st = Style::stdout(g.no_color);
     if runs.is_empty() {
-        println!("No runs.");
+        println!("{}", if unread.is_empty() { "No runs." } else { "No runs in what could be read." });
     }
     for r in &runs {
         let who = if r.user.is_empty() { "?" } else { &r.user };
@@ -49,8 +54,5 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         );
         println!("{}", terminal_safe(&line, st.color));
     }
-    for u in &unread {
-        eprintln!("{}", terminal_safe(&format!("note: not read: {u}"), false));
-    }
-    Ok(Done::Ok)
+    outcome
 }

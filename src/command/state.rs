@@ -22,6 +22,10 @@ pub enum StateCommand {
 }
 
 /// Read the live state of the selected steps and write it to a file for `plan --observed`
+///
+/// A target that cannot be read is recorded as unreachable in the file (a plan from it marks
+/// its steps unknown). Exit status: 0 when every target was read, 3 when some could not be
+/// (they are named; the file is written), 1 when none could.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric state snapshot --out state.json\n  fabric plan --observed state.json --format markdown --detailed-exitcode"
@@ -49,5 +53,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             snap.live.unreachable.len()
         );
     }
-    Ok(Done::Ok)
+    // The snapshot is written either way; what it could not read is unknown in it, not absent.
+    let unread: Vec<String> = snap.live.unreachable.iter().map(|(t, why)| format!("{t}: {why}")).collect();
+    super::unread_outcome("state::unread", report.per_target.len(), &unread, "their state is")
 }

@@ -2,6 +2,7 @@
 //! topology no longer has.
 
 pub mod connect;
+pub mod local_files;
 pub mod locks;
 pub mod observe;
 pub mod pool;

@@ -26,6 +26,9 @@ pub struct Targets {
     pub router_kind: BTreeMap<Target, (ProviderKind, String)>,
     /// What the ssh config asks that fabric does not do, each naming its file and line.
     pub warnings: Vec<String>,
+    /// The private key the topology names for a host (`ssh.identity_file`), as the endpoint
+    /// resolved it: a file on this machine that must exist (`live::local_files`).
+    pub named_keys: BTreeMap<Target, std::path::PathBuf>,
 }
 
 impl Targets {
@@ -40,6 +43,17 @@ impl Targets {
     pub fn from_topology(t: &Topology, config: &SshConfig) -> Result<Targets, ConfigError> {
         let mut warnings = config.warnings.clone();
         let mut ssh = BTreeMap::new();
+        let mut named_keys = BTreeMap::new();
+        // A host's endpoint, and the key its topology entry names (the endpoint's first identity
+        // file: the topology's value comes before the ssh config's, as `ssh -i` does).
+        let mut add = |target: Target, access: &crate::topology::model::SshAccess| -> Result<(), ConfigError> {
+            let ep = Endpoint::resolve(&target.to_string(), access, config, &mut warnings)?;
+            if let (Some(_), Some(key)) = (&access.identity_file, ep.identity_files.first()) {
+                named_keys.insert(target.clone(), key.clone());
+            }
+            ssh.insert(target, ep);
+            Ok(())
+        };
         let mut router_kind = BTreeMap::new();
         let mut kube = BTreeMap::new();
         let k = &t.federation.karmada.kubeconfig;
@@ -59,7 +73,7 @@ impl Targets {
                 );
             }
             let target = Target::router(&s.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &s.router.ssh, config, &mut warnings)?);
+            add(target.clone(), &s.router.ssh)?;
             let kind = match s.router.kind {
                 crate::topology::model::RouterKind::Vyos => ProviderKind::Vyos,
                 crate::topology::model::RouterKind::Linux => ProviderKind::Wireguard,
@@ -67,25 +81,22 @@ impl Targets {
             router_kind.insert(target, (kind, s.router.wireguard.interface.clone()));
             for n in &s.cluster.nodes {
                 if let Some(a) = &n.ssh {
-                    let target = Target::host(&n.name);
-                    ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), a, config, &mut warnings)?);
+                    add(Target::host(&n.name), a)?;
                 }
             }
             for w in &s.external_workloads {
-                let target = Target::host(&w.name);
-                ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &w.ssh, config, &mut warnings)?);
+                add(Target::host(&w.name), &w.ssh)?;
             }
         }
         if let Some(vm) = &t.federation.karmada.vm {
-            let target = Target::host(&vm.name);
-            ssh.insert(target.clone(), Endpoint::resolve(&target.to_string(), &vm.ssh, config, &mut warnings)?);
+            add(Target::host(&vm.name), &vm.ssh)?;
             let k = &vm.kubeconfig;
             kube.insert(
                 Target::cluster(&vm.name),
                 crate::providers::kube::KubeAccess::new(&k.path, k.context.as_deref()),
             );
         }
-        Ok(Targets { ssh, kube, router_kind, warnings })
+        Ok(Targets { ssh, kube, router_kind, warnings, named_keys })
     }
 }
 

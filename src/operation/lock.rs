@@ -57,15 +57,30 @@ pub fn leases(ws: &Workspace, targets: &Targets, rt: &tokio::runtime::Runtime) -
     }))))
 }
 
+/// What `lock release` did: the locks it removed, by target, and the targets it could not read
+/// (`target: reason`; their locks, stale or not, are still there as far as anyone knows).
+#[derive(Debug, Default)]
+pub struct Released {
+    pub released: BTreeMap<Target, String>,
+    pub unread: Vec<String>,
+    /// Hosts and clusters it looked at.
+    pub total: usize,
+}
+
 /// Releases expired Leases (or, with `force`, every held one) and says which.
 fn release_leases(
     ws: &Workspace,
     targets: &Targets,
     force: bool,
     rt: &tokio::runtime::Runtime,
-) -> Result<BTreeMap<Target, String>, OpError> {
-    let mut released = BTreeMap::new();
+) -> Result<Released, OpError> {
+    let mut out = Released::default();
+    let released = &mut out.released;
     for l in leases(ws, targets, rt)? {
+        out.total += 1;
+        if let Some(e) = &l.unreachable {
+            out.unread.push(format!("{} Lease: {e}", l.target));
+        }
         let Some(state) = l.lease.filter(|s| !s.holder.is_empty() && (force || s.expired())) else { continue };
         let Some(access) = targets.kube.get(&l.target) else { continue };
         let done = rt.block_on(async {
@@ -77,7 +92,7 @@ fn release_leases(
             released.insert(l.target, state.holder);
         }
     }
-    Ok(released)
+    Ok(out)
 }
 
 /// The locks of every SSH host of the workspace, read at once.
@@ -114,15 +129,18 @@ async fn read_host(pool: &Pool, targets: &Targets, target: &Target) -> HostLocks
     h
 }
 
-/// Releases stale locks (or, with `force`, every lock) and says which, by host.
+/// Releases stale locks (or, with `force`, every lock) and says which, by host, and which
+/// hosts and clusters it could not read.
 pub fn release(
     ws: &Workspace,
     targets: &Targets,
     force: bool,
     rt: &tokio::runtime::Runtime,
-) -> Result<BTreeMap<Target, String>, OpError> {
-    let mut leases_released = release_leases(ws, targets, force, rt)?;
+) -> Result<Released, OpError> {
+    let mut out = release_leases(ws, targets, force, rt)?;
     let held = status(ws, targets, rt)?;
+    out.total += held.len();
+    out.unread.extend(held.iter().filter_map(|h| h.unreachable.as_ref().map(|e| format!("{}: {e}", h.target))));
     let pool = Pool::default();
     let released = rt.block_on(async {
         let mut released = BTreeMap::new();
@@ -139,6 +157,6 @@ pub fn release(
         pool.close().await;
         released
     });
-    leases_released.extend(released);
-    Ok(leases_released)
+    out.released.extend(released);
+    Ok(out)
 }

@@ -44,6 +44,10 @@ pub enum OpError {
     /// The example holds production addresses: it is never read live.
     #[error("the example topology is never read live")]
     ExampleIsOffline { help: &'static str },
+    /// A file on this machine that a read needs (a kubeconfig, an SSH key the topology names)
+    /// cannot be used: found before any connection.
+    #[error("{}", .0.join("; "))]
+    LocalFiles(Vec<String>),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("{0}")]
@@ -90,6 +94,7 @@ impl Diagnostic for OpError {
             OpError::Graph(_) => "graph::invalid",
             OpError::Selection(_) => "plan::selection",
             OpError::ExampleIsOffline { .. } => "plan::needs-offline",
+            OpError::LocalFiles(_) => "fabric::local-file",
             OpError::Runtime(_) => "fabric::runtime",
             OpError::Snapshot(SnapshotError::Write { .. }) => "state::write",
             OpError::Snapshot(_) => "state::read",
@@ -115,6 +120,11 @@ impl Diagnostic for OpError {
             OpError::Graph(_) => "check the sites' clusters (`existing`) and external workloads".into(),
             OpError::Selection(e) => e.help(),
             OpError::ExampleIsOffline { help } => (*help).into(),
+            OpError::LocalFiles(_) => {
+                "put the file there, or correct its path in the topology (`kubeconfig.path`, `ssh.identity_file`); \
+                 nothing was read"
+                    .into()
+            }
             OpError::Runtime(_) => "check the process limits".into(),
             OpError::Snapshot(e) => e.help().into(),
             OpError::Planfile(PlanfileError::Read { .. }) => "give a file written by `fabric plan --out`".into(),

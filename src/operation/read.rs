@@ -10,7 +10,7 @@ use petgraph::graph::NodeIndex;
 use super::{OpError, Workspace};
 use crate::desired::{Resource, Target};
 use crate::live::observe::{self, Live, Targets};
-use crate::live::prune;
+use crate::live::{local_files, prune};
 use crate::plan::model::{Action, Mode, Plan};
 use crate::plan::select::Selection;
 use crate::plan::{self, diff};
@@ -72,7 +72,17 @@ impl Workspace {
         let refused = crate::catalog::refusal::refusals(&self.graph, self.topology());
         let mut all: Vec<Resource> =
             self.in_order(&chosen).filter(|n| !refused.contains_key(n)).flat_map(|n| self.resources(n, &sel)).collect();
+        // This machine's files first: a missing kubeconfig or key is not an unreachable site.
+        // Only the selected steps' targets (and the peers whose keys they name) count, as in
+        // the plan: a dependency's target that cannot be read is not counted.
+        let wanted: BTreeSet<Target> =
+            all.iter().map(|r| r.target().clone()).chain(observe::key_targets(&all)).collect();
         all.extend(deps.iter().flat_map(|d| self.resources(*d, &sel)));
+        let servers = local_files::bootstrapping(&all);
+        let missing = local_files::missing(targets, &wanted, &servers.keys().cloned().collect());
+        if !missing.is_empty() {
+            return Err(OpError::LocalFiles(missing));
+        }
         let keep = |r: &Resource| sel.keeps(r);
         let orphans = prune::orphans(&self.topology().name, &self.graph, &self.desired, &chosen, keep, targets).await;
         all.extend(orphans.values().flatten().cloned());
@@ -83,6 +93,10 @@ impl Workspace {
         } else {
             (observe::observe(&all, &keys, targets).await, observe::Kept::new())
         };
+        let missing = local_files::missing_after_read(targets, &wanted, &live, &servers);
+        if !missing.is_empty() {
+            return Err(OpError::LocalFiles(missing));
+        }
         let mut report = ReadReport { took: started.elapsed(), ..Default::default() };
         for r in &all {
             *report.per_target.entry(r.target().clone()).or_default() += 1;

@@ -26,12 +26,22 @@ pub struct RunSummary {
     pub seen_in: Vec<String>,
 }
 
+/// The clusters that may hold shared journals (next to their Lease).
+fn clusters(targets: &Targets) -> impl Iterator<Item = (&Target, &kube::KubeAccess)> {
+    targets.kube.iter().filter(|(t, _)| matches!(t, Target::Cluster(_)))
+}
+
+/// How many clusters [`list`] reads: what its unread ones are counted against.
+pub fn shared_sources(targets: &Targets) -> usize {
+    clusters(targets).count()
+}
+
 /// The journals of the clusters that can be read: run id → (cluster, text). A cluster that
 /// cannot be read is left out (and named in the second list).
 async fn shared(targets: &Targets) -> (BTreeMap<String, (Target, String)>, Vec<String>) {
     let mut out = BTreeMap::new();
     let mut unread = Vec::new();
-    for (target, access) in targets.kube.iter().filter(|(t, _)| matches!(t, Target::Cluster(_))) {
+    for (target, access) in clusters(targets) {
         let read = async {
             let client = kube::client(target, access).await?;
             let probe = serde_json::json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "", "namespace": lease::NAMESPACE } });

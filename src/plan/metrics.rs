@@ -66,6 +66,13 @@ pub fn render(plan: &Plan, facts: &Facts) -> String {
         "Selected steps the plan refused (an open decision, a host not ready).",
         &[(vec![], plan.summary.refused_steps as f64)],
     );
+    // A step with a target not read shows 0 drifted for what it could not see: this says so.
+    family(
+        &mut out,
+        "fabric_plan_steps_unknown",
+        "Selected steps with a target the plan could not read: their drift is unknown.",
+        &[(vec![], plan.summary.unknown_steps as f64)],
+    );
     let unreachable: Vec<Sample> =
         plan.unreachable.iter().map(|u| (vec![("target", u.target.to_string())], 1.0)).collect();
     family(&mut out, "fabric_target_unreachable", "A target the plan could not read (1).", &unreachable);

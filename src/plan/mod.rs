@@ -129,5 +129,6 @@ fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {
         changes,
         refused: s.refused,
         unreachable,
+        status: Default::default(),
     }
 }

@@ -11,8 +11,8 @@ use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
 /// when fields are added, the major one when a consumer must change. 1.1 added `held`; 1.4
-/// added `changes[].upgrade`.
-pub const FORMAT_VERSION: &str = "1.4";
+/// added `changes[].upgrade`; 1.5 added `steps[].status` and `summary.unknown_steps`.
+pub const FORMAT_VERSION: &str = "1.5";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -119,6 +119,38 @@ pub struct StepPlan {
     pub refused: Option<String>,
     /// Targets of this step that could not be read: their resources are not in `changes`.
     pub unreachable: Vec<Target>,
+    /// What the step's line says, set by [`Plan::summarize`] from the fields above (display
+    /// only: a consumer need not derive "unknown" from `unreachable` itself).
+    #[serde(default)]
+    pub status: StepStatus,
+}
+
+/// A step's state in a plan. `Unknown` is never "no changes": a target of the step was not
+/// read, so what it would change there is not known (whatever was read is in `changes`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepStatus {
+    Changes,
+    #[default]
+    NoChanges,
+    Unknown,
+    Refused,
+}
+
+impl StepPlan {
+    /// The status its fields say: refused first (nothing was planned), then unknown (a target
+    /// was not read), then whether a known change is there.
+    pub fn status_of(&self) -> StepStatus {
+        if self.refused.is_some() {
+            StepStatus::Refused
+        } else if !self.unreachable.is_empty() {
+            StepStatus::Unknown
+        } else if self.changes.iter().any(|c| c.action != Action::NoOp) {
+            StepStatus::Changes
+        } else {
+            StepStatus::NoChanges
+        }
+    }
 }
 
 impl StepPlan {
@@ -137,6 +169,7 @@ impl StepPlan {
             changes,
             refused: None,
             unreachable: vec![],
+            status: StepStatus::default(),
         }
     }
 }
@@ -168,6 +201,9 @@ pub struct Summary {
     pub delete: usize,
     pub no_op: usize,
     pub refused_steps: usize,
+    /// Steps with a target that was not read (1.5).
+    #[serde(default)]
+    pub unknown_steps: usize,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -212,9 +248,12 @@ pub struct Held {
 impl Plan {
     pub fn summarize(&mut self) {
         let mut s = Summary::default();
-        for step in &self.steps {
-            if step.refused.is_some() {
-                s.refused_steps += 1;
+        for step in &mut self.steps {
+            step.status = step.status_of();
+            match step.status {
+                StepStatus::Refused => s.refused_steps += 1,
+                StepStatus::Unknown => s.unknown_steps += 1,
+                StepStatus::Changes | StepStatus::NoChanges => {}
             }
             for c in &step.changes {
                 match c.action {

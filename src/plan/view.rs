@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::model::{Action, Mode, Plan};
+use super::model::{Action, Mode, Plan, StepPlan, StepStatus};
 use crate::catalog::view::risk_word;
 use crate::style::Style;
 
@@ -31,10 +31,28 @@ fn summary_line(p: &Plan) -> String {
     if s.refused_steps > 0 {
         let _ = write!(line, " {} step{} refused.", s.refused_steps, if s.refused_steps == 1 { "" } else { "s" });
     }
-    if !p.unreachable.is_empty() {
-        let _ = write!(line, " {} target(s) unreachable.", p.unreachable.len());
+    if s.unknown_steps > 0 || !p.unreachable.is_empty() {
+        let _ = write!(
+            line,
+            " {} step{} unknown: {} target(s) unreachable.",
+            s.unknown_steps,
+            if s.unknown_steps == 1 { "" } else { "s" },
+            p.unreachable.len()
+        );
     }
     line
+}
+
+/// The lines of a step whose targets were not read, one per target: `? unknown: <target>
+/// unreachable (<reason>)`. Never "no changes": what would change there is not known.
+fn unknown_lines(p: &Plan, step: &StepPlan) -> Vec<String> {
+    step.unreachable
+        .iter()
+        .map(|t| {
+            let reason = p.unreachable.iter().find(|u| &u.target == t).map_or("not read", |u| u.reason.as_str());
+            format!("? unknown: {t} unreachable ({reason})")
+        })
+        .collect()
 }
 
 pub fn human(p: &Plan, st: &Style) -> String {
@@ -51,10 +69,17 @@ pub fn human(p: &Plan, st: &Style) -> String {
         };
         let cost = if step.costs.is_empty() { String::new() } else { format!("; cost: {}", step.costs.join("; ")) };
         let _ = writeln!(out, "{}  {}  {}{}", st.bold(&step.key), step.title, risk, st.yellow(&cost));
-        if let Some(r) = &step.refused {
-            let _ = writeln!(out, "  {} {}", st.red("refused:"), r);
-        } else if step.changes.is_empty() {
-            let _ = writeln!(out, "  {}", st.dim("no changes"));
+        match step.status_of() {
+            StepStatus::Refused => {
+                let _ = writeln!(out, "  {} {}", st.red("refused:"), step.refused.as_deref().unwrap_or_default());
+            }
+            StepStatus::NoChanges if step.changes.is_empty() => {
+                let _ = writeln!(out, "  {}", st.dim("no changes"));
+            }
+            _ => {}
+        }
+        for l in unknown_lines(p, step) {
+            let _ = writeln!(out, "  {}", st.red(&l));
         }
         for c in &step.changes {
             let sym = match c.action {
@@ -88,9 +113,6 @@ pub fn human(p: &Plan, st: &Style) -> String {
                     let _ = writeln!(out, "      {line}");
                 }
             }
-        }
-        for t in &step.unreachable {
-            let _ = writeln!(out, "  {} {t}: not read, its changes are unknown", st.red("unreachable"));
         }
         out.push('\n');
     }
@@ -142,7 +164,7 @@ pub fn markdown(p: &Plan) -> String {
     let _ = writeln!(out, "### fabric plan: `{}`\n", p.fabric);
     let _ = writeln!(out, "_{}_ · topology `{}`\n", mode_line(p), p.topology_file);
     let _ = writeln!(out, "**{}**\n", summary_line(p));
-    let changes = |s: &super::model::StepPlan| s.changes.iter().any(|c| c.action != Action::NoOp);
+    let changes = |s: &StepPlan| s.changes.iter().any(|c| c.action != Action::NoOp);
     for s in p.steps.iter().filter(|s| s.refused.is_some()) {
         let _ = writeln!(
             out,
@@ -150,6 +172,11 @@ pub fn markdown(p: &Plan) -> String {
             s.key,
             md_escape(s.refused.as_deref().unwrap_or_default())
         );
+    }
+    for s in p.steps.iter().filter(|s| s.status_of() == StepStatus::Unknown) {
+        for l in unknown_lines(p, s) {
+            let _ = writeln!(out, "> :question: **`{}`** {}\n", s.key, md_escape(&l));
+        }
     }
     // One warning per step and site: a step rolled out node by node (`A.2@franca/franca-gpu1`)
     // names its nodes in its site's line.
@@ -172,14 +199,18 @@ pub fn markdown(p: &Plan) -> String {
             md_escape(title)
         );
     }
-    let shown: Vec<_> = p.steps.iter().filter(|s| changes(s) || s.refused.is_some()).collect();
+    let shown: Vec<_> = p.steps.iter().filter(|s| changes(s) || s.status_of() != StepStatus::NoChanges).collect();
     if !shown.is_empty() {
         let _ = writeln!(out, "| step | title | risk | create | update | delete | status |");
         let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
     }
     for s in &shown {
         let count = |a: Action| s.changes.iter().filter(|c| c.action == a).count();
-        let status = if s.refused.is_some() { "refused" } else { "changes" };
+        let status = match s.status_of() {
+            StepStatus::Refused => "refused",
+            StepStatus::Unknown => "unknown",
+            StepStatus::Changes | StepStatus::NoChanges => "changes",
+        };
         let _ = writeln!(
             out,
             "| `{}` | {} | {} | {} | {} | {} | {} |",
@@ -285,6 +316,7 @@ mod tests {
             changes: vec![c],
             refused: None,
             unreachable: vec![],
+            status: Default::default(),
         };
         let p = Plan::of_steps(vec![step]);
         let human = human(&p, &Style::detect(true, false));
@@ -293,5 +325,32 @@ mod tests {
         let md = markdown(&p);
         assert!(md.contains("> :arrow_up: `cluster.franca/kube-system/HelmChart/karmada`"), "{md}");
         assert!(md.contains("> - CRDs: Karmada"), "{md}");
+    }
+
+    /// A step whose target was not read says so on its line in every view, never "no changes".
+    #[test]
+    fn a_step_not_read_is_unknown_in_every_view() {
+        let mut step = StepPlan::tunnel(vec![]);
+        step.unreachable = vec!["router.sp".into()];
+        let mut p = Plan::of_steps(vec![step, StepPlan::tunnel(vec![])]);
+        p.steps[1].key = "B.1@other".into();
+        p.unreachable =
+            vec![crate::plan::model::Unreachable { target: "router.sp".into(), reason: "no answer within 8 s".into() }];
+        p.summarize();
+        let human = human(&p, &Style::detect(true, false));
+        assert!(
+            human.contains("B.1  tunnel  risk low\n  ? unknown: router.sp unreachable (no answer within 8 s)\n\n"),
+            "{human}"
+        );
+        assert_eq!(human.matches("no changes").count(), 1, "only the step that was read: {human}");
+        assert!(human.ends_with("0 to delete. 1 step unknown: 1 target(s) unreachable.\n"), "{human}");
+        let md = markdown(&p);
+        assert!(md.contains("> :question: **`B.1`** ? unknown: router.sp unreachable (no answer within 8 s)"), "{md}");
+        assert!(md.contains("| `B.1` | tunnel | low | 0 | 0 | 0 | unknown |"), "{md}");
+        assert!(md.contains("_1 step(s) without changes._"), "{md}");
+        let v: serde_json::Value = serde_json::from_str(&json(&p)).unwrap();
+        assert_eq!(v["steps"][0]["status"], "unknown");
+        assert_eq!(v["steps"][1]["status"], "no-changes");
+        assert_eq!(v["summary"]["unknown_steps"], 1);
     }
 }

@@ -119,10 +119,11 @@ pub struct Versions {
     pub karmada: String,
     /// Kueue chart version, e.g. `0.15.2`. fabric writes `kueue.x-k8s.io/v1beta2`, served from 0.15.
     pub kueue: String,
-    /// ArgoCD chart version (argo-cd Helm chart), e.g. `9.1.0`.
+    /// ArgoCD chart version (argo-cd Helm chart), e.g. `9.1.0`. Required when fabric installs
+    /// ArgoCD (`federation.argocd.install`, the default): every version fabric writes is pinned.
     #[serde(default)]
     pub argocd: Option<String>,
-    /// TensorZero gateway image tag, e.g. `2026.4.1`.
+    /// TensorZero gateway image tag, e.g. `2026.4.1`. Required when there is a `gateway`.
     #[serde(default)]
     pub tensorzero: Option<String>,
     /// NVIDIA device plugin chart version, e.g. `0.18.0`: makes `nvidia.com/gpu` exist on the

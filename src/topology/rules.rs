@@ -880,7 +880,42 @@ pub fn parse_version(s: &str) -> Option<(u64, u64, u64)> {
     Some((major, minor, patch))
 }
 
+/// A component fabric installs has its version pinned: unset, the chart would be written with
+/// an empty version (helm-controller then takes whatever the repository calls latest) and the
+/// gateway's image as `:latest`. A component fabric does not install needs none.
+fn pins(t: &Topology, out: &mut Vec<Problem>) {
+    let v = &t.versions;
+    let unpinned = [
+        (
+            v.argocd.is_none() && t.federation.argocd.install,
+            "argocd",
+            "the argo-cd chart",
+            "9.1.0",
+            "ArgoCD is installed",
+        ),
+        (
+            v.tensorzero.is_none() && t.gateway.is_some(),
+            "tensorzero",
+            "the TensorZero gateway's image",
+            "2026.4.1",
+            "the gateway runs",
+        ),
+    ];
+    for (_, key, what, example, why) in unpinned.into_iter().filter(|u| u.0) {
+        out.push(
+            Problem::error(
+                "topology::version",
+                path!["versions"],
+                format!("`versions.{key}` is not set: {what} would not be pinned"),
+            )
+            .label(format!("no `{key}:` here, and {why}"))
+            .help(format!("pin an exact release under `versions:`, e.g. `{key}: {example}`")),
+        );
+    }
+}
+
 fn versions(t: &Topology, out: &mut Vec<Problem>) {
+    pins(t, out);
     let v = &t.versions;
     let mut parsed = BTreeMap::new();
     let mut fields = vec![("k3s", &v.k3s), ("cilium", &v.cilium), ("karmada", &v.karmada), ("kueue", &v.kueue)];

@@ -48,6 +48,16 @@ pub fn fabric_spawn(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str
         .expect("run fabric")
 }
 
+/// stdout, as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr, as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 /// stdout and stderr together, for assertions and failure messages.
 pub fn out(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))

@@ -72,6 +72,28 @@ build() {
 	hc=$(cd tests/realkube/helmcontroller && go list -m -f '{{.Dir}}' github.com/k3s-io/helm-controller)
 	mkdir -p "$OUT/crds"
 	cp "$hc"/pkg/crds/yaml/generated/*.yaml "$OUT/crds/"
+	chart_deps
+}
+
+# Karmada's chart declares Bitnami's `common` 2.x, which its published release packs in and the
+# repository folder in ../shared/specs/charts does not carry. The Go module proxy serves
+# bitnami/charts as a module; this commit (common 2.31.10) is pinned with its go.sum hash, which
+# `go mod download` checks against the checksum database.
+BITNAMI=github.com/bitnami/charts@v0.0.0-20260907150927-c0703daaf78e
+BITNAMI_SUM=h1:68EPXIo1ixa5DpWiY+3J97oIktp4QFXjACbpR/4saBQ=
+chart_deps() {
+	local json dir sum
+	json=$(cd tests/realkube/helm && go mod download -json "$BITNAMI")
+	dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$json")
+	sum=$(sed -n 's/^\t"Sum": "\(.*\)",$/\1/p' <<<"$json")
+	if [[ "$sum" != "$BITNAMI_SUM" ]]; then
+		echo "realkube: $BITNAMI has hash $sum, not the pinned $BITNAMI_SUM" >&2
+		return 1
+	fi
+	rm -rf "$OUT/chart-deps"
+	mkdir -p "$OUT/chart-deps"
+	cp -r "$dir/bitnami/common" "$OUT/chart-deps/common"
+	chmod -R u+w "$OUT/chart-deps"
 }
 
 up() {

@@ -31,7 +31,7 @@ mod apply_step;
 
 /// The Kubernetes steps that need no SSH host, in apply's order (their dependencies on the hosts'
 /// and Karmada's steps are not applied: no host and no Karmada API is here).
-const APPLIED: &[&str] = &["D.1@franca", "D.1@sp", "D.2", "D.3", "D.4", "D.5@franca", "D.5@sp"];
+const APPLIED: &[&str] = &["C.1", "D.1@franca", "D.1@sp", "D.2", "D.3", "D.4", "D.5@franca", "D.5@sp"];
 
 /// The steps `fabric plan` is run on: a plan refuses a step whose dependency has pending changes,
 /// so these are the applied steps whose own dependencies (C.1, D.1) are applied too.

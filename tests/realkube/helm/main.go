@@ -11,7 +11,10 @@
 // (exit 0: the pod Succeeded and the Job completes; a failure: the container's last state holds
 // Helm's message and it is run again after a back-off, as a kubelet restarts an OnFailure
 // container). Charts come from a local folder instead of a repository: `<name>-<version>.tgz`,
-// where name is the last path element of the Job's CHART.
+// where name is the last path element of the Job's CHART. A chart whose archive does not carry
+// a dependency it declares (Karmada's needs Bitnami's `common`, which its release packs in; the
+// archive in ../shared/specs/charts is the repository's folder) gets it from --deps, as `helm
+// dependency build` would have put it in before the chart was published.
 package main
 
 import (
@@ -26,7 +29,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
@@ -43,8 +48,8 @@ import (
 const chartLabel = "helmcharts.helm.cattle.io/chart"
 
 type klipper struct {
-	kubeconfig, charts string
-	client             kubernetes.Interface
+	kubeconfig, charts, deps string
+	client                   kubernetes.Interface
 	// retryAt holds, per pod uid, when a failed install is run again.
 	retryAt map[types.UID]time.Time
 	tries   map[types.UID]int32
@@ -53,6 +58,7 @@ type klipper struct {
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the site's kubeconfig")
 	charts := flag.String("charts", "", "the folder of chart archives (<name>-<version>.tgz)")
+	deps := flag.String("deps", "", "a folder of chart folders that charts may depend on (<name>/Chart.yaml)")
 	flag.Parse()
 	if *kubeconfig == "" || *charts == "" {
 		fmt.Fprintln(os.Stderr, "usage: klipper --kubeconfig FILE --charts DIR")
@@ -63,7 +69,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	k := &klipper{kubeconfig: *kubeconfig, charts: *charts, client: kubernetes.NewForConfigOrDie(cfg),
+	k := &klipper{kubeconfig: *kubeconfig, charts: *charts, deps: *deps, client: kubernetes.NewForConfigOrDie(cfg),
 		retryAt: map[types.UID]time.Time{}, tries: map[types.UID]int32{}}
 	for {
 		k.round(context.Background())
@@ -133,6 +139,9 @@ func (k *klipper) run(ctx context.Context, p *corev1.Pod) error {
 	}
 	ch, err := loader.Load(path)
 	if err != nil {
+		return err
+	}
+	if err := k.addDependencies(ch); err != nil {
 		return err
 	}
 	opts := values.Options{ValueFiles: j.valueFiles, Values: j.sets, StringValues: j.stringSets}
@@ -278,4 +287,35 @@ func (k *klipper) report(ctx context.Context, p *corev1.Pod, runErr error) error
 	}
 	_, err = k.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// addDependencies adds, from the --deps folder, each dependency the chart declares but does not
+// carry, when its version satisfies the declared range.
+func (k *klipper) addDependencies(ch *chart.Chart) error {
+	have := map[string]bool{}
+	for _, d := range ch.Dependencies() {
+		have[d.Name()] = true
+	}
+	for _, d := range ch.Metadata.Dependencies {
+		if have[d.Name] {
+			continue
+		}
+		if k.deps == "" {
+			return fmt.Errorf("chart %s needs %s %s, which its archive does not carry", ch.Name(), d.Name, d.Version)
+		}
+		sub, err := loader.Load(filepath.Join(k.deps, d.Name))
+		if err != nil {
+			return fmt.Errorf("chart %s needs %s %s: %w", ch.Name(), d.Name, d.Version, err)
+		}
+		want, err := semver.NewConstraint(d.Version)
+		if err != nil {
+			return err
+		}
+		got, err := semver.NewVersion(sub.Metadata.Version)
+		if err != nil || !want.Check(got) {
+			return fmt.Errorf("chart %s needs %s %s, the folder has %s", ch.Name(), d.Name, d.Version, sub.Metadata.Version)
+		}
+		ch.AddDependency(sub)
+	}
+	return nil
 }

@@ -77,10 +77,17 @@ func (s *site) runKueue(kubeconfig string) error {
 	if err := r.certificates(); err != nil {
 		return err
 	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "logs", "kueue-runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
 	go func() {
+		last := ""
 		for {
-			if err := r.round(context.Background()); err != nil {
-				fmt.Fprintf(os.Stderr, "kueue runner: %v\n", err)
+			// Each new error once: the API server's going away at the end repeats one.
+			if err := r.round(context.Background()); err != nil && err.Error() != last {
+				last = err.Error()
+				fmt.Fprintf(log, "%s %v\n", time.Now().Format(time.RFC3339), err)
 			}
 			time.Sleep(300 * time.Millisecond)
 		}

@@ -167,7 +167,9 @@ func (s *site) up(kwok bool, crds, charts string) error {
 			"--controller-name", "helm-controller", "--node-name", s.name+"-server"); err != nil {
 			return err
 		}
-		if err := s.start("klipper", filepath.Join(s.bin, "klipper"), "--kubeconfig", kubeconfig, "--charts", charts); err != nil {
+		// scripts/realkube.sh build puts the charts' undelivered dependencies beside the binaries.
+		deps := filepath.Join(s.bin, "chart-deps")
+		if err := s.start("klipper", filepath.Join(s.bin, "klipper"), "--kubeconfig", kubeconfig, "--charts", charts, "--deps", deps); err != nil {
 			return err
 		}
 		// What the charts' pods would run and can run here: Kueue's manager (kueue.go).

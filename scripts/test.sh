@@ -12,6 +12,10 @@ step() { printf '\n== %s\n' "$*"; }
 if [[ "$(id -u)" == 0 ]]; then
 	step "system packages for the network lab (tests/lab/lab.sh deps)"
 	bash tests/lab/lab.sh deps
+	if ! command -v gcc >/dev/null; then
+		step "gcc, for kine's SQLite driver (cgo; scripts/realkube.sh)"
+		apt-get install -y -q --no-install-recommends gcc libc6-dev
+	fi
 	if ! command -v node >/dev/null; then
 		step "nodejs, for the pull-request comment script's test (tests/ci_comment.rs)"
 		apt-get install -y -q --no-install-recommends nodejs
@@ -31,6 +35,16 @@ if [[ -d ../shared/specs ]]; then
 else
 	echo "note: ../shared/specs is absent; tests that check against upstream schemas say so when they run" >&2
 fi
+
+step "the real Kubernetes control planes, from pinned Go modules (scripts/realkube.sh build; tests/realkube_*.rs)"
+if ! command -v go >/dev/null; then
+	echo "Go is needed to build the real control planes (tests/realkube/*/go.mod); install Go 1.24 or newer" >&2
+	exit 1
+fi
+for tool in gcc unshare; do
+	command -v "$tool" >/dev/null || { echo "scripts/realkube.sh needs $tool (gcc for kine's SQLite, util-linux's unshare for Kueue's /etc overlay)" >&2; exit 1; }
+done
+bash scripts/realkube.sh build
 
 step "cargo fmt --check"
 cargo fmt --all -- --check

@@ -7,7 +7,8 @@
 // helmcharts.helm.cattle.io/chart by helm-controller) are not made Running and Succeeded by
 // kwok's stages, because the suite's klipper stand-in (tests/realkube/helm) runs the real Helm
 // install for them and writes their end itself. kwok's default pod stages (its embedded
-// kustomize/stage/pod/fast) are given to it as its config with that one selector added.
+// kustomize/stage/pod/fast) are given to it as its config with that selector added, and with one
+// more: a pod a test labels realkube.fabric.test/hold is not ended (it keeps its Job running).
 package main
 
 import (
@@ -27,15 +28,22 @@ import (
 // notHelmInstall is the selector requirement added to the stages that run a pod.
 const notHelmInstall = "    - key: '.metadata.labels[\"helmcharts.helm.cattle.io/chart\"]'\n      operator: 'DoesNotExist'\n"
 
+// notHeld is added to the stage that ends a Job's pod: a test's pod labelled
+// realkube.fabric.test/hold keeps running (a Job holding its GPUs until the test deletes it).
+const notHeld = "    - key: '.metadata.labels[\"realkube.fabric.test/hold\"]'\n      operator: 'DoesNotExist'\n"
+
 // stagesFile writes kwok's default pod stages, with helm-install pods left out of the ones that
 // make a pod Running and Succeeded, and returns its path.
 func stagesFile() (string, error) {
 	var docs []string
-	for _, s := range []string{podfast.DefaultPodReady, podfast.DefaultPodComplete} {
-		if !strings.Contains(s, "    matchExpressions:\n") {
-			return "", fmt.Errorf("kwok's default stage has no matchExpressions: %.60q", s)
+	for _, st := range []struct{ yaml, extra string }{
+		{podfast.DefaultPodReady, notHelmInstall},
+		{podfast.DefaultPodComplete, notHelmInstall + notHeld},
+	} {
+		if !strings.Contains(st.yaml, "    matchExpressions:\n") {
+			return "", fmt.Errorf("kwok's default stage has no matchExpressions: %.60q", st.yaml)
 		}
-		docs = append(docs, strings.Replace(s, "    matchExpressions:\n", "    matchExpressions:\n"+notHelmInstall, 1))
+		docs = append(docs, strings.Replace(st.yaml, "    matchExpressions:\n", "    matchExpressions:\n"+st.extra, 1))
 	}
 	docs = append(docs, podfast.DefaultPodDelete)
 	// In the working folder (the site's, where `kube site` starts kwok).

@@ -107,7 +107,7 @@ fn lab() -> &'static Lab {
             Site::start(&dir.join(name), name, &opts)
         };
         let (franca, sp) = (start("franca", fa, ports.0), start("sp", sa, ports.1));
-        let kubelet = format!("{}", t.versions.k3s);
+        let kubelet = t.versions.k3s.to_string();
         for (site, name) in [(&franca, "franca"), (&sp, "sp")] {
             for node in nodes(&t, name, &kubelet) {
                 let out = site.kubectl_with_input(&["create", "-f", "-"], Some(&node.to_string()));

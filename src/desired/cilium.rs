@@ -90,8 +90,16 @@ pub fn clustermesh_values(t: &Topology, s: &Site) -> Value {
     })
 }
 
+/// Cilium's HelmChart, a bootstrap chart: K3s started with `--flannel-backend=none` has no CNI,
+/// so its nodes are NotReady with the `node.kubernetes.io/not-ready` taint until Cilium runs.
+/// helm-controller gives only a bootstrap chart's install Job the tolerations of that taint,
+/// host networking and the control-plane node selector (k3s-io/helm-controller
+/// `pkg/controllers/chart/chart.go`, `job()`); an ordinary install Job is never scheduled and
+/// the chart never installs (seen on the real helm-controller: `tests/realkube_apply.rs`).
 pub fn cilium_helm_chart(t: &Topology, s: &Site) -> Value {
-    helm_chart(t, "cilium", &CILIUM_CHART, &t.versions.cilium, "kube-system", &cilium_values(t, s))
+    let mut chart = helm_chart(t, "cilium", &CILIUM_CHART, &t.versions.cilium, "kube-system", &cilium_values(t, s));
+    chart["spec"]["bootstrap"] = Value::Bool(true);
+    chart
 }
 
 pub fn cilium_external_workload(t: &Topology, s: &Site, w: &ExternalWorkload, index: usize) -> Value {

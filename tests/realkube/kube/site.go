@@ -172,8 +172,12 @@ func (s *site) up(kwok bool, crds, charts string) error {
 		if err := s.start("klipper", filepath.Join(s.bin, "klipper"), "--kubeconfig", kubeconfig, "--charts", charts, "--deps", deps); err != nil {
 			return err
 		}
-		// What the charts' pods would run and can run here: Kueue's manager (kueue.go).
+		// What the charts' pods would run and can run here: Kueue's manager (kueue.go); and
+		// what a CNI changes for the nodes (cni.go).
 		if err := s.runKueue(kubeconfig); err != nil {
+			return err
+		}
+		if err := s.runCNI(kubeconfig); err != nil {
 			return err
 		}
 	}

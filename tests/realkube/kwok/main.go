@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat"
 	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
 	"sigs.k8s.io/kwok/pkg/config"
 	"sigs.k8s.io/kwok/pkg/kwok/cmd"
@@ -32,6 +34,12 @@ const notHelmInstall = "    - key: '.metadata.labels[\"helmcharts.helm.cattle.io
 // realkube.fabric.test/hold keeps running (a Job holding its GPUs until the test deletes it).
 const notHeld = "    - key: '.metadata.labels[\"realkube.fabric.test/hold\"]'\n      operator: 'DoesNotExist'\n"
 
+// withoutCNI is added to the stage that makes a Node Ready: a Node annotated
+// realkube.fabric.test/no-cni stays as registered (NotReady, tainted not-ready) until the site's
+// CNI stand-in sees the CNI installed and removes the annotation, as a K3s node started with
+// --flannel-backend=none stays NotReady until a CNI writes its config (tests/realkube/kube/cni.go).
+const withoutCNI = "    - key: '.metadata.annotations[\"realkube.fabric.test/no-cni\"]'\n      operator: 'DoesNotExist'\n"
+
 // stagesFile writes kwok's default pod stages, with helm-install pods left out of the ones that
 // make a pod Running and Succeeded, and returns its path.
 func stagesFile() (string, error) {
@@ -39,13 +47,16 @@ func stagesFile() (string, error) {
 	for _, st := range []struct{ yaml, extra string }{
 		{podfast.DefaultPodReady, notHelmInstall},
 		{podfast.DefaultPodComplete, notHelmInstall + notHeld},
+		{nodefast.DefaultNodeInit, withoutCNI},
 	} {
 		if !strings.Contains(st.yaml, "    matchExpressions:\n") {
 			return "", fmt.Errorf("kwok's default stage has no matchExpressions: %.60q", st.yaml)
 		}
 		docs = append(docs, strings.Replace(st.yaml, "    matchExpressions:\n", "    matchExpressions:\n"+st.extra, 1))
 	}
-	docs = append(docs, podfast.DefaultPodDelete)
+	// The rest as kwok has them (with --node-lease-duration-seconds set, kwok's own choice is
+	// the heartbeat without lease: pkg/kwok/cmd/root.go getDefaultNodeStages).
+	docs = append(docs, podfast.DefaultPodDelete, nodeheartbeat.DefaultNodeHeartbeat)
 	// In the working folder (the site's, where `kube site` starts kwok).
 	path, err := filepath.Abs("kwok-stages.yaml")
 	if err != nil {

@@ -37,6 +37,10 @@ else
 fi
 
 step "the real Kubernetes control planes, from pinned Go modules (scripts/realkube.sh build; tests/realkube_*.rs)"
+# Go's own install place, when a non-login shell's PATH does not name it.
+if ! command -v go >/dev/null && [[ -x /usr/local/go/bin/go ]]; then
+	export PATH="$PATH:/usr/local/go/bin"
+fi
 if ! command -v go >/dev/null; then
 	echo "Go is needed to build the real control planes (tests/realkube/*/go.mod); install Go 1.24 or newer" >&2
 	exit 1

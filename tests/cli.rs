@@ -415,7 +415,7 @@ fn plan_selection() {
 fn plan_json_is_versioned_and_markdown_is_a_table() {
     let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["format_version"], "1.5");
+    assert_eq!(v["format_version"], "1.6");
     assert_eq!(v["mode"]["kind"], "offline");
     assert_eq!(v["steps"][0]["status"], "changes");
     assert_eq!(v["summary"]["unknown_steps"], 0);
@@ -451,7 +451,7 @@ fn plan_out_writes_the_json_plan() {
 
 #[test]
 fn help_explains_with_examples() {
-    for cmd in ["validate", "graph", "plan", "schema", "render", "apply", "rollback", "completions", "man"] {
+    for cmd in ["validate", "graph", "plan", "show", "schema", "render", "apply", "rollback", "completions", "man"] {
         let o = fabric(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Example"), "{cmd} --help has an example");
@@ -774,4 +774,144 @@ fn one_site_plans_no_tunnel_and_no_mesh_and_asks_for_no_peer() {
     assert!(!plan.contains("wireguard") && !plan.contains("clustermesh"), "{plan}");
     let o = fabric(&["-f", f.path(), "plan", "--offline", "--step", "B.1"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// A loopback port where a test's ssh config sends every host: it counts the connections made
+/// to it and closes each at once (fabric then finds the host unreachable), so a test sees
+/// whether fabric connected at all. Nothing else is ever contacted.
+struct Loopback {
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ssh_config: TempFile,
+    _key: TempFile,
+}
+
+impl Loopback {
+    fn start() -> Loopback {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        let key = TempFile::new("id_ed25519", "");
+        let config = format!(
+            "Host *\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {}\n  \
+             UserKnownHostsFile {}.known_hosts\n",
+            key.path(),
+            key.path()
+        );
+        Loopback { connections, ssh_config: TempFile::new("ssh_config", &config), _key: key }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// fabric with this ssh config, stdin not a terminal, in `dir`.
+    fn fabric(&self, dir: &std::path::Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(["--ssh-config", self.ssh_config.path(), "-q"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("FABRIC_CHART_INDEXES", "off")
+            .env_remove("FABRIC_TOPOLOGY")
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run fabric")
+    }
+}
+
+/// The lab's topology (routers over SSH only for B.1, kubeconfigs that do not exist) in a
+/// directory of its own, and an offline plan of B.1 made from it, turned
+/// into a plan of live state (as `plan --out` writes after a read) unless `offline`.
+fn planned(offline: bool) -> (TempFile, TempFile) {
+    let topology = TempFile::new("topology.yaml", include_str!("data/lab-linux.yaml"));
+    let plan = TempFile::new("b1.plan", "");
+    let o = fabric(&["-f", topology.path(), "plan", "--offline", "--step", "B.1", "-q", "--out", plan.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    if !offline {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan.0).unwrap()).unwrap();
+        v["mode"] = serde_json::json!({ "kind": "live", "fingerprint": "0".repeat(64) });
+        std::fs::write(&plan.0, v.to_string()).unwrap();
+    }
+    (topology, plan)
+}
+
+/// Issue 36, item 3: every local check before any connection, each mismatch said exactly.
+#[test]
+fn apply_checks_everything_local_before_any_connection() {
+    let net = Loopback::start();
+    let (topology, plan) = planned(false);
+    let dir = topology.0.parent().unwrap().to_path_buf();
+    // No terminal to ask at, no --auto-approve, no planfile: refused before anything is read.
+    let o = net.fabric(&dir, &["apply", "--step", "B.1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("apply needs approval and stdin is not a terminal; nothing was read"),
+        "{}",
+        stderr(&o)
+    );
+    // Another topology than the plan's: both named, with their digests.
+    let other = TempFile::new("other.yaml", &format!("{}# changed\n", include_str!("data/lab-linux.yaml")));
+    let o = net.fabric(&dir, &["-f", other.path(), "apply", plan.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let made = std::fs::canonicalize(&topology.0).unwrap();
+    let given = std::fs::canonicalize(&other.0).unwrap();
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{} was made from {} (sha256 ", plan.path(), made.display())), "{err}");
+    assert!(err.contains(&format!("…), not from {} (sha256 ", given.display())), "{err}");
+    // Another fabric release.
+    let text = std::fs::read_to_string(&plan.0).unwrap();
+    let older = TempFile::new("older.plan", &text.replace("\"fabric_version\":\"", "\"fabric_version\":\"0.0.0-"));
+    let o = net.fabric(&dir, &["apply", older.path()]);
+    assert!(stderr(&o).contains(&format!("{} was made by fabric 0.0.0-", older.path())), "{}", stderr(&o));
+    // An offline plan, an open decision, an unrecorded bundle digest.
+    let (_t, offline) = planned(true);
+    let o = net.fabric(&dir, &["apply", offline.path()]);
+    assert!(stderr(&o).contains("an offline plan cannot be applied"), "{}", stderr(&o));
+    let undecided = TempFile::new(
+        "undecided.yaml",
+        &include_str!("data/lab-linux.yaml").replace("argocd: single", "argocd: undecided"),
+    );
+    let o = net.fabric(&dir, &["-f", undecided.path(), "apply", "--auto-approve"]);
+    assert!(stderr(&o).contains("wait on a decision: C.3: "), "{}", stderr(&o));
+    assert_eq!(net.connections(), 0, "nothing was contacted");
+}
+
+/// `apply PLANFILE` needs no -f (the plan names its topology) and asks nothing (it was
+/// reviewed): it goes on to read, here finds the targets unreachable and refuses.
+#[test]
+fn apply_planfile_reads_its_own_topology_and_asks_nothing() {
+    let net = Loopback::start();
+    let (_topology, plan) = planned(false);
+    let elsewhere = std::env::temp_dir();
+    let o = net.fabric(&elsewhere, &["apply", plan.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("stdin is not a terminal") && !err.contains("no topology.yaml"), "{err}");
+    assert!(err.contains("cannot apply: ") && err.contains("could not be read"), "{err}");
+    assert!(net.connections() > 0, "the read happened, after the local checks");
+}
+
+/// `fabric show PLANFILE`: the saved plan in every format, nothing read.
+#[test]
+fn show_prints_a_saved_plan_in_every_format() {
+    let (_topology, plan) = planned(true);
+    let o = fabric(&["show", plan.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("fabric plan: lab ("), "{}", stdout(&o));
+    assert!(stdout(&o).contains("+ router.franca/wireguard:wg0"), "{}", stdout(&o));
+    let o = fabric(&["show", plan.path(), "--format", "markdown"]);
+    assert!(stdout(&o).starts_with("### fabric plan: `lab`"), "{}", stdout(&o));
+    let o = fabric(&["show", plan.path(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["selection"]["steps"][0], "B.1");
+    let o = fabric(&["show", "/nonexistent/b1.plan"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read /nonexistent/b1.plan"), "{}", stderr(&o));
 }

@@ -107,19 +107,25 @@ fn lab() -> &'static Lab {
             Site::start(&dir.join(name), name, &opts)
         };
         let (franca, sp) = (start("franca", fa, ports.0), start("sp", sa, ports.1));
-        let kubelet = format!("{}", t.versions.k3s);
+        let kubelet = t.versions.k3s.to_string();
         for (site, name) in [(&franca, "franca"), (&sp, "sp")] {
             for node in nodes(&t, name, &kubelet) {
                 let out = site.kubectl_with_input(&["create", "-f", "-"], Some(&node.to_string()));
                 assert!(out.status.success(), "node at {name}: {}", String::from_utf8_lossy(&out.stderr));
             }
             site.wait_until(30, "every node Ready", |s| {
-                let out = s.kubectl_ok(&["get", "nodes", "-o", "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}"]);
+                let out = s.kubectl_ok(&[
+                    "get",
+                    "nodes",
+                    "-o",
+                    "jsonpath={.items[*].status.conditions[?(@.type==\"Ready\")].status}",
+                ]);
                 !out.is_empty() && out.split_whitespace().all(|c| c == "True")
             });
         }
         std::fs::write(dir.join("topology.yaml"), &text).unwrap();
-        std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n").unwrap();
+        std::fs::write(dir.join("ssh_config"), "Host *\n    HostName 127.0.0.1\n    Port 9\n    ConnectTimeout 2\n")
+            .unwrap();
         Lab { dir, franca, sp, text }
     })
 }
@@ -151,7 +157,8 @@ async fn kubernetes_steps_apply_to_real_api_servers_and_plan_clean_after() {
     // The charts fabric's HelmCharts name were installed by the real Helm library: their own CRDs
     // are served (Kueue's from its templates, at the pinned release).
     for (site, name) in [(&l.franca, "franca"), (&l.sp, "sp")] {
-        let crd = site.get("crd", "clusterqueues.kueue.x-k8s.io", None).unwrap_or_else(|| panic!("Kueue's CRD at {name}"));
+        let crd =
+            site.get("crd", "clusterqueues.kueue.x-k8s.io", None).unwrap_or_else(|| panic!("Kueue's CRD at {name}"));
         assert_eq!(crd["metadata"]["labels"]["app.kubernetes.io/managed-by"], "Helm", "{name}: {crd}");
         let job = site.get("job", "helm-install-kueue", Some("kube-system")).expect("helm-controller's install Job");
         assert_eq!(job["status"]["succeeded"], 1, "{name}: {}", job["status"]);

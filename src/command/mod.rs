@@ -14,6 +14,7 @@ pub mod rotate_credentials;
 pub mod rotate_wireguard;
 pub mod runs;
 pub mod schema;
+pub mod show;
 pub mod state;
 pub mod validate;
 pub mod verify;
@@ -64,6 +65,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Plan(o) => plan::run(&global, o),
         Command::Render(o) => render::run(&global, o),
         Command::Apply(o) => apply::run(&global, o),
+        Command::Show(o) => show::run(&global, o),
         Command::Rollback(o) => rollback::run(&global, o),
         Command::State(o) => state::run(&global, o),
         Command::Verify(o) => verify::run(&global, o),

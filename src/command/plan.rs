@@ -105,14 +105,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         })?;
     }
     let p = planned.plan;
-    let text = match format {
-        Format::Human => view::human(&p, &Style::stdout(g.no_color)),
-        Format::Json => view::json(&p),
-        Format::Markdown => view::markdown(&p),
-    };
-    if !(g.quiet && format == Format::Human) {
-        print!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
-    }
+    print(g, &p, format);
     if let Some(path) = out {
         planfile::write(&path, &p)
             .map_err(|e| usage("plan::out", e.to_string(), "check the directory exists and is writable"))?;
@@ -160,6 +153,18 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })
+}
+
+/// Prints a plan in `format` on stdout (`plan`, `show`); `-q` keeps the human view quiet.
+pub(super) fn print(g: &Global, p: &crate::plan::model::Plan, format: Format) {
+    let text = match format {
+        Format::Human => view::human(p, &Style::stdout(g.no_color)),
+        Format::Json => view::json(p),
+        Format::Markdown => view::markdown(p),
+    };
+    if !(g.quiet && format == Format::Human) {
+        print!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
+    }
 }
 
 /// What the metrics say besides the plan: the sites, the last apply that ended well (this

@@ -37,6 +37,8 @@ pub struct Header {
     pub fabric: String,
     pub topology_file: String,
     pub topology_digest: String,
+    /// The topology file's absolute path (None for the embedded example).
+    pub topology_path: Option<String>,
     pub selection: Selection,
     pub mode: Mode,
 }
@@ -49,6 +51,8 @@ pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan 
         fabric: h.fabric,
         topology_file: h.topology_file,
         topology_digest: h.topology_digest,
+        fabric_version: model::FABRIC_VERSION.to_string(),
+        topology_path: h.topology_path,
         selection: h.selection,
         mode: h.mode,
         steps,

@@ -915,3 +915,71 @@ fn show_prints_a_saved_plan_in_every_format() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cannot read /nonexistent/b1.plan"), "{}", stderr(&o));
 }
+
+/// Issue 36, item 5: a new object's whole content in every format (a secret's never); what
+/// does not change hidden unless asked; `-q` keeps the summary line.
+#[test]
+fn plans_show_new_objects_whole_and_hide_what_does_not_change() {
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let changes = v["steps"][0]["changes"].as_array().unwrap();
+    let cilium = changes.iter().find(|c| c["address"] == "cluster.sp/kube-system/HelmChart/cilium").unwrap();
+    let diff = cilium["diff"].as_str().unwrap();
+    assert!(diff.contains("+kind: HelmChart\n") && diff.contains("+  chart: cilium\n"), "{diff}");
+    let secret = changes.iter().find(|c| c["sensitive"] == true).expect("A.1 copies the join token");
+    assert_eq!(secret["diff"], serde_json::Value::Null, "never a secret's content: {secret}");
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp"]);
+    assert!(stdout(&o).contains("      +kind: HelmChart\n"), "{}", stdout(&o));
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp", "--format", "markdown"]);
+    assert!(stdout(&o).contains("\n+kind: HelmChart\n"), "{}", stdout(&o));
+
+    // The change from a base that differs in one quota: the rest is hidden in every view.
+    let batch = "local_queues: [{ name: batch, namespace: batch }]";
+    let base = EXAMPLE.replace(&format!("gpu_quota: 2\n        {batch}"), &format!("gpu_quota: 1\n        {batch}"));
+    let base = TempFile::new("base.yaml", &base);
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["-f", "topology.example.yaml", "plan", "--offline", "--base", base.path()];
+        args.extend(extra);
+        fabric(&args)
+    };
+    let o = plan(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // An unchanged resource's line is `    <address>` (no symbol); a diff's lines are indented more.
+    let unchanged_line = |l: &str| l.starts_with("    ") && !l.starts_with("     ");
+    assert!(!out.contains("no changes") && !out.lines().any(unchanged_line), "{out}");
+    assert!(out.contains(" step(s) without changes not shown (--show-unchanged shows them)"), "{out}");
+    let all = stdout(&plan(&["--show-unchanged"]));
+    assert!(all.lines().filter(|l| unchanged_line(l)).count() > 50, "{all}");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["--format", "json"];
+        args.extend(extra);
+        serde_json::from_str(&stdout(&plan(&args))).unwrap()
+    };
+    let count = |v: &serde_json::Value| {
+        v["steps"].as_array().unwrap().iter().map(|s| s["changes"].as_array().unwrap().len()).sum::<usize>()
+    };
+    let (few, every) = (json(&[]), json(&["--show-unchanged"]));
+    let n = |k: &str| few["summary"][k].as_u64().unwrap() as usize;
+    assert_eq!((n("create"), n("delete")), (0, 0), "{few}");
+    assert!(n("update") > 0 && n("no_op") > 50, "{few}");
+    assert_eq!(count(&few), n("update"), "{few}");
+    assert_eq!(count(&every), n("update") + n("no_op"));
+    assert_eq!(few["summary"], every["summary"]);
+    // -q: the summary line, and nothing else.
+    assert_eq!(stdout(&plan(&["-q"])), format!("Plan: 0 to create, {} to update, 0 to delete.\n", n("update")));
+}
+
+/// Issue 36, item 5: one cause (no `k3s_airgap` for a new cluster's nodes) is one warning that
+/// names its other places, not one warning per node.
+#[test]
+fn a_warning_is_printed_once_per_cause_with_its_places() {
+    let o = fabric(&["-f", "tests/data/lab-linux.yaml", "graph"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("is never installed by fabric").count(), 2, "{err}");
+    assert_eq!(err.matches("⚠").count(), 1, "{err}");
+    assert!(err.contains("the same cause at 1 more place(s):\n"), "{err}");
+    assert!(err.contains("tests/data/lab-linux.yaml:47:11 (node `sp-lan` of the new cluster `sp`"), "{err}");
+}

@@ -64,7 +64,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
+        print!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
         return Err(blocked.into());
     }
     let pending = ready.pending_reverts();
@@ -89,7 +89,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         );
     }
     if !g.quiet || !(o.auto_approve || reviewed) {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
+        print!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
     }
     // A planfile was reviewed when it was made: applied without asking again, as terraform's
     // `apply PLANFILE` (the read above refused it if live state moved since).

@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod args;
+pub mod causes;
 pub mod cli;
 pub mod completions;
 pub mod graph;
@@ -291,8 +292,9 @@ pub fn print_findings(diags: &[topology::problem::Diag], g: &Global) {
     print_diags(&shown, g);
 }
 
+/// Prints diagnostics on stderr, each warning's cause once (`causes`).
 pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {
-    for d in diags {
+    for d in &causes::once_per_cause(diags) {
         eprintln!("{}", render_diag(d, Style::stderr(g.no_color).color));
     }
 }

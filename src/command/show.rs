@@ -24,10 +24,13 @@ pub struct Opts {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Also show the resources and steps without changes (hidden by default)
+    #[arg(long)]
+    pub show_unchanged: bool,
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let p = crate::plan::planfile::read(&o.planfile).map_err(OpError::from)?;
-    super::plan::print(g, &p, o.format);
+    super::plan::print(g, &p, o.format, o.show_unchanged);
     Ok(Done::Ok)
 }

@@ -23,7 +23,8 @@ pub enum PlanfileError {
 
 /// Writes `plan` as JSON (the same document `plan --format json` prints).
 pub fn write(path: &Path, plan: &Plan) -> Result<(), PlanfileError> {
-    std::fs::write(path, view::json(plan)).map_err(|cause| PlanfileError::Write { path: path.into(), cause })
+    std::fs::write(path, view::json(plan, view::Unchanged::Shown))
+        .map_err(|cause| PlanfileError::Write { path: path.into(), cause })
 }
 
 /// Reads a planfile back into a [`Plan`].
@@ -86,7 +87,7 @@ mod tests {
         let p = plan();
         write(&path, &p).unwrap();
         let back = read(&path).unwrap();
-        assert_eq!(view::json(&back), view::json(&p));
+        assert_eq!(view::json(&back, view::Unchanged::Shown), view::json(&p, view::Unchanged::Shown));
         assert_eq!(back.selection, p.selection);
         assert_eq!(back.mode, p.mode);
         assert_eq!(back.summary, p.summary);
@@ -98,7 +99,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fabric-planfile-v-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("p.plan");
-        let text = view::json(&plan())
+        let text = view::json(&plan(), view::Unchanged::Shown)
             .replace(&format!("\"format_version\": \"{FORMAT_VERSION}\""), "\"format_version\": \"9.0\"");
         std::fs::write(&path, text).unwrap();
         let e = read(&path).unwrap_err();

@@ -188,22 +188,10 @@ fn bundle_files(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
     files
 }
 
-/// A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing: the run
-/// stops before any file is fetched, copied or run (`preflight::local` asks it before the read).
-pub(super) fn unrecorded_digest(files: &[(Resource, Upload)]) -> Result<(), OpError> {
-    match files.iter().find(|(_, u)| !crate::topology::airgap::is_sha256(&u.sha256)) {
-        Some((r, u)) => Err(OpError::Bundle(format!(
-            "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
-            r.address, u.name, u.sha256
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// Checks each file once (the installs of a run share one bundle): a URL is downloaded at most
 /// once per run.
 fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), OpError> {
-    unrecorded_digest(files)?;
+    super::preflight::unrecorded_digest(files)?;
     let mut checked = std::collections::BTreeSet::new();
     for (r, u) in files {
         if !checked.insert((u.from.clone(), u.sha256.clone())) {

@@ -7,6 +7,8 @@
 use std::path::Path;
 
 use super::{OpError, Workspace};
+use crate::desired::Resource;
+use crate::desired::k3s_install::Upload;
 use crate::plan::model::{FABRIC_VERSION, Mode, Plan};
 use crate::plan::select::Selection;
 
@@ -95,7 +97,19 @@ pub fn local(ws: &Workspace, sel: &Selection) -> Result<(), OpError> {
         .collect();
     // An unrecorded digest never matches a binary that runs, so such an install is always a
     // change: refusing it here refuses what the run would refuse after the read.
-    super::apply::unrecorded_digest(&installs)
+    unrecorded_digest(&installs)
+}
+
+/// A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing: the run
+/// stops before any file is fetched, copied or run ([`local`] asks it before the read, the run's preflight again).
+pub(super) fn unrecorded_digest(files: &[(Resource, Upload)]) -> Result<(), OpError> {
+    match files.iter().find(|(_, u)| !crate::topology::airgap::is_sha256(&u.sha256)) {
+        Some((r, u)) => Err(OpError::Bundle(format!(
+            "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
+            r.address, u.name, u.sha256
+        ))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

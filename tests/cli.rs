@@ -983,3 +983,30 @@ fn a_warning_is_printed_once_per_cause_with_its_places() {
     assert!(err.contains("the same cause at 1 more place(s):\n"), "{err}");
     assert!(err.contains("tests/data/lab-linux.yaml:47:11 (node `sp-lan` of the new cluster `sp`"), "{err}");
 }
+
+/// A reader that goes away (`fabric graph | head -c 0`) ends nothing badly: no panic, no
+/// message, the command's own exit status (as ripgrep's).
+#[test]
+fn a_closed_stdout_is_quiet() {
+    // The plan is far longer than a pipe's buffer: some of its writes fail whenever the read
+    // end closes.
+    for args in [&["--example", "graph"][..], &["--example", "plan", "--offline", "--show-unchanged"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The read end closed before (or while) fabric writes: its writes fail with EPIPE.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe") && !err.contains("stdout"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -64,20 +64,20 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
+        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
         return Err(blocked.into());
     }
     let pending = ready.pending_reverts();
     if !ready.plan.has_changes() && pending.is_empty() {
         if !g.quiet {
-            println!("No changes. The live state matches the topology.");
+            crate::outln!("No changes. The live state matches the topology.");
         }
         return Ok(Done::Ok);
     }
     if !ready.plan.has_changes() {
         // A killed run's change that its router is about to put back reads as "no change":
         // the run waits for the revert and reads again before deciding.
-        println!(
+        crate::outln!(
             "{}",
             terminal_safe(
                 &format!(
@@ -89,7 +89,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         );
     }
     if !g.quiet || !(o.auto_approve || reviewed) {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
+        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
     }
     // A planfile was reviewed when it was made: applied without asking again, as terraform's
     // `apply PLANFILE` (the read above refused it if live state moved since).
@@ -138,7 +138,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     }
     let done = result?;
     if !g.quiet {
-        println!(
+        crate::outln!(
             "Apply complete: {} step(s) changed. Run {}; journal {}",
             done.changed.len(),
             done.run,
@@ -197,12 +197,12 @@ fn needs_terminal() -> Result<(), Report> {
 /// Asks for `yes` at the terminal, as terraform does (apply, rotate).
 pub(super) fn approve() -> Result<(), Report> {
     needs_terminal()?;
-    print!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
+    crate::out!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if answer.trim() != "yes" {
-        println!("Apply cancelled.");
+        crate::outln!("Apply cancelled.");
         return Err(usage("apply::cancelled", "apply cancelled", "nothing was changed"));
     }
     Ok(())

@@ -17,6 +17,7 @@ pub mod runs;
 pub mod schema;
 pub mod show;
 pub mod state;
+pub mod stdout;
 pub mod validate;
 pub mod verify;
 

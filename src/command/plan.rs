@@ -168,7 +168,7 @@ pub(super) fn print(g: &Global, p: &crate::plan::model::Plan, format: Format, sh
         Format::Json => view::json(p, unchanged),
         Format::Markdown => view::markdown(p, unchanged),
     };
-    print!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
+    crate::out!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
 }
 
 /// What the metrics say besides the plan: the sites, the last apply that ended well (this

@@ -887,7 +887,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
     let o = lab.cmd(&["cut-mgmt", "sp-router"]);
     assert!(o.status.success());
     let t = Instant::now();
-    let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
+    let o = run.fabric(&topo, &["plan", "--step", "B.1", "--show-unchanged"]);
     let took = t.elapsed();
     lab.cmd(&["restore-mgmt", "sp-router"]);
     let text = out(&o);

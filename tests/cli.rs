@@ -415,7 +415,7 @@ fn plan_selection() {
 fn plan_json_is_versioned_and_markdown_is_a_table() {
     let o = fabric(&["--example", "plan", "--offline", "--format", "json"]);
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    assert_eq!(v["format_version"], "1.5");
+    assert_eq!(v["format_version"], "1.6");
     assert_eq!(v["mode"]["kind"], "offline");
     assert_eq!(v["steps"][0]["status"], "changes");
     assert_eq!(v["summary"]["unknown_steps"], 0);
@@ -451,7 +451,7 @@ fn plan_out_writes_the_json_plan() {
 
 #[test]
 fn help_explains_with_examples() {
-    for cmd in ["validate", "graph", "plan", "schema", "render", "apply", "rollback", "completions", "man"] {
+    for cmd in ["validate", "graph", "plan", "show", "schema", "render", "apply", "rollback", "completions", "man"] {
         let o = fabric(&[cmd, "--help"]);
         assert_eq!(o.status.code(), Some(0));
         assert!(stdout(&o).contains("Example"), "{cmd} --help has an example");
@@ -774,4 +774,239 @@ fn one_site_plans_no_tunnel_and_no_mesh_and_asks_for_no_peer() {
     assert!(!plan.contains("wireguard") && !plan.contains("clustermesh"), "{plan}");
     let o = fabric(&["-f", f.path(), "plan", "--offline", "--step", "B.1"]);
     assert_eq!(o.status.code(), Some(1));
+}
+
+/// A loopback port where a test's ssh config sends every host: it counts the connections made
+/// to it and closes each at once (fabric then finds the host unreachable), so a test sees
+/// whether fabric connected at all. Nothing else is ever contacted.
+struct Loopback {
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    ssh_config: TempFile,
+    _key: TempFile,
+}
+
+impl Loopback {
+    fn start() -> Loopback {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                drop(stream);
+            }
+        });
+        let key = TempFile::new("id_ed25519", "");
+        let config = format!(
+            "Host *\n  HostName 127.0.0.1\n  Port {port}\n  User root\n  IdentityFile {}\n  \
+             UserKnownHostsFile {}.known_hosts\n",
+            key.path(),
+            key.path()
+        );
+        Loopback { connections, ssh_config: TempFile::new("ssh_config", &config), _key: key }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// fabric with this ssh config, stdin not a terminal, in `dir`.
+    fn fabric(&self, dir: &std::path::Path, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(["--ssh-config", self.ssh_config.path(), "-q"])
+            .args(args)
+            .env("NO_COLOR", "1")
+            .env("FABRIC_CHART_INDEXES", "off")
+            .env_remove("FABRIC_TOPOLOGY")
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run fabric")
+    }
+}
+
+/// The lab's topology (routers over SSH only for B.1, kubeconfigs that do not exist) in a
+/// directory of its own, and an offline plan of B.1 made from it, turned
+/// into a plan of live state (as `plan --out` writes after a read) unless `offline`.
+fn planned(offline: bool) -> (TempFile, TempFile) {
+    let topology = TempFile::new("topology.yaml", include_str!("data/lab-linux.yaml"));
+    let plan = TempFile::new("b1.plan", "");
+    let o = fabric(&["-f", topology.path(), "plan", "--offline", "--step", "B.1", "-q", "--out", plan.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    if !offline {
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan.0).unwrap()).unwrap();
+        v["mode"] = serde_json::json!({ "kind": "live", "fingerprint": "0".repeat(64) });
+        std::fs::write(&plan.0, v.to_string()).unwrap();
+    }
+    (topology, plan)
+}
+
+/// Issue 36, item 3: every local check before any connection, each mismatch said exactly.
+#[test]
+fn apply_checks_everything_local_before_any_connection() {
+    let net = Loopback::start();
+    let (topology, plan) = planned(false);
+    let dir = topology.0.parent().unwrap().to_path_buf();
+    // No terminal to ask at, no --auto-approve, no planfile: refused before anything is read.
+    let o = net.fabric(&dir, &["apply", "--step", "B.1"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("apply needs approval and stdin is not a terminal; nothing was read"),
+        "{}",
+        stderr(&o)
+    );
+    // Another topology than the plan's: both named, with their digests.
+    let other = TempFile::new("other.yaml", &format!("{}# changed\n", include_str!("data/lab-linux.yaml")));
+    let o = net.fabric(&dir, &["-f", other.path(), "apply", plan.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let made = std::fs::canonicalize(&topology.0).unwrap();
+    let given = std::fs::canonicalize(&other.0).unwrap();
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{} was made from {} (sha256 ", plan.path(), made.display())), "{err}");
+    assert!(err.contains(&format!("…), not from {} (sha256 ", given.display())), "{err}");
+    // Another fabric release.
+    let text = std::fs::read_to_string(&plan.0).unwrap();
+    let older = TempFile::new("older.plan", &text.replace("\"fabric_version\":\"", "\"fabric_version\":\"0.0.0-"));
+    let o = net.fabric(&dir, &["apply", older.path()]);
+    assert!(stderr(&o).contains(&format!("{} was made by fabric 0.0.0-", older.path())), "{}", stderr(&o));
+    // An offline plan, an open decision, an unrecorded bundle digest.
+    let (_t, offline) = planned(true);
+    let o = net.fabric(&dir, &["apply", offline.path()]);
+    assert!(stderr(&o).contains("an offline plan cannot be applied"), "{}", stderr(&o));
+    let undecided = TempFile::new(
+        "undecided.yaml",
+        &include_str!("data/lab-linux.yaml").replace("argocd: single", "argocd: undecided"),
+    );
+    let o = net.fabric(&dir, &["-f", undecided.path(), "apply", "--auto-approve"]);
+    assert!(stderr(&o).contains("wait on a decision: C.3: "), "{}", stderr(&o));
+    assert_eq!(net.connections(), 0, "nothing was contacted");
+}
+
+/// `apply PLANFILE` needs no -f (the plan names its topology) and asks nothing (it was
+/// reviewed): it goes on to read, here finds the targets unreachable and refuses.
+#[test]
+fn apply_planfile_reads_its_own_topology_and_asks_nothing() {
+    let net = Loopback::start();
+    let (_topology, plan) = planned(false);
+    let elsewhere = std::env::temp_dir();
+    let o = net.fabric(&elsewhere, &["apply", plan.path()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("stdin is not a terminal") && !err.contains("no topology.yaml"), "{err}");
+    assert!(err.contains("cannot apply: ") && err.contains("could not be read"), "{err}");
+    assert!(net.connections() > 0, "the read happened, after the local checks");
+}
+
+/// `fabric show PLANFILE`: the saved plan in every format, nothing read.
+#[test]
+fn show_prints_a_saved_plan_in_every_format() {
+    let (_topology, plan) = planned(true);
+    let o = fabric(&["show", plan.path()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("fabric plan: lab ("), "{}", stdout(&o));
+    assert!(stdout(&o).contains("+ router.franca/wireguard:wg0"), "{}", stdout(&o));
+    let o = fabric(&["show", plan.path(), "--format", "markdown"]);
+    assert!(stdout(&o).starts_with("### fabric plan: `lab`"), "{}", stdout(&o));
+    let o = fabric(&["show", plan.path(), "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["selection"]["steps"][0], "B.1");
+    let o = fabric(&["show", "/nonexistent/b1.plan"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("cannot read /nonexistent/b1.plan"), "{}", stderr(&o));
+}
+
+/// Issue 36, item 5: a new object's whole content in every format (a secret's never); what
+/// does not change hidden unless asked; `-q` keeps the summary line.
+#[test]
+fn plans_show_new_objects_whole_and_hide_what_does_not_change() {
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let changes = v["steps"][0]["changes"].as_array().unwrap();
+    let cilium = changes.iter().find(|c| c["address"] == "cluster.sp/kube-system/HelmChart/cilium").unwrap();
+    let diff = cilium["diff"].as_str().unwrap();
+    assert!(diff.contains("+kind: HelmChart\n") && diff.contains("+  chart: cilium\n"), "{diff}");
+    let secret = changes.iter().find(|c| c["sensitive"] == true).expect("A.1 copies the join token");
+    assert_eq!(secret["diff"], serde_json::Value::Null, "never a secret's content: {secret}");
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp"]);
+    assert!(stdout(&o).contains("      +kind: HelmChart\n"), "{}", stdout(&o));
+    let o = fabric(&["--example", "plan", "--offline", "--step", "A.1@sp", "--format", "markdown"]);
+    assert!(stdout(&o).contains("\n+kind: HelmChart\n"), "{}", stdout(&o));
+
+    // The change from a base that differs in one quota: the rest is hidden in every view.
+    let batch = "local_queues: [{ name: batch, namespace: batch }]";
+    let base = EXAMPLE.replace(&format!("gpu_quota: 2\n        {batch}"), &format!("gpu_quota: 1\n        {batch}"));
+    let base = TempFile::new("base.yaml", &base);
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["-f", "topology.example.yaml", "plan", "--offline", "--base", base.path()];
+        args.extend(extra);
+        fabric(&args)
+    };
+    let o = plan(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    // An unchanged resource's line is `    <address>` (no symbol); a diff's lines are indented more.
+    let unchanged_line = |l: &str| l.starts_with("    ") && !l.starts_with("     ");
+    assert!(!out.contains("no changes") && !out.lines().any(unchanged_line), "{out}");
+    assert!(out.contains(" step(s) without changes not shown (--show-unchanged shows them)"), "{out}");
+    let all = stdout(&plan(&["--show-unchanged"]));
+    assert!(all.lines().filter(|l| unchanged_line(l)).count() > 50, "{all}");
+    let json = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["--format", "json"];
+        args.extend(extra);
+        serde_json::from_str(&stdout(&plan(&args))).unwrap()
+    };
+    let count = |v: &serde_json::Value| {
+        v["steps"].as_array().unwrap().iter().map(|s| s["changes"].as_array().unwrap().len()).sum::<usize>()
+    };
+    let (few, every) = (json(&[]), json(&["--show-unchanged"]));
+    let n = |k: &str| few["summary"][k].as_u64().unwrap() as usize;
+    assert_eq!((n("create"), n("delete")), (0, 0), "{few}");
+    assert!(n("update") > 0 && n("no_op") > 50, "{few}");
+    assert_eq!(count(&few), n("update"), "{few}");
+    assert_eq!(count(&every), n("update") + n("no_op"));
+    assert_eq!(few["summary"], every["summary"]);
+    // -q: the summary line, and nothing else.
+    assert_eq!(stdout(&plan(&["-q"])), format!("Plan: 0 to create, {} to update, 0 to delete.\n", n("update")));
+}
+
+/// Issue 36, item 5: one cause (no `k3s_airgap` for a new cluster's nodes) is one warning that
+/// names its other places, not one warning per node.
+#[test]
+fn a_warning_is_printed_once_per_cause_with_its_places() {
+    let o = fabric(&["-f", "tests/data/lab-linux.yaml", "graph"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("is never installed by fabric").count(), 2, "{err}");
+    assert_eq!(err.matches("⚠").count(), 1, "{err}");
+    assert!(err.contains("the same cause at 1 more place(s):\n"), "{err}");
+    assert!(err.contains("tests/data/lab-linux.yaml:47:11 (node `sp-lan` of the new cluster `sp`"), "{err}");
+}
+
+/// A reader that goes away (`fabric graph | head -c 0`) ends nothing badly: no panic, no
+/// message, the command's own exit status (as ripgrep's).
+#[test]
+fn a_closed_stdout_is_quiet() {
+    // The plan is far longer than a pipe's buffer: some of its writes fail whenever the read
+    // end closes.
+    for args in [&["--example", "graph"][..], &["--example", "plan", "--offline", "--show-unchanged"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fabric"))
+            .args(args)
+            .env("NO_COLOR", "1")
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The read end closed before (or while) fabric writes: its writes fail with EPIPE.
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(
+            !err.contains("panicked") && !err.contains("Broken pipe") && !err.contains("stdout"),
+            "{args:?}: {err}"
+        );
+    }
 }

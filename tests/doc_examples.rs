@@ -3,7 +3,7 @@
 //! is run with its exit status and output checked.
 //!
 //! Run: the commands that contact nothing (validate, graph, render, schema, completions, man,
-//! `plan --offline`, `plan --observed` with the chart indexes off) and the documented usage
+//! `plan --offline`, `plan --observed` with the chart indexes off, `show`) and the documented usage
 //! errors, in a directory holding the example topology as `topology.yaml`. Parsed only: the live
 //! ones (apply, a live plan, verify, lock, runs, rotate, state snapshot): the example's addresses
 //! are production's, and nothing here may reach them.
@@ -124,16 +124,10 @@ fn expected(cli: &Cli) -> Option<(i32, &'static str)> {
     match &cli.command {
         Command::Plan(p) if p.offline || p.observed.is_some() => {
             // Offline, or from the snapshot the test writes (nothing in it): everything changes.
-            let code = if p.detailed_exitcode { 2 } else { 0 };
-            Some((
-                code,
-                match p.format {
-                    Format::Human => "fabric plan: ",
-                    Format::Markdown => "### fabric plan: ",
-                    Format::Json => "{\n  \"format_version\": \"1.5\"",
-                },
-            ))
+            Some((if p.detailed_exitcode { 2 } else { 0 }, plan_starts(p.format)))
         }
+        // The plan the work directory holds as `b1.plan`.
+        Command::Show(s) => Some((0, plan_starts(s.format))),
         Command::Validate(_) => Some((0, "topology.yaml: valid")),
         Command::Graph(_) | Command::Schema(_) | Command::Completions(_) => Some((0, "")),
         Command::Render(_) => Some((0, "")),
@@ -142,8 +136,18 @@ fn expected(cli: &Cli) -> Option<(i32, &'static str)> {
     }
 }
 
+/// How a plan printed in `format` starts.
+fn plan_starts(format: Format) -> &'static str {
+    match format {
+        Format::Human => "fabric plan: ",
+        Format::Markdown => "### fabric plan: ",
+        Format::Json => "{\n  \"format_version\": \"1.6\"",
+    }
+}
+
 /// A directory holding what the docs' commands name: the example as `topology.yaml`, the pull
-/// request's base (`base.yaml`), an empty snapshot (`state.json`), and the files `render` writes
+/// request's base (`base.yaml`), an empty snapshot (`state.json`), a saved plan (`b1.plan`,
+/// for `show`), and the files `render` writes
 /// where the docs check them (`.`, `../devops`).
 fn workdir() -> PathBuf {
     let root = std::env::temp_dir().join(format!("fabric-doc-examples-{}", std::process::id()));
@@ -158,6 +162,8 @@ fn workdir() -> PathBuf {
     std::fs::write(dir.join("base.yaml"), base).unwrap();
     let snap = fabric::live::snapshot::Snapshot::new("sp-franca", "", Default::default(), vec![]);
     std::fs::write(dir.join("state.json"), serde_json::to_string(&snap).unwrap()).unwrap();
+    let o = fabric(&dir, &["plan", "--offline", "-q", "--out", "b1.plan"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     for out in [".", "../devops"] {
         let o = fabric(&dir, &["render", "--out", out, "-q"]);
         assert!(o.status.success(), "{}", stderr(&o));

@@ -16,7 +16,7 @@ fn whole_pipeline(text: String) {
     {
         let sel = Selection { with_deps: true, ..Default::default() };
         if let Ok(planned) = fabric::operation::plan::make(&ws, sel, Source::Offline) {
-            let _ = fabric::plan::view::json(&planned.plan);
+            let _ = fabric::plan::view::json(&planned.plan, fabric::plan::view::Unchanged::Hidden);
         }
     }
 }

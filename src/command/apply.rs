@@ -1,7 +1,7 @@
 //! `fabric apply`: change the targets step by step, with rollback points.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -10,23 +10,27 @@ use miette::Report;
 use super::{Done, usage};
 use crate::command::args::Global;
 use crate::operation::apply::{self as apply_op, Request};
-use crate::plan::view;
+use crate::operation::preflight;
+use crate::plan::{planfile, view};
 use crate::style::{Style, terminal_safe};
 
 /// Apply the changes of the selected steps, in order, with rollback points
 ///
-/// Reads live state, shows the plan and asks for `yes` (unless --auto-approve). Every step is
+/// Checks everything local first (a terminal to ask at, or --auto-approve, or PLANFILE; the
+/// PLANFILE's fabric release and topology; open decisions; the bundle's digests), then reads
+/// live state, shows the plan and asks for `yes` (unless --auto-approve). Every step is
 /// journaled under .fabric/runs before it changes anything; a failed change or check reverts
 /// the step and stops. Routers revert by themselves unless fabric confirms the change over a
-/// new connection within --confirm-timeout. With PLANFILE (from `plan --out`), the plan's steps
-/// are applied only if nothing it observed has changed since.
+/// new connection within --confirm-timeout. With PLANFILE (from `plan --out`), the topology is
+/// the one the plan records (unless -f), nothing is asked (the plan was reviewed), and the
+/// plan's steps are applied only if nothing it observed has changed since.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric apply --step B.1\n  fabric plan --step B.1 --out b1.plan && fabric apply b1.plan\n  \
                         fabric apply --phase B --site sp --auto-approve"
 )]
 pub struct Opts {
-    /// A plan written by `fabric plan --out`; refused when stale
+    /// A plan written by `fabric plan --out`: applied without asking; refused when stale
     #[arg(value_name = "PLANFILE")]
     pub planfile: Option<PathBuf>,
     #[command(flatten)]
@@ -48,13 +52,10 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let ws = super::workspace(g)?;
+    let (ws, req) = local_checks(g, &o)?;
+    let reviewed = matches!(req, Request::Planfile(_));
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
-    let req = match &o.planfile {
-        Some(path) => Request::Planfile(path),
-        None => Request::Selection(o.selection.into()),
-    };
     let mut phase = crate::apply::timeline::Phase::start();
     let mut ready = apply_op::prepare(&ws, req, &targets, &rt)?;
     phase.end("read and plan");
@@ -63,20 +64,20 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
     if let Some(blocked) = ready.blocked() {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
+        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
         return Err(blocked.into());
     }
     let pending = ready.pending_reverts();
     if !ready.plan.has_changes() && pending.is_empty() {
         if !g.quiet {
-            println!("No changes. The live state matches the topology.");
+            crate::outln!("No changes. The live state matches the topology.");
         }
         return Ok(Done::Ok);
     }
     if !ready.plan.has_changes() {
         // A killed run's change that its router is about to put back reads as "no change":
         // the run waits for the revert and reads again before deciding.
-        println!(
+        crate::outln!(
             "{}",
             terminal_safe(
                 &format!(
@@ -87,10 +88,12 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             )
         );
     }
-    if !g.quiet || !o.auto_approve {
-        print!("{}", terminal_safe(&view::human(&ready.plan, &st), st.color));
+    if !g.quiet || !(o.auto_approve || reviewed) {
+        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
     }
-    if !o.auto_approve {
+    // A planfile was reviewed when it was made: applied without asking again, as terraform's
+    // `apply PLANFILE` (the read above refused it if live state moved since).
+    if !o.auto_approve && !reviewed {
         let asked = std::time::Instant::now();
         approve()?;
         // The read's connections carry the locks and changes, unless they idled at the prompt
@@ -135,7 +138,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     }
     let done = result?;
     if !g.quiet {
-        println!(
+        crate::outln!(
             "Apply complete: {} step(s) changed. Run {}; journal {}",
             done.changed.len(),
             done.run,
@@ -143,6 +146,27 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         );
     }
     Ok(Done::Ok)
+}
+
+/// Every check this machine can make by itself, before any connection, in the order an operator
+/// fixes them: the planfile readable, approval possible (a terminal, --auto-approve or a
+/// planfile), the topology (-f, else the one the planfile records), the planfile made by this
+/// fabric from that topology, then the steps' decisions and the bundle's digests.
+fn local_checks(g: &Global, o: &Opts) -> Result<(crate::operation::Workspace, Request), Report> {
+    let plan = o.planfile.as_deref().map(planfile::read).transpose().map_err(crate::operation::OpError::from)?;
+    if plan.is_none() && !o.auto_approve {
+        needs_terminal()?;
+    }
+    let ws = match plan.as_ref().and_then(|p| p.topology_path.as_deref()) {
+        Some(path) if g.topology.is_none() && !g.example => super::workspace_of(g, Path::new(path))?,
+        _ => super::workspace(g)?,
+    };
+    let req = match (plan, &o.planfile) {
+        (Some(plan), Some(path)) => Request::Planfile(preflight::planfile(&ws, path, plan)?),
+        _ => Request::Selection(o.selection.clone().into()),
+    };
+    preflight::local(&ws, req.selection())?;
+    Ok((ws, req))
 }
 
 /// Longest the approval prompt may take for apply to keep the read's connections.
@@ -157,21 +181,28 @@ fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line:
     }
 }
 
+/// Approval needs a terminal to ask at (checked before anything is read).
+fn needs_terminal() -> Result<(), Report> {
+    if std::io::stdin().is_terminal() {
+        return Ok(());
+    }
+    Err(usage(
+        "apply::approve",
+        "apply needs approval and stdin is not a terminal; nothing was read",
+        "add --auto-approve (CI), apply a reviewed plan (`fabric plan --out PLANFILE`, then `fabric apply PLANFILE`), \
+         or run it at a terminal",
+    ))
+}
+
 /// Asks for `yes` at the terminal, as terraform does (apply, rotate).
 pub(super) fn approve() -> Result<(), Report> {
-    if !std::io::stdin().is_terminal() {
-        return Err(usage(
-            "apply::approve",
-            "apply needs approval and stdin is not a terminal",
-            "add --auto-approve (CI), or run it at a terminal",
-        ));
-    }
-    print!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
+    needs_terminal()?;
+    crate::out!("\nDo you want to perform these actions? Only 'yes' will be accepted to approve.\n  Enter a value: ");
     let _ = std::io::stdout().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
     if answer.trim() != "yes" {
-        println!("Apply cancelled.");
+        crate::outln!("Apply cancelled.");
         return Err(usage("apply::cancelled", "apply cancelled", "nothing was changed"));
     }
     Ok(())

@@ -34,8 +34,12 @@ pub struct Global {
 /// Output formats shared by commands that machines read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
+    /// For people at a terminal (also spelled `text`)
+    #[value(alias = "text")]
     Human,
+    /// For machines (docs/plan-format.md for plans)
     Json,
+    /// For pull-request comments
     Markdown,
 }
 

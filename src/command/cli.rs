@@ -30,6 +30,7 @@ pub enum Command {
     Plan(crate::command::plan::Opts),
     Render(crate::command::render::Opts),
     Apply(crate::command::apply::Opts),
+    Show(crate::command::show::Opts),
     Rollback(crate::command::rollback::Opts),
     State(crate::command::state::Opts),
     Verify(crate::command::verify::Opts),

@@ -23,7 +23,7 @@ pub struct ManOpts {}
 
 /// Prints the script `cli::completions` made for the shell `Opts` names.
 pub fn run(script: &str) -> Result<Done, Report> {
-    print!("{script}");
+    crate::out!("{script}");
     Ok(Done::Ok)
 }
 
@@ -31,6 +31,6 @@ pub fn run(script: &str) -> Result<Done, Report> {
 pub fn man(page: Result<String, std::io::Error>) -> Result<Done, Report> {
     let page =
         page.map_err(|e| usage("fabric::man", format!("cannot render the manual page: {e}"), "please report this"))?;
-    print!("{page}");
+    crate::out!("{page}");
     Ok(Done::Ok)
 }

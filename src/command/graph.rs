@@ -37,6 +37,6 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         GraphFormat::Mermaid => view::mermaid(graph),
         GraphFormat::Json => view::json(graph),
     };
-    print!("{out}");
+    crate::out!("{out}");
     Ok(Done::Ok)
 }

@@ -72,7 +72,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             let outcome = super::unread_outcome("lock::unread", leases.len() + held.len(), &unread, "their locks are");
             if s.format == crate::command::verify::VerifyFormat::Json {
                 let v = serde_json::json!({ "hosts": held, "leases": leases });
-                println!("{}", serde_json::to_string_pretty(&v).expect("locks serialize"));
+                crate::outln!("{}", serde_json::to_string_pretty(&v).expect("locks serialize"));
                 return outcome;
             }
             let st = Style::stdout(g.no_color);
@@ -96,7 +96,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                     ),
                     (None, _) => format!("{}  {} Lease: free", st.green("-"), l.target),
                 };
-                println!("{}", terminal_safe(&line, st.color));
+                crate::outln!("{}", terminal_safe(&line, st.color));
             }
             for h in &held {
                 let line = match (&h.unreachable, &h.lock) {
@@ -107,9 +107,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                         None => format!("{}  {}: held by {}", st.red("L"), h.target, l.holder),
                     },
                 };
-                println!("{}", terminal_safe(&line, st.color));
+                crate::outln!("{}", terminal_safe(&line, st.color));
                 for c in &h.pending_reverts {
-                    println!("{}", terminal_safe(&format!("   pending self-revert: {c}"), false));
+                    crate::outln!("{}", terminal_safe(&format!("   pending self-revert: {c}"), false));
                 }
             }
             outcome
@@ -117,11 +117,11 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         LockCommand::Release(r) => {
             let done = lock_op::release(&ws, &targets, r.force, &rt)?;
             for (t, holder) in &done.released {
-                println!("{}", terminal_safe(&format!("released {t}: {holder}"), false));
+                crate::outln!("{}", terminal_safe(&format!("released {t}: {holder}"), false));
             }
             if done.released.is_empty() && !g.quiet {
                 // About what was read only: an unread target's lock is unknown (the exit says so).
-                println!(
+                crate::outln!(
                     "No lock to release{}{}.",
                     if done.unread.is_empty() { "" } else { " among the targets read" },
                     if r.force { "" } else { " (none is stale; --force breaks a live one)" }

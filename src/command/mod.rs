@@ -2,6 +2,7 @@
 
 pub mod apply;
 pub mod args;
+pub mod causes;
 pub mod cli;
 pub mod completions;
 pub mod graph;
@@ -14,7 +15,9 @@ pub mod rotate_credentials;
 pub mod rotate_wireguard;
 pub mod runs;
 pub mod schema;
+pub mod show;
 pub mod state;
+pub mod stdout;
 pub mod validate;
 pub mod verify;
 
@@ -64,6 +67,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
         Command::Plan(o) => plan::run(&global, o),
         Command::Render(o) => render::run(&global, o),
         Command::Apply(o) => apply::run(&global, o),
+        Command::Show(o) => show::run(&global, o),
         Command::Rollback(o) => rollback::run(&global, o),
         Command::State(o) => state::run(&global, o),
         Command::Verify(o) => verify::run(&global, o),
@@ -289,8 +293,9 @@ pub fn print_findings(diags: &[topology::problem::Diag], g: &Global) {
     print_diags(&shown, g);
 }
 
+/// Prints diagnostics on stderr, each warning's cause once (`causes`).
 pub fn print_diags(diags: &[topology::problem::Diag], g: &Global) {
-    for d in diags {
+    for d in &causes::once_per_cause(diags) {
         eprintln!("{}", render_diag(d, Style::stderr(g.no_color).color));
     }
 }

@@ -44,6 +44,9 @@ pub struct Opts {
     /// Output format
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Also show the resources and steps without changes (hidden by default; `--out` keeps them)
+    #[arg(long)]
+    pub show_unchanged: bool,
     /// Exit 2 when there are changes, 0 when there are none (3 stays 3: something was not read)
     #[arg(long)]
     pub detailed_exitcode: bool,
@@ -57,7 +60,7 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let Opts { selection, offline, observed, base, format, detailed_exitcode, out, metrics } = o;
+    let Opts { selection, offline, observed, base, format, show_unchanged, detailed_exitcode, out, metrics } = o;
     let ws = super::workspace(g)?;
     let found = ws.consistency();
     super::print_findings(&found, g);
@@ -105,14 +108,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         })?;
     }
     let p = planned.plan;
-    let text = match format {
-        Format::Human => view::human(&p, &Style::stdout(g.no_color)),
-        Format::Json => view::json(&p),
-        Format::Markdown => view::markdown(&p),
-    };
-    if !(g.quiet && format == Format::Human) {
-        print!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
-    }
+    print(g, &p, format, show_unchanged);
     if let Some(path) = out {
         planfile::write(&path, &p)
             .map_err(|e| usage("plan::out", e.to_string(), "check the directory exists and is writable"))?;
@@ -160,6 +156,19 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         ));
     }
     Ok(if detailed_exitcode && p.has_changes() { Done::Changes } else { Done::Ok })
+}
+
+/// Prints a plan in `format` on stdout (`plan`, `show`), unchanged resources hidden unless asked.
+/// `-q` leaves the human view its summary line only (machine formats are the output itself).
+pub(super) fn print(g: &Global, p: &crate::plan::model::Plan, format: Format, show_unchanged: bool) {
+    let unchanged = if show_unchanged { view::Unchanged::Shown } else { view::Unchanged::Hidden };
+    let text = match format {
+        Format::Human if g.quiet => format!("{}\n", view::summary_line(p)),
+        Format::Human => view::human(p, &Style::stdout(g.no_color), unchanged),
+        Format::Json => view::json(p, unchanged),
+        Format::Markdown => view::markdown(p, unchanged),
+    };
+    crate::out!("{}", terminal_safe(&text, format == Format::Human && Style::stdout(g.no_color).color));
 }
 
 /// What the metrics say besides the plan: the sites, the last apply that ended well (this

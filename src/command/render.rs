@@ -52,14 +52,14 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             Status::Same => continue,
         };
         if !g.quiet || o.check {
-            println!("{line}");
+            crate::outln!("{line}");
         }
     }
     let dir = o.out.display();
     if o.check {
         if changed.is_empty() {
             if !g.quiet {
-                println!("{} files in {dir} match the topology", artifacts.len());
+                crate::outln!("{} files in {dir} match the topology", artifacts.len());
             }
             return Ok(Done::Ok);
         }
@@ -86,7 +86,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         }
     }
     if !g.quiet {
-        println!("{} files rendered into {dir}, {} changed", artifacts.len(), changed.len());
+        crate::outln!("{} files rendered into {dir}, {} changed", artifacts.len(), changed.len());
     }
     Ok(Done::Ok)
 }

@@ -36,9 +36,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let progress = super::progress_lines(g.quiet);
     let done = rollback_op::run(&ws, &g.state_dir, &run, &targets, &progress, &rt)?;
     if done.steps.is_empty() {
-        println!("Nothing to roll back in run {run}.");
+        crate::outln!("Nothing to roll back in run {run}.");
     } else {
-        println!("Rolled back run {run}: {} step(s).", done.steps.len());
+        crate::outln!("Rolled back run {run}: {} step(s).", done.steps.len());
     }
     Ok(Done::Ok)
 }

@@ -51,14 +51,14 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let rotation = rotate_op::read(&ws, o.site.as_deref(), o.k3s_token, &targets, &rt)?;
     let color = crate::style::Style::stdout(g.no_color).color;
     if !g.quiet || !o.auto_approve {
-        println!("fabric rotate credentials: what will be renewed (values are never shown)\n");
+        crate::outln!("fabric rotate credentials: what will be renewed (values are never shown)\n");
         for line in rotate_op::lines(&rotation) {
-            println!("{}", terminal_safe(&line, color));
+            crate::outln!("{}", terminal_safe(&line, color));
         }
     }
     if !rotation.has_changes() {
         if !g.quiet {
-            println!("\nNothing to renew.");
+            crate::outln!("\nNothing to renew.");
         }
         return Ok(Done::Ok);
     }
@@ -69,7 +69,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let opts = rotate_op::Options { state_dir: g.state_dir.clone() };
     let done = rotate_op::run(&ws, rotation, &opts, &targets, &progress, &rt)?;
     if !g.quiet {
-        println!(
+        crate::outln!(
             "Rotation complete: {} step(s) renewed. Run {}; journal {} (`fabric rollback {}` puts the old data back)",
             done.renewed.len(),
             done.run,

@@ -51,9 +51,9 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let rt = crate::operation::runtime()?;
     let prepared = rotate_op::prepare(&ws, &o.site, &targets, &rt).map_err(report)?;
     if !g.quiet || !o.auto_approve {
-        println!("fabric will rotate the tunnel's WireGuard keys:");
+        crate::outln!("fabric will rotate the tunnel's WireGuard keys:");
         for line in prepared.summary(&ws) {
-            println!("  {}", terminal_safe(&line, false));
+            crate::outln!("  {}", terminal_safe(&line, false));
         }
     }
     if !o.auto_approve {
@@ -65,7 +65,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let done = rotate_op::run(&ws, prepared, &opts, &targets, &progress, &rt).map_err(report)?;
     let r = &done.rotated;
     for (router, old, new) in &r.keys {
-        println!("{router}: public key {old} → {new}");
+        crate::outln!("{router}: public key {old} → {new}");
         let recorded = ws
             .topology()
             .sites
@@ -73,14 +73,14 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             .find(|s| crate::desired::Target::router(&s.name) == *router)
             .and_then(|s| s.router.wireguard.public_key.as_ref());
         if recorded.is_some() {
-            println!("  update sites[].router.wireguard.public_key to the new key for `fabric render`");
+            crate::outln!("  update sites[].router.wireguard.public_key to the new key for `fabric render`");
         }
     }
     match &r.loss {
-        Ok(l) => println!("{}", l.line()),
-        Err(why) => println!("loss window not measured: {}", terminal_safe(&why.0, false)),
+        Ok(l) => crate::outln!("{}", l.line()),
+        Err(why) => crate::outln!("loss window not measured: {}", terminal_safe(&why.0, false)),
     }
-    println!(
+    crate::outln!(
         "Rotation complete: {} router key(s) renewed, checked ({}) and confirmed. Run {}; journal {}",
         r.keys.len(),
         terminal_safe(&r.check, false),

@@ -35,12 +35,12 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         super::unread_outcome("runs::unread", runs_op::shared_sources(&targets), &unread, "the runs shared there are");
     if o.format == crate::command::verify::VerifyFormat::Json {
         let v = serde_json::json!({ "runs": runs, "unread": unread });
-        println!("{}", serde_json::to_string_pretty(&v).expect("runs serialize"));
+        crate::outln!("{}", serde_json::to_string_pretty(&v).expect("runs serialize"));
         return outcome;
     }
     let st = Style::stdout(g.no_color);
     if runs.is_empty() {
-        println!("{}", if unread.is_empty() { "No runs." } else { "No runs in what could be read." });
+        crate::outln!("{}", if unread.is_empty() { "No runs." } else { "No runs in what could be read." });
     }
     for r in &runs {
         let who = if r.user.is_empty() { "?" } else { &r.user };
@@ -52,7 +52,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
             if r.steps.is_empty() { "(no step changed)".to_string() } else { r.steps.join(", ") },
             r.seen_in.join(", ")
         );
-        println!("{}", terminal_safe(&line, st.color));
+        crate::outln!("{}", terminal_safe(&line, st.color));
     }
     outcome
 }

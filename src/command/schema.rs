@@ -45,8 +45,8 @@ pub fn markdown() -> String {
 
 pub fn run(_g: &Global, o: Opts) -> Result<Done, Report> {
     match o.format {
-        SchemaFormat::Json => print!("{}", json()),
-        SchemaFormat::Markdown => print!("{}", markdown()),
+        SchemaFormat::Json => crate::out!("{}", json()),
+        SchemaFormat::Markdown => crate::out!("{}", markdown()),
     }
     Ok(Done::Ok)
 }

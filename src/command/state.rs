@@ -46,7 +46,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let (snap, report) = crate::operation::snapshot::run(&ws, o.selection.into(), &targets, &o.out, &rt)?;
     super::print_read(g, &report, &snap.live);
     if !g.quiet {
-        println!(
+        crate::outln!(
             "Wrote {}: {} resource state(s), {} unreachable target(s).",
             o.out.display(),
             snap.live.observed.len(),

@@ -123,7 +123,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         let warnings = loaded.warnings.len() + extra.len() + found.len();
         if !g.quiet {
             let t = &loaded.topology;
-            println!(
+            crate::outln!(
                 "{}: valid ({} sites, {} services, {} warning{})",
                 loaded.file,
                 t.sites.len(),
@@ -163,7 +163,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         }
     };
     let json: Vec<DiagJson> = diags.iter().map(DiagJson::from).collect();
-    println!("{}", serde_json::json!({ "file": file, "valid": ok, "diagnostics": json }));
+    crate::outln!("{}", serde_json::json!({ "file": file, "valid": ok, "diagnostics": json }));
     if ok {
         Ok(Done::Ok)
     } else {

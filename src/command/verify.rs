@@ -40,7 +40,7 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     let results = crate::operation::verify::run(&ws, &o.selection.into(), &targets, &rt)?;
     let failed = results.iter().filter(|r| r.verdict == Verdict::Fail).count();
     match o.format {
-        VerifyFormat::Json => println!("{}", serde_json::to_string_pretty(&results).expect("results serialize")),
+        VerifyFormat::Json => crate::outln!("{}", serde_json::to_string_pretty(&results).expect("results serialize")),
         VerifyFormat::Human => {
             let st = Style::stdout(g.no_color);
             for r in &results {
@@ -50,12 +50,12 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
                     Verdict::Warn => st.yellow("WARN"),
                     Verdict::Skip => st.dim("SKIP"),
                 };
-                println!("{v}  {:<12} {}: {}", r.step, r.check, terminal_safe(&r.evidence, false));
+                crate::outln!("{v}  {:<12} {}: {}", r.step, r.check, terminal_safe(&r.evidence, false));
             }
             let passed = results.iter().filter(|r| r.verdict == Verdict::Pass).count();
             let warned = results.iter().filter(|r| r.verdict == Verdict::Warn).count();
             let warned = if warned > 0 { format!(", {warned} passed with a warning") } else { String::new() };
-            println!(
+            crate::outln!(
                 "Verify: {passed} passed{warned}, {failed} failed, {} without an automatic check.",
                 results.len() - passed - failed - results.iter().filter(|r| r.verdict == Verdict::Warn).count()
             );

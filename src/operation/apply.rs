@@ -5,21 +5,31 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use super::preflight::Reviewed;
 use super::{Observation, OpError, Workspace};
 use crate::apply::journal::{self, Entry, Journal};
 use crate::apply::{self as engine, Progress, StepWork};
 use crate::desired::Resource;
 use crate::desired::k3s_install::{Source, Upload};
 use crate::live::observe::Targets;
-use crate::plan::model::{Action, Mode, Plan};
-use crate::plan::planfile;
+use crate::plan::model::{Action, Plan};
 use crate::plan::select::Selection;
 use crate::providers::bundle::Fetcher;
 
-/// What to apply: the flags' selection, or a plan written by `plan --out`.
-pub enum Request<'a> {
+/// What to apply: the flags' selection, or a plan written by `plan --out` whose local checks
+/// passed (`preflight::planfile`).
+pub enum Request {
     Selection(Selection),
-    Planfile(&'a Path),
+    Planfile(Reviewed),
+}
+
+impl Request {
+    pub fn selection(&self) -> &Selection {
+        match self {
+            Request::Selection(s) => s,
+            Request::Planfile(r) => &r.selection,
+        }
+    }
 }
 
 /// Live state read and planned, ready to be approved and applied.
@@ -49,35 +59,24 @@ impl Ready {
     }
 }
 
-/// Reads and plans. With a planfile, its selection is used and apply goes on only if the
-/// topology and everything the plan observed are still the same.
+/// Reads and plans. With a reviewed planfile (its topology and fabric already checked), its
+/// selection is used and apply goes on only if everything the plan observed is still the same.
 pub fn prepare(
     ws: &Workspace,
-    req: Request<'_>,
+    req: Request,
     targets: &Targets,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Ready, OpError> {
     let (sel, expected) = match req {
         Request::Selection(s) => (s, None),
-        Request::Planfile(path) => {
-            let p = planfile::read(path)?;
-            // A plan made from live state or from a snapshot names what it observed.
-            let fingerprint = match p.mode {
-                Mode::Live { fingerprint } | Mode::Observed { fingerprint, .. } => fingerprint,
-                Mode::Offline | Mode::Base { .. } => return Err(OpError::OfflinePlanfile),
-            };
-            (p.selection, Some((p.topology_digest, fingerprint)))
-        }
+        Request::Planfile(r) => (r.selection, Some(r.fingerprint)),
     };
     let observation = rt.block_on(ws.observe_for_apply(sel, targets))?;
     let plan = ws.plan_of(&observation);
-    if let Some((digest, fingerprint)) = expected {
-        if digest != ws.digest {
-            return Err(OpError::StaleTopology);
-        }
-        if fingerprint != observation.live.fingerprint() {
-            return Err(OpError::StaleLive);
-        }
+    // A target not read is said as such (`Ready::blocked`), not as a moved state.
+    let read_all = plan.unreachable.is_empty();
+    if read_all && expected.is_some_and(|fingerprint| fingerprint != observation.live.fingerprint()) {
+        return Err(OpError::StaleLive);
     }
     Ok(Ready { observation, plan })
 }
@@ -192,14 +191,7 @@ fn bundle_files(ws: &Workspace, ready: &Ready) -> Vec<(Resource, Upload)> {
 /// Checks each file once (the installs of a run share one bundle): a URL is downloaded at most
 /// once per run.
 fn check_bundle(files: &[(Resource, Upload)], fetcher: &Fetcher) -> Result<(), OpError> {
-    // A digest not recorded yet (`sha256: TODO`, which validate warns about) pins nothing: the
-    // run stops before any file is fetched, copied or run.
-    if let Some((r, u)) = files.iter().find(|(_, u)| !crate::topology::airgap::is_sha256(&u.sha256)) {
-        return Err(OpError::Bundle(format!(
-            "{}: the SHA-256 of the bundle's {} is not recorded (`{}`): nothing was fetched, copied or run",
-            r.address, u.name, u.sha256
-        )));
-    }
+    super::preflight::unrecorded_digest(files)?;
     let mut checked = std::collections::BTreeSet::new();
     for (r, u) in files {
         if !checked.insert((u.from.clone(), u.sha256.clone())) {

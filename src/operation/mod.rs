@@ -9,6 +9,7 @@ pub mod karmada_cert;
 pub mod lock;
 pub mod mesh_ca;
 pub mod plan;
+pub mod preflight;
 pub mod read;
 pub mod render;
 pub mod rollback;
@@ -52,12 +53,20 @@ pub enum OpError {
     Runtime(std::io::Error),
     #[error("{0}")]
     Snapshot(#[from] SnapshotError),
-    #[error("{0}")]
+    #[error(transparent)]
     Planfile(#[from] PlanfileError),
     #[error("an offline plan cannot be applied")]
     OfflinePlanfile,
-    #[error("the topology changed since the plan was made")]
-    StaleTopology,
+    /// The planfile was made from another topology, or from this file before it changed: the
+    /// message names both and their digests.
+    #[error("{0}")]
+    StaleTopology(String),
+    /// The planfile was made by another fabric release, whose objects may differ.
+    #[error("{planfile} was made by {made_by}; this is fabric {this}")]
+    OtherFabric { planfile: String, made_by: String, this: &'static str },
+    /// Selected steps wait on a decision (found before anything is read): `key: why (file:line)`.
+    #[error("{} selected step(s) wait on a decision: {}", .0.len(), .0.join("; "))]
+    Undecided(Vec<String>),
     #[error("the plan is stale: the live state changed since it was made")]
     StaleLive,
     #[error("selected steps are refused: a decision they need is undecided or unsupported")]
@@ -99,8 +108,9 @@ impl Diagnostic for OpError {
             OpError::Snapshot(SnapshotError::Write { .. }) => "state::write",
             OpError::Snapshot(_) => "state::read",
             OpError::Planfile(_) | OpError::OfflinePlanfile => "apply::planfile",
-            OpError::StaleTopology | OpError::StaleLive => "apply::stale",
-            OpError::Refused => "plan::refused",
+            OpError::StaleTopology(_) | OpError::StaleLive => "apply::stale",
+            OpError::OtherFabric { .. } => "apply::planfile",
+            OpError::Refused | OpError::Undecided(_) => "plan::refused",
             OpError::Unreachable(_) => "apply::unreachable",
             OpError::JournalCreate { .. } | OpError::Journal(_) => "apply::journal",
             OpError::Apply { .. } => "apply::failed",
@@ -131,9 +141,18 @@ impl Diagnostic for OpError {
             OpError::Planfile(PlanfileError::Write { .. }) => "check the directory exists and is writable".into(),
             OpError::Planfile(_) => "re-create it with `fabric plan --out`".into(),
             OpError::OfflinePlanfile => "make the plan without --offline".into(),
-            OpError::StaleTopology => "make a new plan".into(),
+            OpError::StaleTopology(_) => {
+                "make a new plan of this topology (`fabric plan --out PLANFILE`), or give the topology the plan \
+                 was made from with -f"
+                    .into()
+            }
+            OpError::OtherFabric { .. } => "make the plan again with this fabric (`fabric plan --out PLANFILE`)".into(),
             OpError::StaleLive => "run `fabric plan` again and review the new changes".into(),
-            OpError::Refused => "decide it under `decisions:`, or narrow the selection".into(),
+            OpError::Refused | OpError::Undecided(_) => {
+                "decide it under `decisions:` (`fabric validate` points at the line), or narrow the selection; \
+                 nothing was read"
+                    .into()
+            }
             OpError::Unreachable(_) => "apply the reachable sites with --site, or restore the link first".into(),
             OpError::JournalCreate { .. } | OpError::Journal(_) => "make the directory writable".into(),
             OpError::Apply { error, .. } => error.help(),

@@ -104,12 +104,22 @@ impl Workspace {
             .collect()
     }
 
+    /// The topology file's absolute path, as a plan records it for `apply PLANFILE`; None for
+    /// the embedded example (it has no file).
+    pub fn topology_path(&self) -> Option<String> {
+        if self.offline_only {
+            return None;
+        }
+        std::fs::canonicalize(&self.loaded.file).ok().map(|p| p.display().to_string())
+    }
+
     /// The header of a plan of this workspace.
     pub fn header(&self, sel: &Selection, mode: Mode) -> Header {
         Header {
             fabric: self.topology().name.clone(),
             topology_file: self.loaded.file.clone(),
             topology_digest: self.digest.clone(),
+            topology_path: self.topology_path(),
             selection: sel.clone(),
             mode,
         }

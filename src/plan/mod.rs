@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use crate::catalog::Instance;
 use crate::desired::Resource;
 use crate::live::observe::Live;
-use model::{Change, Mode, Plan, StepPlan, Unreachable};
+use model::{Mode, Plan, StepPlan, Unreachable};
 use select::Selection;
 
 /// One selected step as the plan sees it.
@@ -37,6 +37,8 @@ pub struct Header {
     pub fabric: String,
     pub topology_file: String,
     pub topology_digest: String,
+    /// The topology file's absolute path (None for the embedded example).
+    pub topology_path: Option<String>,
     pub selection: Selection,
     pub mode: Mode,
 }
@@ -49,6 +51,8 @@ pub fn build(h: Header, steps: Vec<StepInput<'_>>, live: Option<&Live>) -> Plan 
         fabric: h.fabric,
         topology_file: h.topology_file,
         topology_digest: h.topology_digest,
+        fabric_version: model::FABRIC_VERSION.to_string(),
+        topology_path: h.topology_path,
         selection: h.selection,
         mode: h.mode,
         steps,
@@ -107,7 +111,12 @@ fn step_plan(s: StepInput<'_>, live: Option<&Live>) -> StepPlan {
     let mut unreachable = Vec::new();
     let changes = match (&s.refused, live) {
         (Some(_), _) => Vec::new(),
-        (None, None) => s.resources.iter().map(Change::create).collect(),
+        // Offline, every resource is absent: a create whose diff is the whole new object (a
+        // secret's content never: `diff::change` leaves sensitive resources without one).
+        (None, None) => {
+            let nothing = Live::default();
+            s.resources.iter().filter_map(|r| diff::change(r, &nothing)).collect()
+        }
         (None, Some(live)) => {
             for r in &s.resources {
                 if live.unreachable.contains_key(r.target()) && !unreachable.contains(r.target()) {

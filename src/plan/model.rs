@@ -11,8 +11,12 @@ use crate::desired::{ProviderKind, Resource};
 
 /// The format of `--format json` and planfiles (docs/plan-format.md): the minor version grows
 /// when fields are added, the major one when a consumer must change. 1.1 added `held`; 1.4
-/// added `changes[].upgrade`; 1.5 added `steps[].status` and `summary.unknown_steps`.
-pub const FORMAT_VERSION: &str = "1.5";
+/// added `changes[].upgrade`; 1.5 added `steps[].status` and `summary.unknown_steps`; 1.6 added `fabric_version` and
+/// `topology_path`.
+pub const FORMAT_VERSION: &str = "1.6";
+
+/// This fabric's release, recorded in the plans it makes.
+pub const FABRIC_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -183,6 +187,8 @@ impl Plan {
             fabric: "lab".into(),
             topology_file: "t.yaml".into(),
             topology_digest: String::new(),
+            fabric_version: FABRIC_VERSION.into(),
+            topology_path: None,
             selection: Default::default(),
             mode: Mode::Offline,
             steps,
@@ -219,6 +225,15 @@ pub struct Plan {
     pub topology_file: String,
     /// SHA-256 of the topology file: a plan applies only to the topology it was made from.
     pub topology_digest: String,
+    /// (1.6) The fabric release that made the plan: `apply PLANFILE` refuses a plan another
+    /// release made, as the same topology may make other objects there. Empty in older plans.
+    #[serde(default)]
+    pub fabric_version: String,
+    /// (1.6) The topology file's absolute path when the plan was made, so that `apply
+    /// PLANFILE` needs no `-f` and names the file a mismatch is about. None for the embedded
+    /// example and in older plans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology_path: Option<String>,
     /// The selection the plan was made for, so `apply PLANFILE` works on the same steps.
     pub selection: Selection,
     pub mode: Mode,

@@ -7,26 +7,29 @@ use std::path::{Path, PathBuf};
 use super::model::{FORMAT_VERSION, Plan};
 use super::view;
 
+/// Why a planfile cannot be used. Each message says all (the cause is not a `source`, so it is
+/// printed once, not again as a chain).
 #[derive(Debug, thiserror::Error)]
 pub enum PlanfileError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{} is not a plan: {source}", path.display())]
-    Parse { path: PathBuf, source: serde_json::Error },
+    #[error("cannot read {}: {cause}", path.display())]
+    Read { path: PathBuf, cause: std::io::Error },
+    #[error("{} is not a plan: {cause}", path.display())]
+    Parse { path: PathBuf, cause: serde_json::Error },
     #[error("{} is a plan of format {found}; this fabric reads {FORMAT_VERSION}", path.display())]
     Version { path: PathBuf, found: String },
-    #[error("cannot write {}: {source}", path.display())]
-    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {}: {cause}", path.display())]
+    Write { path: PathBuf, cause: std::io::Error },
 }
 
 /// Writes `plan` as JSON (the same document `plan --format json` prints).
 pub fn write(path: &Path, plan: &Plan) -> Result<(), PlanfileError> {
-    std::fs::write(path, view::json(plan)).map_err(|source| PlanfileError::Write { path: path.into(), source })
+    std::fs::write(path, view::json(plan, view::Unchanged::Shown))
+        .map_err(|cause| PlanfileError::Write { path: path.into(), cause })
 }
 
 /// Reads a planfile back into a [`Plan`].
 pub fn read(path: &Path) -> Result<Plan, PlanfileError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PlanfileError::Read { path: path.into(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|cause| PlanfileError::Read { path: path.into(), cause })?;
     // The version first, so a future format is named as such rather than as a parse error.
     let version = serde_json::from_str::<serde_json::Value>(&text)
         .ok()
@@ -36,7 +39,7 @@ pub fn read(path: &Path) -> Result<Plan, PlanfileError> {
     if let Some(found) = version.filter(|v| major(v) != major(FORMAT_VERSION)) {
         return Err(PlanfileError::Version { path: path.into(), found });
     }
-    serde_json::from_str(&text).map_err(|source| PlanfileError::Parse { path: path.into(), source })
+    serde_json::from_str(&text).map_err(|cause| PlanfileError::Parse { path: path.into(), cause })
 }
 
 #[cfg(test)]
@@ -51,6 +54,8 @@ mod tests {
             fabric: "f".into(),
             topology_file: "t.yaml".into(),
             topology_digest: "abc".into(),
+            fabric_version: crate::plan::model::FABRIC_VERSION.into(),
+            topology_path: Some("/work/t.yaml".into()),
             selection: Selection { phases: vec!["B".into()], steps: vec![], sites: vec!["sp".into()], with_deps: true },
             mode: Mode::Live { fingerprint: "fp".into() },
             steps: vec![StepPlan::tunnel(vec![Change {
@@ -82,7 +87,7 @@ mod tests {
         let p = plan();
         write(&path, &p).unwrap();
         let back = read(&path).unwrap();
-        assert_eq!(view::json(&back), view::json(&p));
+        assert_eq!(view::json(&back, view::Unchanged::Shown), view::json(&p, view::Unchanged::Shown));
         assert_eq!(back.selection, p.selection);
         assert_eq!(back.mode, p.mode);
         assert_eq!(back.summary, p.summary);
@@ -94,7 +99,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fabric-planfile-v-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("p.plan");
-        let text = view::json(&plan())
+        let text = view::json(&plan(), view::Unchanged::Shown)
             .replace(&format!("\"format_version\": \"{FORMAT_VERSION}\""), "\"format_version\": \"9.0\"");
         std::fs::write(&path, text).unwrap();
         let e = read(&path).unwrap_err();

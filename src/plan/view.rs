@@ -25,7 +25,27 @@ fn mode_line(p: &Plan) -> String {
     }
 }
 
-fn summary_line(p: &Plan) -> String {
+/// Whether a view shows what does not change: hidden by default, so that a two-object change
+/// reads as two objects (`--show-unchanged` shows the rest; a planfile keeps everything).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unchanged {
+    Hidden,
+    Shown,
+}
+
+/// The line that says what was hidden: `12 unchanged resource(s) in 3 step(s) not shown`.
+fn hidden_line(p: &Plan) -> Option<String> {
+    let steps = p.steps.iter().filter(|s| s.status_of() == StepStatus::NoChanges).count();
+    let resources = p.summary.no_op;
+    (steps + resources > 0).then(|| {
+        format!(
+            "{resources} unchanged resource(s) and {steps} step(s) without changes not shown (--show-unchanged shows them)"
+        )
+    })
+}
+
+/// The summary line every view ends with (`-q` prints only it).
+pub fn summary_line(p: &Plan) -> String {
     let s = &p.summary;
     let mut line = format!("Plan: {} to create, {} to update, {} to delete.", s.create, s.update, s.delete);
     if s.refused_steps > 0 {
@@ -55,12 +75,13 @@ fn unknown_lines(p: &Plan, step: &StepPlan) -> Vec<String> {
         .collect()
 }
 
-pub fn human(p: &Plan, st: &Style) -> String {
+pub fn human(p: &Plan, st: &Style, unchanged: Unchanged) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "{} {} ({})", st.bold("fabric plan:"), p.fabric, p.topology_file);
     let _ = writeln!(out, "{}\n", st.dim(&mode_line(p)));
     let width = p.steps.iter().flat_map(|s| &s.changes).map(|c| c.address.to_string().len()).max().unwrap_or(0).min(72);
-    for step in &p.steps {
+    let hidden = |s: &StepPlan| unchanged == Unchanged::Hidden && s.status_of() == StepStatus::NoChanges;
+    for step in p.steps.iter().filter(|s| !hidden(s)) {
         let risk = format!("risk {}", risk_word(step.risk));
         let risk = match step.risk {
             crate::catalog::spec::Risk::High => st.red(&risk),
@@ -81,7 +102,7 @@ pub fn human(p: &Plan, st: &Style) -> String {
         for l in unknown_lines(p, step) {
             let _ = writeln!(out, "  {}", st.red(&l));
         }
-        for c in &step.changes {
+        for c in step.changes.iter().filter(|c| unchanged == Unchanged::Shown || c.action != Action::NoOp) {
             let sym = match c.action {
                 Action::Create => st.green("+"),
                 Action::Update => st.yellow("~"),
@@ -101,9 +122,8 @@ pub fn human(p: &Plan, st: &Style) -> String {
             for l in &c.upgrade {
                 let _ = writeln!(out, "      {}", st.yellow(l));
             }
-            if let Some(d) = &c.diff
-                && c.action == Action::Update
-            {
+            // A new object's whole content too: a reviewer sees what will be written.
+            if let Some(d) = &c.diff {
                 for line in d.lines() {
                     let line = match line.chars().next() {
                         Some('+') if !line.starts_with("+++") => st.green(line),
@@ -115,6 +135,9 @@ pub fn human(p: &Plan, st: &Style) -> String {
             }
         }
         out.push('\n');
+    }
+    if let Some(l) = hidden_line(p).filter(|_| unchanged == Unchanged::Hidden) {
+        let _ = writeln!(out, "{}\n", st.dim(&l));
     }
     for u in &p.unreachable {
         let _ = writeln!(out, "{} {}: {}", st.red("unreachable:"), u.target, u.reason);
@@ -144,9 +167,21 @@ pub fn human(p: &Plan, st: &Style) -> String {
     out
 }
 
-pub fn json(p: &Plan) -> String {
-    // Sensitive resources carry only addresses and summaries, never content, so nothing to mask yet.
-    serde_json::to_string_pretty(p).expect("plan serializes") + "\n"
+/// The plan as JSON (docs/plan-format.md). Hidden unchanged resources leave `changes` (each
+/// step stays, its `status` saying `no-changes`; `summary.no_op` still counts them). Sensitive
+/// resources carry only addresses and summaries, never content: nothing to mask.
+pub fn json(p: &Plan, unchanged: Unchanged) -> String {
+    let text = match unchanged {
+        Unchanged::Shown => serde_json::to_string_pretty(p),
+        Unchanged::Hidden => {
+            let mut shown = p.clone();
+            for s in &mut shown.steps {
+                s.changes.retain(|c| c.action != Action::NoOp);
+            }
+            serde_json::to_string_pretty(&shown)
+        }
+    };
+    text.expect("plan serializes") + "\n"
 }
 
 fn md_escape(s: &str) -> String {
@@ -159,7 +194,7 @@ const MARKDOWN_DIFF_BUDGET: usize = 50_000;
 /// The plan as a pull-request comment, as reviewers read one (Atlantis is the model): the
 /// summary, then what needs their attention (refused steps, high-risk steps that change),
 /// a line per step that changes, and every change's diff folded.
-pub fn markdown(p: &Plan) -> String {
+pub fn markdown(p: &Plan, unchanged: Unchanged) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "### fabric plan: `{}`\n", p.fabric);
     let _ = writeln!(out, "_{}_ · topology `{}`\n", mode_line(p), p.topology_file);
@@ -199,7 +234,11 @@ pub fn markdown(p: &Plan) -> String {
             md_escape(title)
         );
     }
-    let shown: Vec<_> = p.steps.iter().filter(|s| changes(s) || s.status_of() != StepStatus::NoChanges).collect();
+    let shown: Vec<_> = p
+        .steps
+        .iter()
+        .filter(|s| unchanged == Unchanged::Shown || changes(s) || s.status_of() != StepStatus::NoChanges)
+        .collect();
     if !shown.is_empty() {
         let _ = writeln!(out, "| step | title | risk | create | update | delete | status |");
         let _ = writeln!(out, "|---|---|---|---:|---:|---:|---|");
@@ -209,7 +248,8 @@ pub fn markdown(p: &Plan) -> String {
         let status = match s.status_of() {
             StepStatus::Refused => "refused",
             StepStatus::Unknown => "unknown",
-            StepStatus::Changes | StepStatus::NoChanges => "changes",
+            StepStatus::Changes => "changes",
+            StepStatus::NoChanges => "no changes",
         };
         let _ = writeln!(
             out,
@@ -223,9 +263,9 @@ pub fn markdown(p: &Plan) -> String {
             status
         );
     }
-    let unchanged = p.steps.len() - shown.len();
-    if unchanged > 0 {
-        let _ = writeln!(out, "\n_{unchanged} step(s) without changes._");
+    let without = p.steps.len() - shown.len();
+    if without > 0 {
+        let _ = writeln!(out, "\n_{without} step(s) without changes._");
     }
     out.push('\n');
     // Chart upgrades, with how their CRDs follow and the backup taken first: what a reviewer
@@ -237,8 +277,8 @@ pub fn markdown(p: &Plan) -> String {
         }
         out.push('\n');
     }
-    if shown.iter().any(|s| changes(s)) {
-        markdown_diffs(p, &mut out);
+    if shown.iter().any(|s| changes(s)) || (unchanged == Unchanged::Shown && p.summary.no_op > 0) {
+        markdown_diffs(p, unchanged, &mut out);
     }
     for u in &p.unreachable {
         let _ = writeln!(out, "\n:warning: `{}` unreachable: {}", u.target, md_escape(&u.reason));
@@ -250,12 +290,13 @@ pub fn markdown(p: &Plan) -> String {
 }
 
 /// Every change with its diff, folded; past [`MARKDOWN_DIFF_BUDGET`] only the addresses.
-fn markdown_diffs(p: &Plan, out: &mut String) {
+fn markdown_diffs(p: &Plan, unchanged: Unchanged, out: &mut String) {
     let _ = writeln!(out, "<details><summary>Changes by resource</summary>\n\n```diff");
     let mut budget = MARKDOWN_DIFF_BUDGET;
     let mut cut = 0;
     for s in &p.steps {
-        let changed: Vec<_> = s.changes.iter().filter(|c| c.action != Action::NoOp).collect();
+        let changed: Vec<_> =
+            s.changes.iter().filter(|c| unchanged == Unchanged::Shown || c.action != Action::NoOp).collect();
         if changed.is_empty() {
             continue;
         }
@@ -319,10 +360,10 @@ mod tests {
             status: Default::default(),
         };
         let p = Plan::of_steps(vec![step]);
-        let human = human(&p, &Style::detect(true, false));
+        let human = human(&p, &Style::detect(true, false), Unchanged::Hidden);
         assert!(human.contains("      upgrade: karmada chart 1.15.0 → 1.16.0\n"), "{human}");
         assert!(human.contains("      backup: Karmada etcd snapshot → "), "{human}");
-        let md = markdown(&p);
+        let md = markdown(&p, Unchanged::Hidden);
         assert!(md.contains("> :arrow_up: `cluster.franca/kube-system/HelmChart/karmada`"), "{md}");
         assert!(md.contains("> - CRDs: Karmada"), "{md}");
     }
@@ -337,18 +378,21 @@ mod tests {
         p.unreachable =
             vec![crate::plan::model::Unreachable { target: "router.sp".into(), reason: "no answer within 8 s".into() }];
         p.summarize();
-        let human = human(&p, &Style::detect(true, false));
+        let human = human(&p, &Style::detect(true, false), Unchanged::Hidden);
         assert!(
             human.contains("B.1  tunnel  risk low\n  ? unknown: router.sp unreachable (no answer within 8 s)\n\n"),
             "{human}"
         );
-        assert_eq!(human.matches("no changes").count(), 1, "only the step that was read: {human}");
+        assert!(!human.contains("no changes"), "the step read without changes is hidden: {human}");
+        assert!(human.contains("0 unchanged resource(s) and 1 step(s) without changes not shown"), "{human}");
         assert!(human.ends_with("0 to delete. 1 step unknown: 1 target(s) unreachable.\n"), "{human}");
-        let md = markdown(&p);
+        let all = super::human(&p, &Style::detect(true, false), Unchanged::Shown);
+        assert_eq!(all.matches("no changes").count(), 1, "only the step that was read: {all}");
+        let md = markdown(&p, Unchanged::Hidden);
         assert!(md.contains("> :question: **`B.1`** ? unknown: router.sp unreachable (no answer within 8 s)"), "{md}");
         assert!(md.contains("| `B.1` | tunnel | low | 0 | 0 | 0 | unknown |"), "{md}");
         assert!(md.contains("_1 step(s) without changes._"), "{md}");
-        let v: serde_json::Value = serde_json::from_str(&json(&p)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json(&p, Unchanged::Hidden)).unwrap();
         assert_eq!(v["steps"][0]["status"], "unknown");
         assert_eq!(v["steps"][1]["status"], "no-changes");
         assert_eq!(v["summary"]["unknown_steps"], 1);

@@ -33,6 +33,7 @@ import (
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/cli"
 	"helm.sh/helm/v3/pkg/cli/values"
 	"helm.sh/helm/v3/pkg/getter"
@@ -141,12 +142,12 @@ func (k *klipper) run(ctx context.Context, p *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
-	if err := k.addDependencies(ch); err != nil {
-		return err
-	}
 	opts := values.Options{ValueFiles: j.valueFiles, Values: j.sets, StringValues: j.stringSets}
 	vals, err := opts.MergeValues(getter.All(settings))
 	if err != nil {
+		return err
+	}
+	if err := k.addDependencies(ch, vals); err != nil {
 		return err
 	}
 	if exists {
@@ -290,15 +291,28 @@ func (k *klipper) report(ctx context.Context, p *corev1.Pod, runErr error) error
 }
 
 // addDependencies adds, from the --deps folder, each dependency the chart declares but does not
-// carry, when its version satisfies the declared range.
-func (k *klipper) addDependencies(ch *chart.Chart) error {
+// carry, when its version satisfies the declared range. A dependency whose condition is false
+// with these values (argo-cd's optional redis-ha) renders nothing, so one the folder lacks is
+// left out instead of refused.
+func (k *klipper) addDependencies(ch *chart.Chart, vals map[string]interface{}) error {
 	have := map[string]bool{}
 	for _, d := range ch.Dependencies() {
 		have[d.Name()] = true
 	}
+	final, err := chartutil.CoalesceValues(ch, vals)
+	if err != nil {
+		return err
+	}
 	for _, d := range ch.Metadata.Dependencies {
 		if have[d.Name] {
 			continue
+		}
+		if d.Condition != "" {
+			if on, err := final.PathValue(d.Condition); err == nil && on == false {
+				if _, err := os.Stat(filepath.Join(k.deps, d.Name)); err != nil {
+					continue
+				}
+			}
 		}
 		if k.deps == "" {
 			return fmt.Errorf("chart %s needs %s %s, which its archive does not carry", ch.Name(), d.Name, d.Version)

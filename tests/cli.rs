@@ -67,6 +67,35 @@ fn validate_example_exits_zero() {
     assert!(!stderr(&o).contains("digest"), "{}", stderr(&o));
 }
 
+/// The example installs K3s (issue 37): its offline plan shows every K3s install with the
+/// recorded binary digest and the release's own URLs, none "not recorded", and `render` writes
+/// the resolved bundle out.
+#[test]
+fn the_example_plans_its_k3s_installs_with_recorded_digests() {
+    let o = fabric(&["--example", "plan", "--offline"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let installs: Vec<&str> = out.lines().filter(|l| l.contains("/command:k3s-install")).collect();
+    assert!(installs.len() >= 4, "{out}");
+    let release = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1";
+    for l in &installs {
+        assert!(l.contains("K3s v1.33.5+k3s1") && l.contains("(k3s sha256 ba2bc6892347…;"), "{l}");
+        assert!(l.contains(&format!("k3s from {release}/k3s,")), "{l}");
+        assert!(
+            l.contains("install.sh from https://raw.githubusercontent.com/k3s-io/k3s/v1.33.5%2Bk3s1/install.sh"),
+            "{l}"
+        );
+    }
+    assert!(!out.contains("not recorded") && !out.contains("apply refuses it until"), "{out}");
+    let dir = std::env::temp_dir().join(format!("fabric-k3s-render-{}", std::process::id()));
+    let o = fabric(&["--example", "render", "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bundle = std::fs::read_to_string(dir.join("config/k3s/airgap-bundle.yaml")).unwrap();
+    assert!(bundle.contains(&format!("url: {release}/k3s-airgap-images-amd64.tar.zst")), "{bundle}");
+    assert!(bundle.contains("sha256: c1d71ab864b6b7de087d0827a1810c5fd271134e317af8730ec9211eaf34b097"), "{bundle}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn validate_reports_file_line_column_and_exits_one() {
     let bad = TempFile::new("bad.yaml", &EXAMPLE.replace("id: 2", "id: 300").replace("weight: 20", "weight: 0"));

@@ -48,16 +48,52 @@ fn example_without_bundle() -> String {
     EXAMPLE[..EXAMPLE.find("# K3s from its air-gap bundle").expect("the example has a bundle")].to_string()
 }
 
+/// A `k3s_airgap.digests` entry for the example's release: three distinct stand-in digests.
+fn digests() -> String {
+    format!(
+        "  digests:\n    v1.33.5+k3s1: {{ binary: {}, images: {}, install_script: {} }}\n",
+        "a".repeat(64),
+        "b".repeat(64),
+        "c".repeat(64)
+    )
+}
+
 #[test]
 fn validate_example_exits_zero() {
     let o = fabric(&["-f", "topology.example.yaml", "validate"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    // The only warnings: the bundle's digests are not recorded yet (never made up).
-    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 3 warnings)\n");
-    for key in ["binary", "images", "install_script"] {
-        let want = format!("the digest of `k3s_airgap.{key}` is not recorded yet");
-        assert!(stderr(&o).contains(&want), "{want}: {}", stderr(&o));
+    // No warning: the bundle's digests are recorded (issue 37).
+    assert_eq!(stdout(&o), "topology.example.yaml: valid (2 sites, 9 services, 0 warnings)\n");
+    assert!(!stderr(&o).contains("digest"), "{}", stderr(&o));
+}
+
+/// The example installs K3s (issue 37): its offline plan shows every K3s install with the
+/// recorded binary digest and the release's own URLs, none "not recorded", and `render` writes
+/// the resolved bundle out.
+#[test]
+fn the_example_plans_its_k3s_installs_with_recorded_digests() {
+    let o = fabric(&["--example", "plan", "--offline"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    let installs: Vec<&str> = out.lines().filter(|l| l.contains("/command:k3s-install")).collect();
+    assert!(installs.len() >= 4, "{out}");
+    let release = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1";
+    for l in &installs {
+        assert!(l.contains("K3s v1.33.5+k3s1") && l.contains("(k3s sha256 ba2bc6892347…;"), "{l}");
+        assert!(l.contains(&format!("k3s from {release}/k3s,")), "{l}");
+        assert!(
+            l.contains("install.sh from https://raw.githubusercontent.com/k3s-io/k3s/v1.33.5%2Bk3s1/install.sh"),
+            "{l}"
+        );
     }
+    assert!(!out.contains("not recorded") && !out.contains("apply refuses it until"), "{out}");
+    let dir = std::env::temp_dir().join(format!("fabric-k3s-render-{}", std::process::id()));
+    let o = fabric(&["--example", "render", "--out", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let bundle = std::fs::read_to_string(dir.join("config/k3s/airgap-bundle.yaml")).unwrap();
+    assert!(bundle.contains(&format!("url: {release}/k3s-airgap-images-amd64.tar.zst")), "{bundle}");
+    assert!(bundle.contains("sha256: c1d71ab864b6b7de087d0827a1810c5fd271134e317af8730ec9211eaf34b097"), "{bundle}");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
@@ -70,7 +106,7 @@ fn validate_reports_file_line_column_and_exits_one() {
     assert!(err.contains("route weight 0 for `sp` is not positive"), "{err}");
     let line = EXAMPLE.lines().position(|l| l.trim() == "id: 2").unwrap() + 1;
     assert!(err.contains(&format!("{}:{line}:11", bad.path())), "file:line:col of the id: {err}");
-    assert!(err.contains("2 errors, 3 warnings in"), "{err}");
+    assert!(err.contains("2 errors in"), "{err}");
     // The same as JSON on stdout.
     let o = fabric(&["-f", bad.path(), "validate", "--format", "json"]);
     assert_eq!(o.status.code(), Some(1));
@@ -176,13 +212,13 @@ fn a_new_cluster_is_built_beside_the_running_one_and_cut_over_explicitly() {
 /// Karmada's chart into it; the estimators follow; the host site's cluster gets none of it.
 #[test]
 fn a_dedicated_vm_hosts_karmada() {
-    let digest = "a".repeat(64);
     let text = format!(
-        "{}\nk3s_airgap:\n  binary: {{ path: b/k3s, sha256: {digest} }}\n  images: {{ path: b/k3s-airgap-images-amd64.tar.zst, sha256: {digest} }}\n  install_script: {{ path: b/install.sh, sha256: {digest} }}\n",
+        "{}\nk3s_airgap:\n  binary: {{ path: b/k3s }}\n  images: {{ path: b/k3s-airgap-images-amd64.tar.zst }}\n  install_script: {{ path: b/install.sh }}\n{}",
         example_without_bundle().replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
             "    host_site: franca\n",
             "    host_site: franca\n    vm: { name: karmada-vm, address: 192.168.0.50, ssh: { host: karmada-vm }, kubeconfig: { path: ~/.kube/karmada-vm.yaml } }\n",
-        )
+        ),
+        digests()
     );
     let t = TempFile::new("dedicated.yaml", &text);
     let o = fabric(&["-f", t.path(), "validate"]);
@@ -208,11 +244,11 @@ fn a_plan_fetches_no_bundle_url() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let at = listener.local_addr().unwrap();
-    let digest = "a".repeat(64);
+    let digests = digests();
     let text = format!(
-        "{}\nk3s_airgap:\n  binary: {{ url: \"http://fabric:s3cret@{at}/k3s\", sha256: {digest} }}\n  \
-         images: {{ url: \"http://{at}/k3s-airgap-images-amd64.tar.zst\", sha256: {digest} }}\n  \
-         install_script: {{ path: b/install.sh, sha256: {digest} }}\n",
+        "{}\nk3s_airgap:\n  binary: {{ url: \"http://fabric:s3cret@{at}/k3s\" }}\n  \
+         images: {{ url: \"http://{at}/k3s-airgap-images-amd64.tar.zst\" }}\n  \
+         install_script: {{ path: b/install.sh }}\n{digests}",
         example_without_bundle()
     );
     let t = TempFile::new("bundle-url.yaml", &text);

@@ -23,6 +23,15 @@ use sha2::{Digest, Sha256};
 
 const TOPOLOGY: &str = include_str!("data/lab-linux.yaml");
 const IMAGES: &str = "k3s-airgap-images-amd64.tar.zst";
+/// The key of a bundle section's digests until its topology is written with [`for_release`]:
+/// the stand-in bundle is recorded as the release `versions.k3s` names, whatever its binary
+/// says (a binary of another version is what one test shows refused on the host).
+const RELEASE: &str = "@RELEASE@";
+
+/// A bundle `section` recorded for K3s `release`.
+fn for_release(section: &str, release: &str) -> String {
+    section.replace(RELEASE, release)
+}
 
 const INSTALL_SH: &str = r#"#!/bin/sh
 # Stand-in for K3s's install.sh: records what it was asked to do, and makes what the real one makes.
@@ -81,9 +90,9 @@ fn bundle_for(dir: &Path, binary: &str, images_sha: Option<&str>, kube_host: &st
     std::fs::write(dir.join("install.sh"), &script).unwrap();
     let d = dir.display();
     format!(
-        "k3s_airgap:\n  binary: {{ path: {d}/k3s, sha256: {} }}\n  images: {{ path: {d}/{IMAGES}, sha256: {} }}\n  \
-         install_script: {{ path: {d}/install.sh, sha256: {} }}\n  registry_mirrors:\n    \
-         - {{ registry: docker.io, endpoints: [\"https://mirror.lab.invalid:5000\"] }}\n",
+        "k3s_airgap:\n  binary: {{ path: {d}/k3s }}\n  images: {{ path: {d}/{IMAGES} }}\n  \
+         install_script: {{ path: {d}/install.sh }}\n  digests:\n    \"{RELEASE}\": {{ binary: {}, images: {}, install_script: {} }}\n  \
+         registry_mirrors:\n    - {{ registry: docker.io, endpoints: [\"https://mirror.lab.invalid:5000\"] }}\n",
         sha(binary.as_bytes()),
         images_sha.map(String::from).unwrap_or_else(|| sha(&images)),
         sha(script.as_bytes()),
@@ -118,6 +127,7 @@ fn k3s_from_the_air_gap_bundle() {
     );
     std::fs::remove_file(dir.join("sp.yaml")).unwrap();
     let write = |section: &str| {
+        let section = for_release(section, "v1.33.5+k3s1");
         let text = kube_api::with_test_kubeconfigs(&format!("{base}{section}"), &dir);
         std::fs::write(dir.join("topology.yaml"), text).unwrap();
     };
@@ -276,7 +286,8 @@ fn karmada_on_a_dedicated_vm() {
     for s in [&franca, &sp, &vm] {
         s.simulate_controllers(std::time::Duration::from_millis(100));
     }
-    let section = bundle_for(&dir.join("bundle"), &k3s("v1.33.5+k3s1", "standin-1"), None, "host1");
+    let section =
+        for_release(&bundle_for(&dir.join("bundle"), &k3s("v1.33.5+k3s1", "standin-1"), None, "host1"), "v1.33.5+k3s1");
     let text = TOPOLOGY.replace("karmada_host: host-cluster", "karmada_host: dedicated-vm").replace(
         "kubeconfig: { path: /nonexistent/karmada.yaml } }",
         &format!(
@@ -362,6 +373,7 @@ impl UpgradeLab {
     /// The topology with `versions.k3s` at `version` and the bundle `section`.
     fn write(&self, version: &str, section: &str) {
         let text = self.base.replace("k3s: v1.33.5+k3s1", &format!("k3s: {version}"));
+        let section = for_release(section, version);
         let text = kube_api::with_test_kubeconfigs(&format!("{text}{section}"), &self.dir);
         std::fs::write(self.dir.join("topology.yaml"), text).unwrap();
     }

@@ -11,28 +11,9 @@ fn example_without_bundle() -> &'static str {
     &EXAMPLE[..EXAMPLE.find("# K3s from its air-gap bundle").expect("the example has a bundle")]
 }
 
-/// The example's only warnings: its bundle's three digests are not recorded yet (`sha256: TODO`,
-/// never a made-up digest), each at its `TODO`.
-fn only_unrecorded_digests(text: &str, l: &Loaded) {
-    let want: Vec<(usize, usize)> = ["  binary:", "  images:", "  install_script:"]
-        .iter()
-        .map(|k| pos(text, "\nk3s_airgap:\n", &format!("{k} ")))
-        .map(|(line, _)| {
-            let l = text.lines().nth(line - 1).unwrap();
-            (line, l.find("sha256: TODO").unwrap() + 9)
-        })
-        .collect();
-    let got: Vec<(usize, usize)> = l.warnings.iter().map(|d| (d.line, d.column)).collect();
-    assert_eq!(got, want, "{:?}", messages(&l.warnings));
-    for d in &l.warnings {
-        assert_eq!(d.problem.code, "topology::k3s-airgap");
-        assert!(
-            d.problem.message.contains("is not recorded yet: `apply` refuses to install K3s"),
-            "{}",
-            d.problem.message
-        );
-        assert!(d.problem.help.as_deref().unwrap_or_default().contains("sha256sum-amd64.txt of K3s v1.33.5+k3s1"));
-    }
+/// A topology with no warning: the example's bundle has its digests recorded.
+fn no_warnings(l: &Loaded) {
+    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
 }
 
 /// The example with `from` replaced by `to` (the first occurrence after `after`, if given).
@@ -84,13 +65,21 @@ fn expect_one(diags: &[Diag], code: &str, msg: &str, at: (usize, usize)) -> Diag
 }
 
 #[test]
-fn the_example_is_valid_and_warns_only_of_its_unrecorded_digests() {
+fn the_example_is_valid_without_warnings() {
     let l = valid(EXAMPLE);
-    only_unrecorded_digests(EXAMPLE, &l);
+    no_warnings(&l);
     assert_eq!(l.topology.sites.len(), 2);
-    // Recorded, they warn no more.
-    let l = valid(&EXAMPLE.replace("sha256: TODO", &format!("sha256: {}", "a".repeat(64))));
-    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
+    // Without its digests: one warning at `digests` (apply refuses to install K3s until then).
+    let text = format!("{}\nk3s_airgap:\n  digests: {{}}\n", example_without_bundle());
+    let l = valid(&text);
+    assert_eq!(messages(&l.warnings).len(), 1, "{:?}", messages(&l.warnings));
+    let w = &l.warnings[0];
+    assert!(
+        w.problem.message.contains("no digests are recorded for K3s v1.33.5+k3s1: `apply` refuses"),
+        "{}",
+        w.problem.message
+    );
+    assert_eq!((w.line, w.column), pos(&text, "\nk3s_airgap:", "digests"));
 }
 
 #[test]
@@ -421,6 +410,133 @@ fn addresses_are_checked() {
     );
 }
 
+/// A K3s bump (issue 37): the example with `versions.k3s` raised and nothing else is refused at
+/// `digests`, naming both releases; with the new release's entry it is valid, the old entry kept
+/// for a revert; a URL or path that still names the old release is refused at its line, naming
+/// both; the old digests under the new release's key are refused at each digest fabric knows.
+#[test]
+fn a_k3s_version_and_its_bundle_agree() {
+    let bumped = EXAMPLE.replace("  k3s: v1.33.5+k3s1", "  k3s: v1.33.6+k3s1");
+    let d = errors(&bumped);
+    assert_eq!(d.len(), 1, "{:?}", messages(&d));
+    let e = expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "no digests are recorded for K3s v1.33.6+k3s1 (versions.k3s), only for v1.33.5+k3s1",
+        pos(&bumped, "\nk3s_airgap:", "digests"),
+    );
+    assert!(e.problem.help.unwrap().contains("\"v1.33.6+k3s1\": { binary: …, images: …, install_script: … }"));
+
+    let entry = format!(
+        "    v1.33.6+k3s1: {{ binary: {}, images: {}, install_script: {} }}\n",
+        "d".repeat(64),
+        "e".repeat(64),
+        "9ca7930c31179d83bc13de20078fd8ad3e1ee00875b31f39a7e524ca4ef7d9de"
+    );
+    let text = bumped.replace("    # K3s v1.33.5+k3s1, amd64.", &format!("{entry}    # K3s v1.33.5+k3s1, amd64."));
+    no_warnings(&valid(&text));
+
+    let old_url = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1/k3s";
+    for (given, shown) in [
+        (format!("url: \"{old_url}\""), old_url),
+        (
+            "url: \"https://mirror.example/k3s/v1.33.5-k3s1/k3s\"".to_string(),
+            "https://mirror.example/k3s/v1.33.5-k3s1/k3s",
+        ),
+        ("path: \"bundle/v1.33.5+k3s1/k3s\"".to_string(), "bundle/v1.33.5+k3s1/k3s"),
+    ] {
+        let with = text.replace("k3s_airgap:\n", &format!("k3s_airgap:\n  binary: {{ {given} }}\n"));
+        let d = errors(&with);
+        assert_eq!(d.len(), 1, "{:?}", messages(&d));
+        let e = expect_one(
+            &d,
+            "topology::k3s-airgap",
+            &format!("`{shown}` is K3s v1.33.5+k3s1's, but versions.k3s is v1.33.6+k3s1"),
+            pos(&with, "\nk3s_airgap:", &format!("\"{shown}")),
+        );
+        let help = e.problem.help.unwrap();
+        if given.starts_with("url") {
+            assert!(help.contains("remove `url:` to take v1.33.6+k3s1's own file (https://github.com/k3s-io/k3s/releases/download/v1.33.6%2Bk3s1/k3s)"), "{help}");
+        } else {
+            assert!(help.contains("point the path at K3s v1.33.6+k3s1's k3s"), "{help}");
+        }
+    }
+
+    // The old digests under the new release's key (a renamed key): fabric knows whose they are.
+    let renamed = bumped.replace("    v1.33.5+k3s1:\n", "    v1.33.6+k3s1:\n");
+    let d = errors(&renamed);
+    assert_eq!(d.len(), 2, "{:?}", messages(&d));
+    for (asset, digest) in [("k3s", "ba2bc689"), ("k3s-airgap-images-amd64.tar.zst", "c1d71ab8")] {
+        let e = expect_one(
+            &d,
+            "topology::k3s-airgap",
+            &format!("this is the digest of K3s v1.33.5+k3s1's {asset}, recorded here for v1.33.6+k3s1"),
+            pos(&renamed, "\nk3s_airgap:", digest),
+        );
+        assert!(
+            e.problem.help.unwrap().contains(&format!("`{asset}` line of the sha256sum-amd64.txt of K3s v1.33.6+k3s1"))
+        );
+    }
+}
+
+/// Bad digests (issue 37's last paragraph), each refused at its line with what to write instead;
+/// so are a digest beside its file (the shape before digests were keyed by release), a key that
+/// is no release, and a `versions.k3s` the release files cannot follow.
+#[test]
+fn a_digest_is_64_lowercase_hex_digits_under_its_release() {
+    let k3s = "ba2bc6892347d5ddf7d9a1f50b4d6fe73c6c325eb16894aa95993ac143096725";
+    for (bad, says, fix) in [
+        (k3s[..63].to_string(), "63 characters, where a SHA-256 has 64 hex digits", "copy the whole digest"),
+        (format!("sha256:{k3s}"), "it has a `sha256:` prefix", "write the 64 hex digits alone"),
+        (k3s.to_uppercase(), "it has uppercase digits", "write it in lowercase"),
+        (format!("{}z", &k3s[..63]), "`z` is no hex digit", "(0-9, a-f)"),
+    ] {
+        let text = EXAMPLE.replace(&format!("binary: {k3s}"), &format!("binary: \"{bad}\""));
+        let d = errors(&text);
+        assert_eq!(d.len(), 1, "{:?}", messages(&d));
+        let e = expect_one(&d, "topology::k3s-airgap", says, pos(&text, "\nk3s_airgap:", &format!("\"{bad}\"")));
+        let help = e.problem.help.unwrap();
+        assert!(
+            help.contains(fix) && help.contains("the `k3s` line of the sha256sum-amd64.txt of K3s v1.33.5+k3s1"),
+            "{help}"
+        );
+    }
+
+    let text = EXAMPLE.replace("k3s_airgap:\n", &format!("k3s_airgap:\n  binary: {{ sha256: {k3s} }}\n"));
+    let e = expect_one(
+        &errors(&text),
+        "topology::k3s-airgap",
+        "`k3s_airgap.binary` takes no `sha256`",
+        pos(&text, "  binary: { sha256: ", k3s),
+    );
+    assert!(e.problem.help.unwrap().contains(&format!("`digests: {{ \"v1.33.5+k3s1\": {{ binary: {k3s}, … }} }}`")));
+
+    let text = EXAMPLE.replace("    v1.33.5+k3s1:\n", "    \"1.33.5\":\n");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`1.33.5` is not a K3s release tag",
+        pos(&text, "\nk3s_airgap:", "\"1.33.5\""),
+    );
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "no digests are recorded for K3s v1.33.5+k3s1",
+        pos(&text, "\nk3s_airgap:", "digests"),
+    );
+
+    let text =
+        EXAMPLE.replace("  k3s: v1.33.5+k3s1", "  k3s: 1.33.5").replace("    v1.33.5+k3s1:\n", "    v1.33.6+k3s1:\n");
+    let d = errors(&text);
+    expect_one(
+        &d,
+        "topology::k3s-airgap",
+        "`1.33.5` is not a K3s release tag, so the release files k3s_airgap takes by it (binary, images, install_script) have no URL",
+        pos(&text, "", "1.33.5\n"),
+    );
+}
+
 #[test]
 fn decisions_are_consistent() {
     let text = mutate("", "sp: dynamic", "sp: fixed");
@@ -434,15 +550,21 @@ fn decisions_are_consistent() {
     expect_one(&errors(&text), "topology::decision", "no site can be dialed", pos(&text, "", "public_address:\n"));
 }
 
+/// A `k3s_airgap.digests` entry for `release` with these digests.
+fn digests(release: &str, binary: &str, images: &str, script: &str) -> String {
+    format!("  digests:\n    \"{release}\": {{ binary: {binary}, images: {images}, install_script: {script} }}\n")
+}
+
 /// The air-gap bundle: digests, the images tarball's name, mirror URLs, each at its line.
 #[test]
 fn the_k3s_bundle_is_checked() {
     let good = "a".repeat(64);
     let bundle = |bin: &str, images: &str, endpoint: &str| {
         format!(
-            "{}\nk3s_airgap:\n  binary: {{ path: b/k3s, sha256: {bin} }}\n  images: {{ path: {images}, sha256: {good} }}\n  \
-             install_script: {{ path: b/install.sh, sha256: {good} }}\n  registry_mirrors:\n    - {{ registry: docker.io, endpoints: [\"{endpoint}\"] }}\n",
-            example_without_bundle()
+            "{}\nk3s_airgap:\n  binary: {{ path: b/k3s }}\n  images: {{ path: {images} }}\n  \
+             install_script: {{ path: b/install.sh }}\n{}  registry_mirrors:\n    - {{ registry: docker.io, endpoints: [\"{endpoint}\"] }}\n",
+            example_without_bundle(),
+            digests("v1.33.5+k3s1", bin, &"b".repeat(64), &"c".repeat(64)),
         )
     };
     let l = valid(&bundle(&good, "b/k3s-airgap-images-amd64.tar.zst", "https://m.example:5000"));
@@ -459,25 +581,29 @@ fn the_k3s_bundle_is_checked() {
     expect_one(&d, "topology::k3s-airgap", "`ftp://m` is not an http(s) URL", pos(&text, "k3s_airgap:", "\"ftp://m\""));
 }
 
-/// A bundle file by URL: exactly one of `path` and `url`, an http(s) URL that parses, each
-/// problem at its line, and a URL's credentials never in a message.
+/// A bundle file by URL: at most one of `path` and `url` (neither is the release's own file), an
+/// http(s) URL that parses, each problem at its line, and a URL's credentials never in a message.
 #[test]
 fn a_k3s_bundle_file_has_one_path_or_url() {
     let good = "a".repeat(64);
     let bundle = |binary: &str, images: &str| {
         format!(
-            "{}\nk3s_airgap:\n  binary: {{ {binary}sha256: {good} }}\n  images: {{ {images}sha256: {good} }}\n  \
-             install_script: {{ url: \"https://get.k3s.example/install.sh\", sha256: {good} }}\n",
-            example_without_bundle()
+            "{}\nk3s_airgap:\n  binary: {{ {binary} }}\n  images: {{ {images} }}\n  \
+             install_script: {{ url: \"https://get.k3s.example/install.sh\" }}\n{}",
+            example_without_bundle(),
+            digests("v1.33.5+k3s1", &good, &"b".repeat(64), &"c".repeat(64)),
         )
     };
     let release = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1";
     let l = valid(&bundle(
-        &format!("url: \"{release}/k3s\", "),
-        &format!("url: \"https://u:pw@mirror.example/k3s/{}\", ", "k3s-airgap-images-amd64.tar.zst"),
+        &format!("url: \"{release}/k3s\""),
+        &format!("url: \"https://u:pw@mirror.example/k3s/{}\"", "k3s-airgap-images-amd64.tar.zst"),
     ));
     assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
-    let text = bundle("path: b/k3s, url: \"https://m.example/k3s\", ", "");
+    // Neither: the release's own file.
+    let l = valid(&bundle("", ""));
+    assert!(l.warnings.is_empty(), "{:?}", messages(&l.warnings));
+    let text = bundle("path: b/k3s, url: \"https://m.example/k3s\"", "");
     let d = errors(&text);
     expect_one(
         &d,
@@ -485,14 +611,8 @@ fn a_k3s_bundle_file_has_one_path_or_url() {
         "`k3s_airgap.binary` has both `path` and `url`",
         pos(&text, "", "\"https://m.example/k3s\""),
     );
-    expect_one(
-        &d,
-        "topology::k3s-airgap",
-        "`k3s_airgap.images` has neither `path` nor `url`",
-        pos(&text, "\nk3s_airgap:", "images:"),
-    );
-    assert_eq!(d.len(), 2, "{:?}", messages(&d));
-    let text = bundle("url: \"ftp://m.example/k3s\", ", "url: \"https://user:s3cret@m example/images.tar\", ");
+    assert_eq!(d.len(), 1, "{:?}", messages(&d));
+    let text = bundle("url: \"ftp://m.example/k3s\"", "url: \"https://user:s3cret@m example/images.tar\"");
     let d = errors(&text);
     expect_one(
         &d,
@@ -508,7 +628,7 @@ fn a_k3s_bundle_file_has_one_path_or_url() {
     );
     assert!(d.iter().all(|d| !d.problem.message.contains("s3cret")), "{:?}", messages(&d));
     assert!(e.problem.help.as_deref().is_some_and(|h| h.contains("https://")));
-    let text = bundle("", "url: \"https://m.example/images.zip?x=1\", ");
+    let text = bundle("", "url: \"https://m.example/images.zip?x=1\"");
     expect_one(
         &errors(&text),
         "topology::k3s-airgap",
@@ -572,7 +692,7 @@ fn undecided_decisions_are_warnings_at_load() {
     let text = mutate("", "argocd: single", "argocd: undecided");
     let l = valid(&text);
     // The loader itself accepts open decisions; validate and plan name them.
-    only_unrecorded_digests(&text, &l);
+    no_warnings(&l);
 }
 
 #[test]
@@ -831,7 +951,7 @@ const MK_VM: &str = include_str!("data/multikueue-vm.yaml");
 #[test]
 fn the_multikueue_manager_is_a_site_or_karmadas_dedicated_vm() {
     let l = valid(MK_VM);
-    only_unrecorded_digests(MK_VM, &l);
+    no_warnings(&l);
     assert_eq!(l.topology.multikueue_vm().map(|vm| vm.name.as_str()), Some("karmada-vm"));
     // Franca's gpu-batch is then a queue of Franca's GPUs, counted against them as any other.
     let text = MK_VM.replacen("gpu_quota: 2\n", "gpu_quota: 3\n", 1);

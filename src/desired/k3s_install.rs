@@ -16,8 +16,9 @@ use serde::Serialize;
 
 use crate::sh;
 use crate::topology::Topology;
-use crate::topology::airgap::{Location, file_name, location};
-use crate::topology::model::BundleFile;
+use crate::topology::airgap::{Location, digest, file_name, location};
+use crate::topology::k3s_release::Part;
+use crate::topology::model::K3sAirgap;
 use crate::topology::userinfo::redact;
 use crate::transport::shell::{ABSENT, Sh};
 
@@ -70,15 +71,18 @@ fn redacted<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl Upload {
-    fn of(f: &BundleFile, fallback: &str) -> Upload {
-        let name = file_name(f).unwrap_or(fallback).to_string();
-        // `validate` refuses a file with both or neither; the path is what stays unusable then.
-        let from = match location(f) {
-            Some(Location::Url(u)) => Source::Url(u.to_string()),
-            Some(Location::Path(p)) => Source::Path(p.to_string()),
-            None => Source::Path(f.path.clone().unwrap_or_default()),
+    /// `part` of the bundle for K3s `release`: where from (the topology's path or URL, or the
+    /// release's own file), the digest recorded for that release, the name it keeps on the host.
+    fn of(a: &K3sAirgap, part: Part, release: &str, fallback: &str) -> Upload {
+        // `validate` refuses a file with both; the path is what stays unusable then.
+        let at =
+            location(a, part, release).unwrap_or_else(|| Location::Path(part.file(a).path.clone().unwrap_or_default()));
+        let name = file_name(&at).unwrap_or(fallback).to_string();
+        let from = match at {
+            Location::Url(u) => Source::Url(u),
+            Location::Path(p) => Source::Path(p),
         };
-        Upload { from, sha256: f.sha256.clone(), name }
+        Upload { from, sha256: digest(a, part, release).to_string(), name }
     }
 
     /// Where it comes from, for messages: the path, or the URL without its credentials.
@@ -115,20 +119,40 @@ impl K3sInstall {
     /// The install of `role`, when the topology names a bundle.
     pub fn from_topology(t: &Topology, role: Role) -> Option<K3sInstall> {
         let a = t.k3s_airgap.as_ref()?;
+        let v = t.versions.k3s.as_str();
         Some(K3sInstall {
             role,
             brings_up: None,
-            version: t.versions.k3s.clone(),
+            version: v.to_string(),
             // The binary and the script get fixed names on the host: the script is run by name
             // and the binary installed under /usr/local/bin/k3s whatever it was called here.
-            binary: Upload { name: "k3s".into(), ..Upload::of(&a.binary, "k3s") },
-            images: Upload::of(&a.images, "k3s-airgap-images.tar.zst"),
-            script: Upload { name: "install.sh".into(), ..Upload::of(&a.install_script, "install.sh") },
+            binary: Upload { name: "k3s".into(), ..Upload::of(a, Part::Binary, v, "k3s") },
+            images: Upload::of(a, Part::Images, v, "k3s-airgap-images.tar.zst"),
+            script: Upload { name: "install.sh".into(), ..Upload::of(a, Part::InstallScript, v, "install.sh") },
         })
     }
 
     pub fn uploads(&self) -> [&Upload; 3] {
         [&self.binary, &self.images, &self.script]
+    }
+
+    /// The bundle as `fabric render` writes it out (`config/k3s/airgap-bundle.yaml`): the
+    /// release, and each file's source and digest, so the GitOps repository shows what a
+    /// defaulted URL resolved to and a reviewer of a bump sees every URL and digest change.
+    /// The same for every host; a URL's credentials are left out.
+    pub fn bundle(&self) -> serde_json::Value {
+        let files: Vec<serde_json::Value> = self
+            .uploads()
+            .into_iter()
+            .map(|u| {
+                let (key, at) = match &u.from {
+                    Source::Path(p) => ("path", p.clone()),
+                    Source::Url(_) => ("url", u.shown()),
+                };
+                serde_json::json!({ "name": u.name, key: at, "sha256": u.sha256 })
+            })
+            .collect();
+        serde_json::json!({ "k3s": self.version, "files": files })
     }
 
     /// The state fabric wants, as `read` prints it: the service, the binary's digest and its

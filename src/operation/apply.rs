@@ -254,11 +254,12 @@ mod tests {
         std::fs::write(state.join("install.sh"), script).unwrap();
         let section = |images_sha: &str| {
             format!(
-                "k3s_airgap:\n  binary: {{ url: \"{b}/k3s\", sha256: {} }}\n  \
-                 images: {{ url: \"{b}/moved/{IMAGES}\", sha256: {images_sha} }}\n  \
-                 install_script: {{ path: {}, sha256: {} }}\n",
-                sha(binary),
+                "k3s_airgap:\n  binary: {{ url: \"{b}/k3s\" }}\n  \
+                 images: {{ url: \"{b}/moved/{IMAGES}\" }}\n  \
+                 install_script: {{ path: {} }}\n  \
+                 digests: {{ v1.33.5+k3s1: {{ binary: {}, images: {images_sha}, install_script: {} }} }}\n",
                 state.join("install.sh").display(),
+                sha(binary),
                 sha(script),
                 b = server.base
             )
@@ -308,17 +309,18 @@ mod tests {
         }
     }
 
-    /// A digest not recorded yet (`sha256: TODO`, which validate warns about) stops the run
+    /// A digest not recorded yet (`TODO`, which validate warns about) stops the run
     /// before anything is fetched: the server is never asked.
     #[test]
     fn an_unrecorded_digest_stops_the_run_before_any_fetch() {
         let server = Server::start(&[("/k3s", b"k3s binary".as_slice())]);
         let state = state_dir("pending");
         std::fs::create_dir_all(&state).unwrap();
-        let good = "ab".repeat(32);
+        let (b, i) = ("ab".repeat(32), "cd".repeat(32));
         let section = format!(
-            "k3s_airgap:\n  binary: {{ url: \"{}/k3s\", sha256: {good} }}\n  \
-             images: {{ url: \"{}/{IMAGES}\", sha256: {good} }}\n  install_script: {{ url: \"{}/install.sh\", sha256: TODO }}\n",
+            "k3s_airgap:\n  binary: {{ url: \"{}/k3s\" }}\n  \
+             images: {{ url: \"{}/{IMAGES}\" }}\n  install_script: {{ url: \"{}/install.sh\" }}\n  \
+             digests: {{ v1.33.5+k3s1: {{ binary: {b}, images: {i}, install_script: TODO }} }}\n",
             server.base, server.base, server.base
         );
         let (ws, r) = ready(&section);

@@ -68,12 +68,10 @@ fn artifacts(graph: &StepGraph, desired: &BTreeMap<NodeIndex, Produced>, t: &Top
                         .and_then(|s| s.router.wireguard.public_key.as_ref())
                         .map(ToString::to_string)
                 }),
+                // The bundle every host installs from, its URLs resolved (the same on each host).
+                Desired::K3sInstall(k) => yaml::to_string(&k.bundle()),
                 // VyOS files come whole from the generator; secrets and commands are never files.
-                Desired::Vyos(_)
-                | Desired::Secret(_)
-                | Desired::Command { .. }
-                | Desired::K3sInstall(_)
-                | Desired::Prune(_) => continue,
+                Desired::Vyos(_) | Desired::Secret(_) | Desired::Command { .. } | Desired::Prune(_) => continue,
             };
             let docs = files.entry(path.clone()).or_default();
             if !docs.contains(&doc) {

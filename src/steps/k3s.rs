@@ -7,6 +7,9 @@ use crate::desired::k3s_install::{K3sInstall, Role, Source, registries_yaml};
 use crate::desired::{Desired, Out, ProviderKind, Resource, yaml};
 use crate::topology::airgap::is_sha256;
 
+/// Where `render` writes out the bundle apply installs (`K3sInstall::bundle`).
+pub const BUNDLE: &str = "config/k3s/airgap-bundle.yaml";
+
 /// Where K3s reads its registry mirrors (at start).
 pub const REGISTRIES: &str = "/etc/rancher/k3s/registries.yaml";
 
@@ -63,6 +66,6 @@ pub(super) fn install(out: &mut Out<'_>, host: &str, site: &str, role: Role, bri
         summary,
         sensitive: false,
         desired: Desired::K3sInstall(Box::new(k)),
-        file: None,
+        file: Some(BUNDLE.into()),
     });
 }

@@ -1,7 +1,8 @@
 //! Rules of `k3s_airgap` (K3s's air-gap bundle): what can be checked without reading or fetching
-//! the files. The digests themselves are checked at apply, on the operator's machine and again on
-//! the host.
+//! the files, and where each file comes from. The digests' own rules are `airgap_digests`; the
+//! files are checked against them at apply, on the operator's machine and again on the host.
 
+use super::k3s_release::{self, Part};
 use super::model::{BundleFile, K3sAirgap, Topology};
 use super::problem::Problem;
 use super::userinfo::redact;
@@ -20,31 +21,48 @@ pub fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// Where a bundle file comes from, as the topology gives it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Location<'a> {
-    Path(&'a str),
-    Url(&'a str),
+/// Where a bundle file comes from: the topology's path or URL, or the release's own file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    Path(String),
+    Url(String),
 }
 
-/// The one of `path` and `url` the file has; None when it has both or neither (`check` refuses
-/// those).
-pub fn location(f: &BundleFile) -> Option<Location<'_>> {
-    match (&f.path, &f.url) {
-        (Some(p), None) => Some(Location::Path(p)),
-        (None, Some(u)) => Some(Location::Url(u)),
-        _ => None,
+impl Location {
+    /// The key it is given under (`path` or `url`), and what it is, shown without credentials.
+    pub fn shown(&self) -> (&'static str, String) {
+        match self {
+            Location::Path(p) => ("path", p.clone()),
+            Location::Url(u) => ("url", redact(u)),
+        }
     }
+}
+
+/// Where `part` comes from for K3s `release`: its `path` or `url`, or with neither the release's
+/// own file; None when it has both (`check` refuses that).
+pub fn location(a: &K3sAirgap, part: Part, release: &str) -> Option<Location> {
+    let f = part.file(a);
+    match (&f.path, &f.url) {
+        (Some(p), None) => Some(Location::Path(p.clone())),
+        (None, Some(u)) => Some(Location::Url(u.clone())),
+        (None, None) => Some(Location::Url(part.release_url(release))),
+        (Some(_), Some(_)) => None,
+    }
+}
+
+/// The digest recorded for `part` of K3s `release`, or [`PENDING`] when there is none.
+pub fn digest<'a>(a: &'a K3sAirgap, part: Part, release: &str) -> &'a str {
+    a.digests.get(release).map_or(PENDING, |d| part.digest(d))
 }
 
 /// The file name a bundle file keeps on the host: its path's (or its URL's path's) last
 /// component, when it is a plain name (letters, digits, `.`, `-`, `_`, `+`).
-pub fn file_name(f: &BundleFile) -> Option<&str> {
-    let path = match location(f)? {
-        Location::Path(p) => p,
+pub fn file_name(at: &Location) -> Option<&str> {
+    let path = match at {
+        Location::Path(p) => p.as_str(),
         // The query and fragment are no part of the name (`…/k3s?download=1`).
         Location::Url(u) => {
-            let rest = u.split_once("://").map_or(u, |(_, r)| r);
+            let rest = u.split_once("://").map_or(u.as_str(), |(_, r)| r);
             let rest = &rest[..rest.find(['?', '#']).unwrap_or(rest.len())];
             rest.split_once('/').map_or("", |(_, p)| p)
         }
@@ -71,80 +89,132 @@ pub fn url_problem(url: &str) -> Option<&'static str> {
 
 pub fn check(t: &Topology, out: &mut Vec<Problem>) {
     let Some(a) = &t.k3s_airgap else { return };
-    let files: [(&str, &BundleFile); 3] =
-        [("binary", &a.binary), ("images", &a.images), ("install_script", &a.install_script)];
-    for (key, f) in files {
-        source(key, f, out);
-        if f.sha256 == PENDING {
-            out.push(
-                Problem::warning(
-                    "topology::k3s-airgap",
-                    path!["k3s_airgap", key, "sha256"],
-                    format!(
-                        "the digest of `k3s_airgap.{key}` is not recorded yet: `apply` refuses to install K3s until it is"
-                    ),
-                )
-                .label("digest to record")
-                .help(format!(
-                    "copy the file's line from the sha256sum-amd64.txt of K3s {} (or run `sha256sum FILE` on the file you checked)",
-                    t.versions.k3s
-                )),
-            );
-        } else if !is_sha256(&f.sha256) {
-            out.push(
-                Problem::error(
-                    "topology::k3s-airgap",
-                    path!["k3s_airgap", key, "sha256"],
-                    format!("`{}` is not a SHA-256 (64 lowercase hex digits)", f.sha256),
-                )
-                .label("not a digest")
-                .help("copy the file's line from the release's sha256sum-<arch>.txt, or run `sha256sum FILE`"),
-            );
+    let release = t.versions.k3s.as_str();
+    for part in Part::ALL {
+        let f = part.file(a);
+        source(part.key(), f, out);
+        moved_digest(part, f, release, out);
+        // A file that follows versions.k3s names it by construction.
+        if (f.path.is_some() || f.url.is_some())
+            && let Some(at) = location(a, part, release)
+        {
+            names_release(part, &at, release, out);
         }
     }
-    // A file with no single source was reported above; its name cannot be judged.
-    if let Some(at) = location(&a.images) {
-        let (field, shown) = match at {
-            Location::Path(p) => ("path", p.to_string()),
-            Location::Url(u) => ("url", redact(u)),
-        };
-        match file_name(&a.images) {
-            Some(n) if IMAGE_SUFFIXES.iter().any(|s| n.ends_with(s)) => {}
-            _ => out.push(
-                Problem::error(
-                    "topology::k3s-airgap",
-                    path!["k3s_airgap", "images", field],
-                    format!(
-                        "K3s does not import `{shown}`: its name must be plain and end in one of {}",
-                        IMAGE_SUFFIXES.join(", ")
-                    ),
-                )
-                .label("not an images tarball")
-                .help("use the release's k3s-airgap-images-<arch>.tar.zst under its own name"),
-            ),
-        }
-    }
+    follows_a_tag(a, release, out);
+    images_name(a, release, out);
+    super::airgap_digests::check(a, release, out);
     mirrors(a, out);
 }
 
-/// One bundle file's `path` or `url`: exactly one, a path not empty, a URL fabric can fetch.
+/// A file given by URL or path that names another K3s release than `versions.k3s`: apply would
+/// install that release's file under `versions.k3s`'s name (the binary's `--version` is checked
+/// on the host, the images and the script are not).
+fn names_release(part: Part, at: &Location, release: &str, out: &mut Vec<Problem>) {
+    let (field, shown) = at.shown();
+    let raw = match at {
+        Location::Path(p) | Location::Url(p) => p,
+    };
+    let Some(other) = k3s_release::named_in(raw).into_iter().find(|r| r != release) else { return };
+    let key = part.key();
+    let help = match at {
+        Location::Url(_) => format!(
+            "remove `url:` to take {release}'s own file ({}), or point the URL at K3s {release}'s {}",
+            part.release_url(release),
+            part.asset()
+        ),
+        Location::Path(_) => format!("point the path at K3s {release}'s {}", part.asset()),
+    };
+    out.push(
+        Problem::error(
+            "topology::k3s-airgap",
+            path!["k3s_airgap", key, field],
+            format!(
+                "`{shown}` is K3s {other}'s, but versions.k3s is {release}: apply would install {other}'s {} as {release}",
+                part.asset()
+            ),
+        )
+        .label(format!("{other}, not {release}"))
+        .help(help)
+        .related(path!["versions", "k3s"], "the release installed"),
+    );
+}
+
+/// A file with neither `path` nor `url` is the release's own, found by `versions.k3s`'s tag.
+fn follows_a_tag(a: &K3sAirgap, release: &str, out: &mut Vec<Problem>) {
+    let following: Vec<&str> =
+        Part::ALL.iter().filter(|p| p.file(a).path.is_none() && p.file(a).url.is_none()).map(|p| p.key()).collect();
+    if following.is_empty() || k3s_release::is_release(release) {
+        return;
+    }
+    out.push(
+        Problem::error(
+            "topology::k3s-airgap",
+            path!["versions", "k3s"],
+            format!(
+                "`{release}` is not a K3s release tag, so the release files k3s_airgap takes by it ({}) have no URL",
+                following.join(", ")
+            ),
+        )
+        .label("not a release tag")
+        .help(
+            "write the tag as K3s's releases page names it, e.g. `v1.33.5+k3s1`, or give each file a `url:` or `path:`",
+        ),
+    );
+}
+
+/// A digest beside its file (the shape before digests were keyed by release): refused, with the
+/// entry to write instead.
+fn moved_digest(part: Part, f: &BundleFile, release: &str, out: &mut Vec<Problem>) {
+    let Some(d) = &f.sha256 else { return };
+    let key = part.key();
+    let d: String = d.chars().take(72).collect();
+    out.push(
+        Problem::error(
+            "topology::k3s-airgap",
+            path!["k3s_airgap", key, "sha256"],
+            format!("`k3s_airgap.{key}` takes no `sha256`: digests are recorded under `k3s_airgap.digests`, by release"),
+        )
+        .label("move it to digests")
+        .help(format!(
+            "remove this line's `sha256:` and, if it is {release}'s, write under k3s_airgap: `digests: {{ \"{release}\": {{ {key}: {d}, … }} }}`"
+        )),
+    );
+}
+
+/// The images tarball's name must be one K3s imports.
+fn images_name(a: &K3sAirgap, release: &str, out: &mut Vec<Problem>) {
+    // A file with no single source was reported by `source`; its name cannot be judged.
+    let Some(at) = location(a, Part::Images, release) else { return };
+    if file_name(&at).is_some_and(|n| IMAGE_SUFFIXES.iter().any(|s| n.ends_with(s))) {
+        return;
+    }
+    let (field, shown) = at.shown();
+    out.push(
+        Problem::error(
+            "topology::k3s-airgap",
+            path!["k3s_airgap", "images", field],
+            format!(
+                "K3s does not import `{shown}`: its name must be plain and end in one of {}",
+                IMAGE_SUFFIXES.join(", ")
+            ),
+        )
+        .label("not an images tarball")
+        .help("use the release's k3s-airgap-images-<arch>.tar.zst under its own name"),
+    );
+}
+
+/// One bundle file's `path` or `url`: at most one, a path not empty, a URL fabric can fetch.
 fn source(key: &str, f: &BundleFile, out: &mut Vec<Problem>) {
     let problem = |field: &str, message: String, label: &str, help: &str| {
-        let at = if field.is_empty() { path!["k3s_airgap", key] } else { path!["k3s_airgap", key, field] };
-        Problem::error("topology::k3s-airgap", at, message).label(label).help(help)
+        Problem::error("topology::k3s-airgap", path!["k3s_airgap", key, field], message).label(label).help(help)
     };
     match (&f.path, &f.url) {
         (Some(_), Some(_)) => out.push(problem(
             "url",
             format!("`k3s_airgap.{key}` has both `path` and `url`"),
             "one of path and url",
-            "keep `path` for a file on this machine, or `url` for one fabric downloads at apply",
-        )),
-        (None, None) => out.push(problem(
-            "",
-            format!("`k3s_airgap.{key}` has neither `path` nor `url`"),
-            "no path or url",
-            "give `path:` (a file on this machine) or `url:` (an http(s) URL fabric downloads at apply)",
+            "keep `path` for a file on this machine, or `url` for one fabric downloads at apply (neither: the release's own file)",
         )),
         (Some(p), None) if p.trim().is_empty() => {
             out.push(problem("path", "the path is empty".into(), "empty", "give the file's path on this machine"))
@@ -155,11 +225,11 @@ fn source(key: &str, f: &BundleFile, out: &mut Vec<Problem>) {
                     "url",
                     format!("`{}` {why}", redact(u)),
                     "not a URL fabric can fetch",
-                    "give the http:// or https:// URL of the release's file (the K3s releases page, or a mirror)",
+                    "give the http:// or https:// URL of the release's file (a mirror), or remove `url:` to take the release's own",
                 ));
             }
         }
-        (Some(_), None) => {}
+        (Some(_), None) | (None, None) => {}
     }
 }
 
@@ -208,25 +278,52 @@ fn mirrors(a: &K3sAirgap, out: &mut Vec<Problem>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::topology::model::ReleaseDigests;
 
     #[test]
     fn digests_and_names() {
         assert!(is_sha256(&"a".repeat(64)));
         assert!(!is_sha256(&"A".repeat(64)));
         assert!(!is_sha256(&"a".repeat(63)));
-        let f = |p: &str| BundleFile { path: Some(p.into()), url: None, sha256: String::new() };
+        let f = |p: &str| Location::Path(p.into());
         assert_eq!(file_name(&f("b/k3s-airgap-images-amd64.tar.zst")), Some("k3s-airgap-images-amd64.tar.zst"));
         assert_eq!(file_name(&f("b/")), None);
         assert_eq!(file_name(&f("b/x y.tar")), None);
         assert_eq!(file_name(&f("b/.hidden.tar")), None);
-        let u = |u: &str| BundleFile { path: None, url: Some(u.into()), sha256: String::new() };
+        let u = |u: &str| Location::Url(u.into());
         let release = "https://github.com/k3s-io/k3s/releases/download/v1.33.5%2Bk3s1/k3s-airgap-images-amd64.tar.zst";
         assert_eq!(file_name(&u(release)), Some("k3s-airgap-images-amd64.tar.zst"));
         assert_eq!(file_name(&u("https://m.example/b/install.sh?x=1#top")), Some("install.sh"));
         assert_eq!(file_name(&u("https://m.example")), None);
-        let both = BundleFile { path: Some("k3s".into()), url: Some("https://m/k3s".into()), sha256: String::new() };
-        assert_eq!(location(&both), None);
-        assert_eq!(file_name(&both), None);
+    }
+
+    /// A file without `path` or `url` is the release's own; with both it has no single source.
+    #[test]
+    fn files_follow_the_release_unless_given() {
+        let file = |path: Option<&str>, url: Option<&str>| BundleFile {
+            path: path.map(Into::into),
+            url: url.map(Into::into),
+            sha256: None,
+        };
+        let mut a = K3sAirgap {
+            binary: BundleFile::default(),
+            images: file(Some("b/images.tar"), None),
+            install_script: file(Some("b/install.sh"), Some("https://m/install.sh")),
+            digests: Default::default(),
+            registry_mirrors: vec![],
+        };
+        let r = "v1.33.6+k3s1";
+        assert_eq!(
+            location(&a, Part::Binary, r),
+            Some(Location::Url("https://github.com/k3s-io/k3s/releases/download/v1.33.6%2Bk3s1/k3s".into()))
+        );
+        assert_eq!(location(&a, Part::Images, r), Some(Location::Path("b/images.tar".into())));
+        assert_eq!(location(&a, Part::InstallScript, r), None);
+        assert_eq!(digest(&a, Part::Binary, r), PENDING);
+        let d = |c: char| c.to_string().repeat(64);
+        a.digests.insert(r.into(), ReleaseDigests { binary: d('a'), images: d('b'), install_script: d('c') });
+        assert_eq!(digest(&a, Part::Images, r), d('b'));
+        assert_eq!(digest(&a, Part::Images, "v1.33.5+k3s1"), PENDING);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The topology: the operator's declaration of the whole fabric, loaded with source positions.
 
 pub mod airgap;
+pub mod airgap_digests;
 pub mod gateway;
 pub mod gpus;
+pub mod k3s_release;
 pub mod model;
 pub mod net;
 pub mod problem;

@@ -55,31 +55,48 @@ pub struct Topology {
 }
 
 /// K3s's air-gap install (docs.k3s.io, "Air-Gap Install", manually deploy images): the release's
-/// `k3s` binary, its images tarball and the install script, each pinned by its SHA-256 (the
-/// release's `sha256sum-<arch>.txt`). fabric reads them on the operator's machine (fetching
-/// those given by URL there first), refuses a file whose digest differs before anything runs on
-/// a host, copies them over SSH into a private directory on the host, checks the digests again
-/// there, and runs the script with `INSTALL_K3S_SKIP_DOWNLOAD=true`.
+/// `k3s` binary, its images tarball and the install script, each pinned by its SHA-256 under
+/// `digests`, keyed by the release. Where each file comes from follows `versions.k3s` unless
+/// given: the K3s release's own assets (amd64), as `fabric render` writes them out in
+/// `config/k3s/airgap-bundle.yaml`. A version bump is then `versions.k3s` and that release's
+/// three digests, and a file or digest of another release is refused at its line. fabric reads
+/// the files on the operator's machine (fetching those given by URL there first), refuses a file
+/// whose digest differs before anything runs on a host, copies them over SSH into a private
+/// directory on the host, checks the digests again there, and runs the script with
+/// `INSTALL_K3S_SKIP_DOWNLOAD=true`.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct K3sAirgap {
-    /// The `k3s` binary of `versions.k3s` (its `--version` is checked on the host).
+    /// The `k3s` binary of `versions.k3s` (its `--version` is checked on the host). Absent: the
+    /// release's `k3s` (`https://github.com/k3s-io/k3s/releases/download/<versions.k3s>/k3s`).
+    #[serde(default)]
     pub binary: BundleFile,
-    /// The images tarball (`k3s-airgap-images-amd64.tar.zst`; `.tar`, `.tar.gz`, `.tar.zst`,
-    /// `.tar.lz4` and `.tar.bz2` are what K3s imports), placed in
-    /// `/var/lib/rancher/k3s/agent/images/` under its own file name.
+    /// The images tarball (`.tar`, `.tar.gz`, `.tar.zst`, `.tar.lz4` and `.tar.bz2` are what
+    /// K3s imports), placed in `/var/lib/rancher/k3s/agent/images/` under its own file name.
+    /// Absent: the release's `k3s-airgap-images-amd64.tar.zst`.
+    #[serde(default)]
     pub images: BundleFile,
-    /// K3s's `install.sh` (the one `get.k3s.io` serves, saved with the bundle).
+    /// K3s's `install.sh` (the one `get.k3s.io` serves, saved with the bundle). Absent: the one
+    /// at the release's tag (`https://raw.githubusercontent.com/k3s-io/k3s/<versions.k3s>/install.sh`).
+    #[serde(default)]
     pub install_script: BundleFile,
+    /// The three files' SHA-256 digests per K3s release, keyed by its tag as `versions.k3s`
+    /// writes it (`v1.33.5+k3s1`). The entry of `versions.k3s` is the one installed; keeping the
+    /// previous release's entry lets a revert change `versions.k3s` alone. No entry for
+    /// `versions.k3s`: a warning while nothing is recorded, an error once another release's
+    /// are (a bump without its digests).
+    #[serde(default)]
+    pub digests: BTreeMap<String, ReleaseDigests>,
     /// Registry mirrors the hosts pull the cluster's own images through (K3s
     /// `/etc/rancher/k3s/registries.yaml`, written on every K3s host fabric installs).
     #[serde(default)]
     pub registry_mirrors: Vec<RegistryMirror>,
 }
 
-/// One file of the air-gap bundle: a file on the operator's machine (`path`) or one fabric
-/// fetches onto it at apply (`url`), exactly one of the two, pinned by its SHA-256.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+/// Where one file of the air-gap bundle comes from: a file on the operator's machine (`path`)
+/// or one fabric fetches onto it at apply (`url`), at most one of the two; neither is the K3s
+/// release's own file for `versions.k3s`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BundleFile {
     /// Its path on the operator's machine (`~` is the home directory; a relative path is taken
@@ -88,13 +105,28 @@ pub struct BundleFile {
     pub path: Option<String>,
     /// An http(s) URL fabric downloads the file from at apply, on the operator's machine only
     /// (never on a host), once per run into `<state dir>/bundle/<sha256>`; a cached file with
-    /// the right digest is not downloaded again. `plan` downloads nothing.
+    /// the right digest is not downloaded again. `plan` downloads nothing. A URL that names a
+    /// K3s release names `versions.k3s`'s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    /// Its SHA-256, 64 lowercase hex digits (the file's line in the release's
-    /// `sha256sum-<arch>.txt`). `TODO` marks a digest not recorded yet: `validate` warns at its
-    /// line, `plan` shows the install, and `apply` refuses it before fetching or copying anything.
-    pub sha256: String,
+    /// Not taken here: the digest goes under `k3s_airgap.digests.<release>`, so that `validate`
+    /// knows which release it belongs to (refused at its line, with the entry to write).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// One K3s release's digests: each 64 lowercase hex digits as `sha256sum` prints them, or
+/// `TODO` while not recorded yet (`validate` warns, `plan` shows the install, `apply` refuses it
+/// before fetching or copying anything).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseDigests {
+    /// `k3s`'s line of the release's `sha256sum-amd64.txt`.
+    pub binary: String,
+    /// The images tarball's line of the same file (`k3s-airgap-images-amd64.tar.zst`).
+    pub images: String,
+    /// `sha256sum install.sh` of the script at the release's tag.
+    pub install_script: String,
 }
 
 /// A registry mirror for K3s (`registries.yaml`, `mirrors:`).

@@ -173,9 +173,8 @@ mod tests {
         let e = local(&w, &Selection::default()).unwrap_err();
         assert!(matches!(&e, OpError::Undecided(s) if s.iter().any(|s| s.starts_with("C.3: "))), "{e}");
         assert!(local(&w, &Selection { steps: vec!["B.1".into()], ..Default::default() }).is_ok());
-        let todo = "k3s_airgap:\n  binary: { url: \"https://example.invalid/k3s\", sha256: TODO }\n  \
-                    images: { url: \"https://example.invalid/k3s-airgap-images-amd64.tar.zst\", sha256: TODO }\n  \
-                    install_script: { url: \"https://example.invalid/install.sh\", sha256: TODO }\n";
+        // No release's digests recorded: validate warns, apply refuses before any connection.
+        let todo = "k3s_airgap:\n  digests: {}\n";
         let w = ws(&format!("{LAB}{todo}"));
         let e = local(&w, &Selection::default()).unwrap_err().to_string();
         assert!(e.contains("is not recorded (`TODO`): nothing was fetched, copied or run"), "{e}");

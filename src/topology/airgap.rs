@@ -12,14 +12,8 @@ use crate::path;
 /// "Air-Gap Install": `.tar`, `.tar.gz`, `.tar.zst`, `.tar.lz4`, `.tar.bz2`).
 pub const IMAGE_SUFFIXES: &[&str] = &[".tar", ".tar.gz", ".tar.zst", ".tar.lz4", ".tar.bz2"];
 
-/// What a bundle file's `sha256` says while its digest is not recorded yet: `validate` warns,
-/// `plan` shows the install, `apply` refuses it (never a made-up digest).
-pub const PENDING: &str = "TODO";
-
-/// A SHA-256 as `sha256sum` prints it: 64 lowercase hex digits.
-pub fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
+// The digests' own definitions live with their rules; re-exported for the bundle's users.
+pub use super::airgap_digests::{PENDING, is_sha256};
 
 /// Where a bundle file comes from: the topology's path or URL, or the release's own file.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,11 +2,19 @@
 //! release, so that a version bump is reviewed as a pair (`versions.k3s` and its entry) and a
 //! digest recorded for another release is refused where it is written.
 
-use super::airgap::{PENDING, is_sha256};
 use super::k3s_release::{Part, is_release, known_release};
 use super::model::K3sAirgap;
 use super::problem::Problem;
 use crate::path;
+
+/// What a bundle file's `sha256` says while its digest is not recorded yet: `validate` warns,
+/// `plan` shows the install, `apply` refuses it (never a made-up digest).
+pub const PENDING: &str = "TODO";
+
+/// A SHA-256 as `sha256sum` prints it: 64 lowercase hex digits.
+pub fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 const CODE: &str = "topology::k3s-airgap";
 

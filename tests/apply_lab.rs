@@ -957,8 +957,9 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
         let hostile = lab.dir.join("hosts/sp-router/vyos/hostile_public_key");
         let key = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
         std::fs::write(&hostile, format!("{key}\n[Interface]\nPostUp = touch /tmp/pwned-by-sp\n")).unwrap();
+        // Partial (3): the router's answer is unread, not a change (issue 36's exit codes).
         let o = run.fabric(&topo, &["plan", "--step", "B.1"]);
-        assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+        assert_eq!(o.status.code(), Some(3), "{}", out(&o));
         assert!(out(&o).contains("answered with something that is not its public key"), "{}", out(&o));
         let o = run.fabric(&topo, &["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm]);
         assert_eq!(o.status.code(), Some(1), "{}", out(&o));

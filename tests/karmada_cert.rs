@@ -72,7 +72,7 @@ fn c1(plan: &str) -> String {
 }
 
 /// The plan and apply of C.1 (with its dependencies, whose SSH hosts are unreachable here).
-const PLAN: &[&str] = &["plan", "--step", "C.1", "--with-deps", "-vv"];
+const PLAN: &[&str] = &["plan", "--step", "C.1", "--with-deps", "--show-unchanged", "-vv"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_install_names_every_client_address_and_plan_goes_on() {

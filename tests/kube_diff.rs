@@ -126,14 +126,15 @@ async fn plan_is_clean_after_apply_and_after_kueue_admitted_the_test_job() {
     assert!(!manager_owns(&j, "fabric", &["spec", "suspend"]), "fabric no longer does: {j:#}");
     let left = changes(&t, &steps).await;
     assert!(left.is_empty(), "clean after Kueue admitted the Job: {left:#?}");
-    let o = fabric(&f, &plan_args(&["--detailed-exitcode"]));
+    // Unchanged resources are hidden by default: shown here to read the Job's line.
+    let o = fabric(&f, &plan_args(&["--detailed-exitcode", "--show-unchanged"]));
     assert_eq!(o.status.code(), Some(0), "clean after Kueue admitted the Job:\n{}", run::out(&o));
     // The plan says what it left to Kueue, under the Job's line and only there.
     let text = String::from_utf8_lossy(&o.stdout).to_string();
     let job_line = text.lines().position(|l| l.contains("Job/fabric-multikueue-test")).expect("the Job's line");
     assert_eq!(text.lines().nth(job_line + 1).map(str::trim), Some("spec.suspend: left to kueue"), "{text}");
     assert_eq!(text.matches("left to").count(), 1, "{text}");
-    let o = fabric(&f, &plan_args(&["--format", "json"]));
+    let o = fabric(&f, &plan_args(&["--format", "json", "--show-unchanged"]));
     let plan: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON plan");
     let left_json: Vec<&serde_json::Value> = plan["steps"]
         .as_array()

@@ -13,14 +13,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 const noCNI = "realkube.fabric.test/no-cni"
@@ -31,15 +29,11 @@ var (
 )
 
 func (s *site) runCNI(kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	client, err := dynamicClient(kubeconfig)
 	if err != nil {
 		return err
 	}
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "logs", "cni.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := s.openLog("cni")
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -61,11 +60,7 @@ type kueueRunner struct {
 }
 
 func (s *site) runKueue(kubeconfig string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := dynamic.NewForConfig(cfg)
+	client, err := dynamicClient(kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -77,7 +72,7 @@ func (s *site) runKueue(kubeconfig string) error {
 	if err := r.certificates(); err != nil {
 		return err
 	}
-	log, err := os.OpenFile(filepath.Join(s.dir, "logs", "kueue-runner.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := s.openLog("kueue-runner")
 	if err != nil {
 		return err
 	}
@@ -184,7 +179,7 @@ func (r *kueueRunner) start(config []byte) error {
 	if err := os.WriteFile(path, config, 0o600); err != nil {
 		return err
 	}
-	log, err := os.OpenFile(filepath.Join(r.s.dir, "logs", "kueue.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := r.s.openLog("kueue")
 	if err != nil {
 		return err
 	}

@@ -27,6 +27,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 type site struct {
@@ -231,7 +234,7 @@ func (s *site) apiserverFlags(sock string) []string {
 
 // start runs one part with its output in logs/<name>.log; it is killed if this process dies.
 func (s *site) start(name, bin string, args ...string) error {
-	log, err := os.OpenFile(filepath.Join(s.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	log, err := s.openLog(name)
 	if err != nil {
 		return err
 	}
@@ -387,4 +390,18 @@ func freePort(address string) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// openLog opens logs/<name>.log of the site for appending.
+func (s *site) openLog(name string) (*os.File, error) {
+	return os.OpenFile(filepath.Join(s.dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+}
+
+// dynamicClient is a client of the site's API server for the loops that stand in for a pod.
+func dynamicClient(kubeconfig string) (dynamic.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(cfg)
 }

@@ -102,11 +102,11 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.12.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.33.0 // indirect
-	k8s.io/apimachinery v0.33.0 // indirect
-	k8s.io/apiserver v0.33.0 // indirect
-	k8s.io/client-go v0.33.0 // indirect
-	k8s.io/component-base v0.33.0 // indirect
+	k8s.io/api v0.33.5 // indirect
+	k8s.io/apimachinery v0.33.5 // indirect
+	k8s.io/apiserver v0.33.5 // indirect
+	k8s.io/client-go v0.33.5 // indirect
+	k8s.io/component-base v0.33.5 // indirect
 	k8s.io/cri-api v0.33.0 // indirect
 	k8s.io/cri-client v0.33.0 // indirect
 	k8s.io/klog/v2 v2.130.1 // indirect

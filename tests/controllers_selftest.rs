@@ -1,5 +1,6 @@
 //! The testkit's simulated controllers against the upstream rules they follow (each module's
-//! doc names its files): Kueue's admission (`fabric_testkit::kueue`), Karmada's propagation
+//! doc names its files; Kueue is no longer simulated: the real one runs in
+//! `tests/multikueue_dispatch.rs`): Karmada's propagation
 //! (`fabric_testkit::karmada`), ArgoCD's health (`fabric_testkit::argocd`) and what the charts
 //! the helm-controller installs make from their values (`fabric_testkit::helm_charts`,
 //! `fabric_testkit::helm_workloads`), the DaemonSet controller's Pods with the status their
@@ -9,89 +10,11 @@
 
 use base64::Engine as _;
 use fabric_testkit::kube_api::{TestApiServer, shared_schemas};
-use fabric_testkit::{argocd, karmada, kueue};
+use fabric_testkit::{argocd, karmada};
 use serde_json::{Value, json};
 
 fn server() -> TestApiServer {
     TestApiServer::start_blocking(shared_schemas())
-}
-
-#[test]
-fn quantities_as_kubernetes_reads_them() {
-    let m = |s: &str| kueue::milli(&json!(s));
-    assert_eq!(m("100m"), Some(100));
-    assert_eq!(m("1.5"), Some(1500));
-    assert_eq!(m("64Mi"), Some(64 * 1024 * 1024 * 1000));
-    assert_eq!(m("2G"), Some(2_000_000_000_000));
-    assert_eq!(m("1e3"), Some(1_000_000));
-    assert_eq!(m("0.5m"), Some(1), "rounded up");
-    assert_eq!(kueue::milli(&json!(3)), Some(3000));
-    assert_eq!(m("1Gb"), None);
-    assert_eq!(m("abc"), None);
-}
-
-fn job(pod: Value) -> Value {
-    json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": "batch",
-        "labels": {kueue::QUEUE_LABEL: "batch"}}, "spec": {"suspend": true, "template": {"spec": pod}}})
-}
-
-#[test]
-fn kueue_requests_are_kubernetes_pod_requests() {
-    let api = server();
-    // Limits stand for missing requests; containers add up; an init container is a floor; a
-    // sidecar adds; overhead adds; parallelism multiplies.
-    let pod = json!({
-        "containers": [
-            {"name": "a", "resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": 1}}},
-            {"name": "b", "resources": {"requests": {"cpu": "250m", "memory": "512Mi"}}}],
-        "initContainers": [
-            {"name": "sidecar", "restartPolicy": "Always", "resources": {"requests": {"cpu": "100m"}}},
-            {"name": "init", "resources": {"requests": {"cpu": "2", "memory": "64Mi"}}}],
-        "overhead": {"cpu": "50m"}});
-    let mut j = job(pod);
-    j["spec"]["parallelism"] = json!(2);
-    let r = kueue::job_requests(&api, &j).unwrap();
-    // cpu: max(500 + 250 + 100, 2000 + 100) + 50 = 2150 millicores per pod.
-    assert_eq!(r["cpu"], 2 * 2150);
-    assert_eq!(r["memory"], 2 * (1024 + 512) * 1024 * 1024);
-    assert_eq!(r["nvidia.com/gpu"], 2);
-    j["spec"]["completions"] = json!(1);
-    assert_eq!(kueue::job_requests(&api, &j).unwrap()["nvidia.com/gpu"], 1, "completions below parallelism");
-    // The RuntimeClass's overhead when the pod has none.
-    api.put_raw(json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"},
-        "handler": "nvidia", "overhead": {"podFixed": {"memory": "1.5Ki"}}}));
-    let j = job(json!({"runtimeClassName": "nvidia", "containers": [{"name": "a"}]}));
-    assert_eq!(kueue::job_requests(&api, &j).unwrap(), kueue::Requests::from([("memory".into(), 1536)]));
-    let bad = job(json!({"containers": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}));
-    assert!(kueue::job_requests(&api, &bad).unwrap_err().contains("cpu"));
-}
-
-fn queue(covered: &[&str], quota: Value) -> Value {
-    json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "q"},
-        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": covered,
-            "flavors": [{"name": "f", "resources": quota}]}]}})
-}
-
-#[test]
-fn kueue_admits_only_what_its_queue_covers_and_has_room_for() {
-    let api = server();
-    let real = job(json!({"containers": [{"name": "a", "resources": {
-        "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"nvidia.com/gpu": 1}}}]}));
-    let gpu_only = queue(&["nvidia.com/gpu"], json!([{"name": "nvidia.com/gpu", "nominalQuota": 2}]));
-    assert_eq!(kueue::assign(&api, &gpu_only, &real), Err("resource cpu unavailable in ClusterQueue".into()));
-    let all = queue(
-        &["cpu", "memory", "nvidia.com/gpu"],
-        json!([{"name": "cpu", "nominalQuota": 2}, {"name": "memory", "nominalQuota": "2Gi"},
-            {"name": "nvidia.com/gpu", "nominalQuota": 2}]),
-    );
-    assert_eq!(kueue::assign(&api, &all, &real), Ok(vec!["f".to_string()]));
-    // cpu counts: 3 cores do not fit a quota of 2, though the GPU would.
-    let mut big = real.clone();
-    big["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!("3");
-    assert!(kueue::assign(&api, &all, &big).unwrap_err().contains("insufficient unused quota for cpu"));
-    // A resource named at 0 still has to be covered.
-    let zero = job(json!({"containers": [{"name": "a", "resources": {"requests": {"example.com/x": 0}}}]}));
-    assert_eq!(kueue::assign(&api, &all, &zero), Err("resource example.com/x unavailable in ClusterQueue".into()));
 }
 
 fn policy(name: &str, selectors: Value, extra: Value) -> Value {

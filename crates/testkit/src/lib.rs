@@ -12,7 +12,6 @@
 //! * [`workloads`]: the Deployment, ReplicaSet and StatefulSet controllers' rules and the
 //!   scheduler's filters (their glue on the API double's state: `kube_api_workloads.rs`);
 //! * [`helm_charts`], [`helm_workloads`]: what the charts fabric installs create, for the helm-controller;
-//! * [`kueue`]: Kueue's admission of Jobs and MultiKueue's dispatch, across the clusters' doubles;
 //! * [`karmada`]: Karmada's propagation of templates to its members, overriders, status back;
 //! * [`argocd`]: ArgoCD's application controller over a stand-in repository folder;
 //! * [`vyos_spec`]: VyOS commands checked against VyOS's interface definitions (the VyOS test
@@ -41,7 +40,6 @@ pub mod kube_api;
 pub mod kube_api_faults;
 pub mod kube_builtin;
 pub mod kube_schema;
-pub mod kueue;
 pub mod lab;
 pub mod oci_registry;
 pub mod realkube;

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -158,6 +159,12 @@ func (s *site) up(kwok bool, crds, charts string) error {
 			return err
 		}
 	}
+	// K3s's packaged manifests that fabric relies on: the RuntimeClasses of its runtimes.yaml
+	// (the `nvidia` one for the NVIDIA container runtime), which K3s's deploy controller applies
+	// at start.
+	if err := s.kubectlInput(kubeconfig, k3sRuntimeClasses, "apply", "--server-side", "--field-manager=k3s", "-f", "-"); err != nil {
+		return err
+	}
 	if crds != "" {
 		if err := s.applyCRDs(kubeconfig, crds); err != nil {
 			return err
@@ -189,6 +196,31 @@ func (s *site) up(kwok bool, crds, charts string) error {
 	return s.waitFor(60*time.Second, func() error {
 		return get(client, base+"/api/v1/namespaces/default/serviceaccounts/default")
 	})
+}
+
+// k3sRuntimeClasses are the NVIDIA RuntimeClasses of K3s v1.33.5's manifests/runtimes.yaml
+// (k3s-io/k3s at v1.33.5+k3s1; its other runtimes' classes are left out: nothing here uses them).
+const k3sRuntimeClasses = `apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: nvidia
+handler: nvidia
+---
+apiVersion: node.k8s.io/v1
+kind: RuntimeClass
+metadata:
+  name: nvidia-experimental
+handler: nvidia-experimental
+`
+
+// kubectlInput runs the site's kubectl with input on its standard input.
+func (s *site) kubectlInput(kubeconfig, input string, args ...string) error {
+	cmd := exec.Command(filepath.Join(s.bin, "kube"), append([]string{"kubectl", "--kubeconfig", kubeconfig}, args...)...)
+	cmd.Stdin = strings.NewReader(input)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
+	}
+	return nil
 }
 
 // applyCRDs applies the CRDs of a folder with the site's own kubectl and waits until they are

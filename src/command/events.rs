@@ -134,7 +134,7 @@ impl Stream {
             Ok(s) => json!({ "command": self.command, "outcome": s.outcome, "run": s.run, "steps": s.steps,
                               "message": s.message }),
             Err(e) => json!({ "command": self.command, "outcome": "failed", "message": e.to_string(),
-                               "code": e.code().map(|c| c.to_string()), "help": e.help().map(|h| h.to_string()) }),
+                               "code": code(e), "help": e.help().map(|h| h.to_string()) }),
         };
         self.write("summary", fields);
     }
@@ -147,6 +147,14 @@ impl Stream {
             o.extend(f.into_iter().filter(|(_, v)| !v.is_null()));
         }
         crate::outln!("{}", Value::Object(o));
+    }
+}
+
+/// An error's code (`apply::approve`): a command's own error carries it as a field.
+fn code(e: &Report) -> Option<String> {
+    match e.downcast_ref::<super::UsageError>() {
+        Some(u) => u.code.clone(),
+        None => e.code().map(|c| c.to_string()),
     }
 }
 

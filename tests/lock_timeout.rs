@@ -131,10 +131,35 @@ fn at(events: &[Value], kind: &str, step: Option<&str>) -> usize {
         .unwrap_or_else(|| panic!("no {kind} {step:?} in {events:#?}"))
 }
 
-fn fabric(f: &ExampleFabric, args: &[&str]) -> std::process::Output {
-    let state = f.dir.display().to_string();
+/// `fabric ARGS` on the example fabric in `dir`, its runs journaled there.
+fn fabric_at(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    let state = dir.display().to_string();
     let args: Vec<&str> = ["--state-dir", state.as_str()].into_iter().chain(args.iter().copied()).collect();
-    run::fabric_in(&f.dir, &f.dir.join("topology.yaml"), &f.dir.join("ssh_config"), &args)
+    run::fabric_in(dir, &dir.join("topology.yaml"), &dir.join("ssh_config"), &args)
+}
+
+fn fabric(f: &ExampleFabric, args: &[&str]) -> std::process::Output {
+    fabric_at(&f.dir, args)
+}
+
+/// `fabric ARGS` while `server`'s Lease is held by `OTHER`, released 3 s after the start: its
+/// output, and how long it took.
+async fn fabric_while_held(
+    f: &ExampleFabric,
+    server: &TestApiServer,
+    args: &[&str],
+) -> (std::process::Output, Duration) {
+    server.put_raw_as(lease(OTHER), "fabric");
+    let release = async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        server.put_raw_as(lease(""), "fabric");
+    };
+    let (dir, args): (_, Vec<String>) = (f.dir.clone(), args.iter().map(|a| a.to_string()).collect());
+    let started = Instant::now();
+    let cmd =
+        tokio::task::spawn_blocking(move || fabric_at(&dir, &args.iter().map(String::as_str).collect::<Vec<_>>()));
+    let (o, ()) = tokio::join!(cmd, release);
+    (o.unwrap(), started.elapsed())
 }
 
 /// `fabric rollback --json --lock-timeout`: it waits for the Lease another run holds, says so
@@ -145,23 +170,9 @@ async fn rollback_json_waits_for_the_lease_and_reports_each_step() {
     let t = topology(&f);
     let run_id = "20261206T100000Z-4";
     apply_step::apply_step(&t, &f.dir, "D.1@sp", run_id).await.expect("applied");
-    f.sp.put_raw_as(lease(OTHER), "fabric");
-    let sp: &TestApiServer = &f.sp;
-    let release = async {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        sp.put_raw_as(lease(""), "fabric");
-    };
-    let cmd = tokio::task::spawn_blocking({
-        let (dir, topo, ssh) = (f.dir.clone(), f.dir.join("topology.yaml"), f.dir.join("ssh_config"));
-        move || {
-            let state = dir.display().to_string();
-            let args = ["--state-dir", state.as_str(), "rollback", run_id, "--lock-timeout", "1m", "--json"];
-            run::fabric_in(&dir, &topo, &ssh, &args)
-        }
-    });
-    let (o, ()) = tokio::join!(cmd, release);
-    let o = o.unwrap();
+    let (o, took) = fabric_while_held(&f, &f.sp, &["rollback", run_id, "--lock-timeout", "1m", "--json"]).await;
     assert_eq!(o.status.code(), Some(0), "{}", run::out(&o));
+    assert!(took >= Duration::from_secs(3), "it waited: {took:?}");
     let out = run::stdout(&o);
     let ev = events(&out);
     let kinds = types(&ev);
@@ -217,25 +228,12 @@ async fn apply_json_waits_for_a_colleagues_lease_and_reports_every_event_in_orde
             .await
             .unwrap_or_else(|e| panic!("{key}: {e}"));
     }
-    f.franca.put_raw_as(lease(OTHER), "fabric");
-    let franca: &TestApiServer = &f.franca;
-    let release = async {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        franca.put_raw_as(lease(""), "fabric");
-    };
-    let cmd = tokio::task::spawn_blocking({
-        let (dir, topo, ssh) = (f.dir.clone(), f.dir.join("topology.yaml"), f.dir.join("ssh_config"));
-        move || {
-            let args = ["apply", "--step", "D.2", "--step", "D.3", "--auto-approve", "--lock-timeout", "1m", "--json"];
-            run::fabric_in(&dir, &topo, &ssh, &args)
-        }
-    });
-    let started = Instant::now();
-    let (o, ()) = tokio::join!(cmd, release);
-    let o = o.unwrap();
+    let args = ["apply", "--step", "D.2", "--step", "D.3", "--auto-approve", "--lock-timeout", "1m", "--json"];
+    let (o, took) = fabric_while_held(&f, &f.franca, &args).await;
     assert_eq!(o.status.code(), Some(0), "{}", run::out(&o));
-    assert!(started.elapsed() >= Duration::from_secs(3), "it waited");
+    assert!(took >= Duration::from_secs(3), "it waited: {took:?}");
     let out = run::stdout(&o);
+
     let ev = events(&out);
     let kinds = types(&ev);
     assert_eq!(kinds.first().map(String::as_str), Some("start"), "{out}");
@@ -270,7 +268,7 @@ async fn apply_json_waits_for_a_colleagues_lease_and_reports_every_event_in_orde
     assert_eq!(s["outcome"], "applied", "{s}");
     assert_eq!(s["steps"], json!(["D.2", "D.3"]), "{s}");
     let run_id = s["run"].as_str().unwrap();
-    assert!(f.dir.join(".fabric/runs").join(format!("{run_id}.jsonl")).exists(), "{s}");
+    assert!(f.dir.join("runs").join(format!("{run_id}.jsonl")).exists(), "{s}");
     assert!(!out.contains(kube_api::TEST_TOKEN) && !out.contains("\"diff\"") && !out.contains("@@"), "{out}");
 
     // Nothing left to do: one summary saying so. Without --auto-approve, refused before any read.

@@ -227,9 +227,9 @@ fn quoted_end(b: &[u8], q: u8) -> Option<usize> {
     let mut i = 1;
     while i < b.len() {
         let c = b[i];
-        if c == b'\\' && q == b'"' {
-            i += 2;
-        } else if c == q && q == b'\'' && b.get(i + 1) == Some(&b'\'') {
+        // A double-quoted scalar's escape, or a single-quoted one's doubled quote: two bytes.
+        let escaped = (c == b'\\' && q == b'"') || (c == q && q == b'\'' && b.get(i + 1) == Some(&b'\''));
+        if escaped {
             i += 2;
         } else if c == q {
             return Some(i + 1);

@@ -246,36 +246,6 @@ pub async fn take(
     Ok(held)
 }
 
-/// [`take`], waiting while another run holds one of the Leases, up to `wait` from now
-/// (`--lock-timeout`; zero: refused at once, as [`take`]). Each try is all or none: the Leases a
-/// refused try took are released before the run waits (held unrenewed, they would lapse), and
-/// the next try takes them again. The operator is told once per holder who holds it and that the
-/// run waits; past `wait`, the refusal is [`take`]'s, naming the holder.
-pub async fn take_waiting(
-    targets: &Targets,
-    clusters: &BTreeSet<Target>,
-    holder: &str,
-    times: Times,
-    wait: Duration,
-    progress: Progress<'_>,
-) -> Result<Held, ApplyError> {
-    let started = Instant::now();
-    let mut told = BTreeSet::new();
-    loop {
-        match take(targets, clusters, holder, times, progress).await {
-            Err(ApplyError::Locked { target, holder: other })
-                if started.elapsed() < wait && !crate::apply::interrupt::requested() =>
-            {
-                if told.insert((target.clone(), other.clone())) {
-                    progress(&crate::apply::waiting_for(&target, &other, wait));
-                }
-                tokio::time::sleep(crate::apply::LOCK_RETRY.min(wait.saturating_sub(started.elapsed()))).await;
-            }
-            r => return r,
-        }
-    }
-}
-
 impl Held {
     /// What tells the run's changes whether it still holds its Leases.
     pub fn watch(&self) -> Watch {

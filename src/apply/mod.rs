@@ -46,7 +46,7 @@ impl From<&str> for Failed {
 }
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::apply::confirm::confirm;
 use crate::apply::event::Event;
@@ -182,6 +182,36 @@ impl<'a> Hooks<'a> {
 
 /// How often a run waiting for another run's lock (`--lock-timeout`) tries it again.
 pub const LOCK_RETRY: Duration = Duration::from_secs(1);
+
+/// [`lease::take`], waiting while another run holds one of the Leases, up to `wait` from now
+/// (`--lock-timeout`; zero: refused at once, as [`lease::take`]). Each try is all or none: the Leases a
+/// refused try took are released before the run waits (held unrenewed, they would lapse), and
+/// the next try takes them again. The operator is told once per holder who holds it and that the
+/// run waits; past `wait`, the refusal is [`lease::take`]'s, naming the holder.
+pub async fn take_leases(
+    targets: &Targets,
+    clusters: &BTreeSet<Target>,
+    holder: &str,
+    times: lease::Times,
+    wait: Duration,
+    progress: Progress<'_>,
+) -> Result<lease::Held, ApplyError> {
+    let started = Instant::now();
+    let mut told = BTreeSet::new();
+    loop {
+        match lease::take(targets, clusters, holder, times, progress).await {
+            Err(ApplyError::Locked { target, holder: other })
+                if started.elapsed() < wait && !interrupt::requested() =>
+            {
+                if told.insert((target.clone(), other.clone())) {
+                    progress(&waiting_for(&target, &other, wait));
+                }
+                tokio::time::sleep(LOCK_RETRY.min(wait.saturating_sub(started.elapsed()))).await;
+            }
+            r => return r,
+        }
+    }
+}
 
 /// The line that tells the operator, once per holder, that the run waits for a lock.
 pub fn waiting_for(target: &str, holder: &str, wait: Duration) -> String {
@@ -327,7 +357,7 @@ pub async fn run_over(
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
     let mut phase = timeline::Phase::start();
     let holder = holder(&opts.run);
-    let taken = lease::take_waiting(targets, &guards, &holder, opts.lease, hooks.lock_timeout, progress);
+    let taken = take_leases(targets, &guards, &holder, opts.lease, hooks.lock_timeout, progress);
     let leases = match taken.await {
         Ok(l) => l,
         Err(e) => {

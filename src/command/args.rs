@@ -101,10 +101,15 @@ pub enum EventFormat {
     Json,
 }
 
+/// A value of `--lock-timeout` that is no duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is no duration: write it like 30s, 5m or 1h30m")]
+pub struct BadDuration(pub String);
+
 /// A duration as `--lock-timeout` takes it: numbers with a unit each (`ms`, `s`, `m`, `h`),
 /// one after the other (`1m30s`), or a bare number of seconds (`0`, `90`).
-pub fn duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("`{s}` is no duration: write it like 30s, 5m or 1h30m");
+pub fn duration(s: &str) -> Result<Duration, BadDuration> {
+    let bad = || BadDuration(s.to_string());
     if let Ok(secs) = s.parse::<u64>() {
         return Ok(Duration::from_secs(secs));
     }

@@ -68,7 +68,8 @@ pub fn run(
         let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
         let mut leases = None;
         let holder = crate::apply::holder(&holder_run);
-        let taken = lease::take_waiting(targets, &guards, &holder, lease::Times::default(), hooks.lock_timeout, progress);
+        let taken =
+            crate::apply::take_leases(targets, &guards, &holder, lease::Times::default(), hooks.lock_timeout, progress);
         let mut result = match taken.await {
                 Ok(held) => {
                     leases = Some(held);

@@ -13,12 +13,13 @@ use crate::topology::{self, LoadError};
 
 /// Rewrite the topology file in canonical form, keeping its comments
 ///
-/// The keys of every block mapping in the order docs/topology.md lists them (keys it does not
-/// know after, as written; the keys of a free map such as `decisions.public_address` as written),
-/// two spaces per level, lists indented under their key, one space after a colon, no trailing
-/// spaces, at most one blank line in a row. A comment on its own lines moves with the key or list
-/// item below it; a trailing comment stays on its line. Not reordered: the keys inside a one-line
-/// flow mapping (`{ name: a, role: gpu }`), kept as written, as are scalars and quotes.
+/// The keys of every mapping, one-line flow mappings (`{ name: a, role: gpu }`) included, in the
+/// order docs/topology.md lists them (keys it does not know after, as written; the keys of a free
+/// map such as `decisions.public_address` as written), two spaces per level, lists indented under
+/// their key, one space after a colon, flow collections spaced as `{ a: 1, b: [x, y] }`, no
+/// trailing spaces, at most one blank line in a row. A comment on its own lines moves with the key
+/// or list item below it; a trailing comment stays on its line. Scalars and quotes are kept as
+/// written, and so is a flow collection over several lines.
 ///
 /// Only the YAML syntax is checked (`fabric validate` checks the rest): a file that does not parse
 /// is refused at its file:line:column, and the result must mean exactly what the file said; in

@@ -1,21 +1,22 @@
 //! `fabric fmt`: the topology file in canonical form, as `terraform fmt` does for HCL.
 //!
 //! A line-oriented formatter over YAML's block structure, not a YAML printer: the file's own text
-//! is kept (scalars as written, quotes, one-line flow collections such as `{ name: a, role: b }`
-//! and `[a, b]`, comments), and only its layout changes:
+//! is kept (scalars as written, quotes, comments), and only its layout changes:
 //!
-//! - the keys of every block mapping are put in the order of the schema (the order
-//!   `docs/topology.md` lists them); keys the schema does not know come after, as written, and the
-//!   keys of a free map (`decisions.public_address`, `k3s_airgap.digests`) keep their order;
+//! - the keys of every mapping, block or one-line flow (`{ name: a, role: gpu }`), are put in the
+//!   order of the schema (the order `docs/topology.md` lists them); keys the schema does not know
+//!   come after, as written, and the keys of a free map (`decisions.public_address`,
+//!   `k3s_airgap.digests`) keep their order;
 //! - two spaces per level, a list indented under its key, `key: value` with one space after the
-//!   colon, no trailing spaces, at most one blank line in a row, one newline at the end;
+//!   colon, one-line flow collections spaced as `{ a: 1, b: [x, y] }`, no trailing spaces, at most
+//!   one blank line in a row, one newline at the end;
 //! - a comment on its own lines moves with the key (or list item) it precedes; a trailing comment
 //!   stays on its line; comments after the last entry of a mapping stay at its end; the file's
 //!   header (the comment lines before its first key) stays first.
 //!
-//! What it does not reorder: the keys inside a one-line flow mapping (`{ … }`), which are kept as
-//! written. The result is parsed again and must mean exactly what the file said (the same tree,
-//! key order aside); a file it cannot lay out that way is refused, never written.
+//! A flow collection over several lines (or holding a comment) is kept as written. The result is
+//! parsed again and must mean exactly what the file said (the same tree, key order aside); a file
+//! it cannot lay out that way is refused, never written.
 
 use serde_json::Value as J;
 
@@ -524,11 +525,11 @@ impl<'a> Schema<'a> {
             (Some(k), _) => out.push(match i.rest.as_str() {
                 "" => format!("{pad}{k}:"),
                 r if r.starts_with(' ') => format!("{pad}{k}:{r}"),
-                r => format!("{pad}{k}: {r}"),
+                r => format!("{pad}{k}: {}", self.laid_out(r, s)),
             }),
             (None, _) => out.push(match i.rest.as_str() {
                 "" => format!("{pad}-"),
-                r => format!("{pad}- {r}"),
+                r => format!("{pad}- {}", self.laid_out(r, s)),
             }),
         }
         match &i.body {
@@ -551,6 +552,93 @@ impl<'a> Schema<'a> {
             Body::None | Body::Inline(_) => {}
         }
     }
+}
+
+impl<'a> Schema<'a> {
+    /// A value as written, or, when it starts with a one-line flow collection, that collection
+    /// laid out ([`Schema::flow`]) and what follows it (a trailing comment) as written.
+    fn laid_out(&self, rest: &str, s: Option<&'a J>) -> String {
+        if rest.starts_with('{') || rest.starts_with('[') {
+            if let Some((flow, end)) = self.flow(rest, s) {
+                return format!("{flow}{}", &rest[end..]);
+            }
+        }
+        rest.to_string()
+    }
+
+    /// The flow collection `text` starts with, its mappings' keys in the schema's order, spaced
+    /// as `{ a: 1, b: [x, y] }`, and where it ends in `text`; None when it is not one that can be
+    /// laid out on its line (then it is kept as written).
+    fn flow(&self, text: &str, s: Option<&'a J>) -> Option<(String, usize)> {
+        let (items, end) = flow_items(text)?;
+        if text.starts_with('[') {
+            let each = s.and_then(|s| self.with(s, "items")).map(|o| &o["items"]);
+            let items: Option<Vec<String>> = items.into_iter().map(|v| self.nested(v, each)).collect();
+            return Some((format!("[{}]", items?.join(", ")), end));
+        }
+        let mut entries = Vec::new();
+        for item in items {
+            let (k, v) = key_of(item)?;
+            let v = v.trim();
+            if v.is_empty() {
+                return None;
+            }
+            entries.push((k, self.nested(v, self.entry(s, &unquoted(k)))?));
+        }
+        entries.sort_by_key(|(k, _)| self.rank(s, &unquoted(k)));
+        let body: Vec<String> = entries.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+        Some((if body.is_empty() { "{}".to_string() } else { format!("{{ {} }}", body.join(", ")) }, end))
+    }
+
+    /// An item of a flow collection: laid out when it is a collection itself, else as written.
+    fn nested(&self, v: &str, s: Option<&'a J>) -> Option<String> {
+        if !(v.starts_with('{') || v.starts_with('[')) {
+            return Some(v.to_string());
+        }
+        let (flow, end) = self.flow(v, s)?;
+        (end == v.len()).then_some(flow)
+    }
+}
+
+/// The top-level items of the flow collection `text` starts with (`{…}` or `[…]`), trimmed, and
+/// where it ends; None when its brackets or quotes do not pair up on the line, or it holds a
+/// comment. A quote opens a scalar only where one may start (after a bracket, a comma or a colon).
+fn flow_items(text: &str) -> Option<(Vec<&str>, usize)> {
+    let b = text.as_bytes();
+    let (mut depth, mut start, mut items, mut prev) = (0usize, 1, Vec::new(), None);
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if (c == b'"' || c == b'\'') && matches!(prev, Some(b'{' | b'[' | b',' | b':')) {
+            i += quoted_end(&b[i..], c)?;
+            prev = Some(c);
+            continue;
+        }
+        match c {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    let last = text[start..i].trim();
+                    if !last.is_empty() {
+                        items.push(last);
+                    }
+                    return Some((items, i + 1));
+                }
+            }
+            b',' if depth == 1 => {
+                items.push(text[start..i].trim());
+                start = i + 1;
+            }
+            b'#' if i > 0 && b[i - 1] == b' ' => return None,
+            _ => {}
+        }
+        if c != b' ' {
+            prev = Some(c);
+        }
+        i += 1;
+    }
+    None
 }
 
 /// A key without its quotes (for its place in the schema's order).
@@ -597,13 +685,29 @@ mod tests {
     }
 
     #[test]
-    fn block_scalars_and_flow_values_are_kept_as_written() {
+    fn block_scalars_are_kept_as_written_and_flow_values_spaced() {
         let text = "name: x\nversion: 1\nnotes: |\n      line one  \n      # not a comment\n\n      line three\nmesh: {join: k3s-agent,   hubble: true}\n";
         let got = fmt(text);
         assert!(got.contains("notes: |\n  line one  \n  # not a comment\n\n  line three\n"), "{got}");
-        assert!(got.contains("mesh: {join: k3s-agent,   hubble: true}\n"), "{got}");
+        assert!(got.contains("mesh: { join: k3s-agent, hubble: true }\n"), "{got}");
         assert!(got.starts_with("version: 1\nname: x\n"), "{got}");
         assert_eq!(fmt(&got), got);
+    }
+
+    #[test]
+    fn flow_mappings_take_the_schemas_order_and_one_spacing() {
+        let text = "version: 1\nname: x\nsites:\n  - {lan: 10.0.0.0/24,   name: a, router: {ssh: {user: vyos, host: r}, name: r}}   # a\n";
+        let want = "version: 1\nname: x\nsites:\n  - { name: a, lan: 10.0.0.0/24, router: { name: r, ssh: { host: r, user: vyos } } }   # a\n";
+        assert_eq!(fmt(text), want);
+        assert_eq!(fmt(want), want);
+        // A free map's keys and a list's items keep their order; quotes are kept.
+        let text = "version: 1\nname: x\nplacement:\n  - { name: p, sites: [ 'sp',b ], weights: {sp: 1, franca: 2} }\n";
+        let want =
+            "version: 1\nname: x\nplacement:\n  - { name: p, sites: ['sp', b], weights: { sp: 1, franca: 2 } }\n";
+        assert_eq!(fmt(text), want);
+        // A flow collection over several lines is kept as written.
+        let text = "version: 1\nname: x\nplacement: [\n    {name: p},\n  ]\n";
+        assert_eq!(fmt(text), text);
     }
 
     #[test]

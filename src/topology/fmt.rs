@@ -558,10 +558,10 @@ impl<'a> Schema<'a> {
     /// A value as written, or, when it starts with a one-line flow collection, that collection
     /// laid out ([`Schema::flow`]) and what follows it (a trailing comment) as written.
     fn laid_out(&self, rest: &str, s: Option<&'a J>) -> String {
-        if rest.starts_with('{') || rest.starts_with('[') {
-            if let Some((flow, end)) = self.flow(rest, s) {
-                return format!("{flow}{}", &rest[end..]);
-            }
+        if (rest.starts_with('{') || rest.starts_with('['))
+            && let Some((flow, end)) = self.flow(rest, s)
+        {
+            return format!("{flow}{}", &rest[end..]);
         }
         rest.to_string()
     }

@@ -295,6 +295,47 @@ fn two_applies_at_once(lab: &lab::Lab, run: &Run, topo: &Path) {
     assert_eq!(lock_of(lab, "franca-router"), "", "no lock left on franca");
 }
 
+/// `--lock-timeout` (issue 36, item 6): with another session's lock on sp's router, an apply
+/// that may wait 8 s is refused once it waited, naming the holder (each try itself waits 5 s for
+/// the lock: `flock -w 5`, `live::locks`); one that may wait a minute says once who holds it,
+/// waits, and applies as soon as the holder ends (killed here by its pid once the run said it
+/// waits).
+fn a_lock_waited_for(lab: &lab::Lab, run: &Run, topo: &Path, confirm: &str) {
+    use std::io::BufRead;
+    let other = "fabric run other by ops@laptop (pid 1)";
+    hold_lock_as(lab, "sp-router", other);
+    let started = Instant::now();
+    let o = run.fabric(topo, &["apply", "--step", "B.1", "--auto-approve", "--lock-timeout", "8s"]);
+    assert_eq!(o.status.code(), Some(1), "{}", out(&o));
+    assert!(started.elapsed() >= Duration::from_secs(8), "{:?}", started.elapsed());
+    assert!(out(&o).contains(&format!("router.sp is locked by another apply: {other}")), "{}", out(&o));
+    assert_eq!(out(&o).matches("waiting up to 8 s for it (--lock-timeout)").count(), 1, "{}", out(&o));
+    let args = ["apply", "--step", "B.1", "--auto-approve", "--confirm-timeout", confirm, "--lock-timeout", "60s"];
+    let mut waiting = run::fabric_spawn(&run.dir, topo, &run.ssh_config, &args);
+    let stderr = waiting.stderr.take().unwrap();
+    let (said_it, heard) = std::sync::mpsc::channel();
+    let lines = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("waiting up to 60 s for it (--lock-timeout)") {
+                let _ = said_it.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    assert!(heard.recv_timeout(Duration::from_secs(60)).is_ok(), "the run says it waits");
+    let o = lab.exec("sp-router", "kill $(sed -n 2p /run/lock/fabric.lock | cut -d' ' -f2)");
+    assert!(o.status.success(), "{}", out(&o));
+    let status = waiting.wait().unwrap();
+    let said = lines.join().unwrap();
+    assert!(status.success(), "{said}");
+    let line = format!("router.sp is locked by another apply: {other}; waiting up to 60 s for it (--lock-timeout)");
+    assert_eq!(said.matches(&line).count(), 1, "told once: {said}");
+    assert_eq!(lock_of(lab, "sp-router"), "", "no lock left");
+}
+
 /// An apply killed (SIGKILL: no handler runs) while it changes the routers, and a new apply at
 /// once, without `fabric lock release` (issue #24, item 4): the dead run's locks ended with its
 /// connections, and the new run waits while a self-revert of the dead run is pending on a
@@ -830,6 +871,7 @@ fn b1(lab: &lab::Lab, kind: Kind, topology: &str) {
             let o = run.fabric(&topo, &["lock", "release"]);
             assert!(out(&o).contains(&format!("released router.sp: {dead}")), "{}", out(&o));
             assert_eq!(lock_of(lab, "sp-router"), "", "broken: {}", out(&o));
+            a_lock_waited_for(lab, &run, &topo, confirm);
         }
         Kind::Vyos => {
             // The plan reads the routers' locks with a plain shell command, which VyOS's login

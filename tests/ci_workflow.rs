@@ -47,6 +47,7 @@ fn the_workflow_commands_work() {
     // The workflow really contains the three checks.
     for needed in [
         "validate",
+        "fmt --check",
         "render --out . --check",
         "plan --offline $BASE --format markdown --detailed-exitcode",
         "git show \"origin/$GITHUB_BASE_REF:topology.yaml\" > base.yaml",

@@ -594,7 +594,7 @@ fn example_without_sp_gpus() -> String {
     let mut s = EXAMPLE.to_string();
     for i in [31, 33, 34] {
         let gpu = format!(
-            "- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, allocatable: {{ cpus: 16, memory_gib: 62 }}, runs: [proxmox, linstor-satellite] }}",
+            "- {{ name: pve-ippri-{i}, role: gpu, address: 192.168.2.{}, ssh: {{ host: 192.168.2.{} }}, gpu: {{ model: a5000, count: 1, memory_gib: 24 }}, runs: [proxmox, linstor-satellite], allocatable: {{ cpus: 16, memory_gib: 62 }} }}",
             i + 10,
             i + 10
         );

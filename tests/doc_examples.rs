@@ -2,7 +2,7 @@
 //! binary: a new user follows them literally, so each must parse, and each that contacts nothing
 //! is run with its exit status and output checked.
 //!
-//! Run: the commands that contact nothing (validate, graph, render, schema, completions, man,
+//! Run: the commands that contact nothing (validate, fmt, graph, render, schema, completions, man,
 //! `plan --offline`, `plan --observed` with the chart indexes off, `show`) and the documented usage
 //! errors, in a directory holding the example topology as `topology.yaml`. Parsed only: the live
 //! ones (apply, a live plan, verify, lock, runs, rotate, state snapshot): the example's addresses
@@ -129,6 +129,9 @@ fn expected(cli: &Cli) -> Option<(i32, &'static str)> {
         // The plan the work directory holds as `b1.plan`.
         Command::Show(s) => Some((0, plan_starts(s.format))),
         Command::Validate(_) => Some((0, "topology.yaml: valid")),
+        // The example is in canonical form: fmt (with or without --check) says so and writes nothing.
+        Command::Fmt(f) if !f.diff => Some((0, "topology.yaml is in canonical form")),
+        Command::Fmt(_) => Some((0, "")),
         Command::Graph(_) | Command::Schema(_) | Command::Completions(_) => Some((0, "")),
         Command::Render(_) => Some((0, "")),
         Command::Man(_) => Some((0, ".ie")),

@@ -24,6 +24,7 @@ fn codes_in(dir: &Path, out: &mut Vec<String>) {
                 "\"lock::",
                 "\"runs::",
                 "\"verify::",
+                "\"fmt::",
             ] {
                 for (i, _) in text.match_indices(prefix) {
                     let rest = &text[i + 1..];

@@ -37,10 +37,12 @@ struct Hold {
     holder: Running,
 }
 
-/// The host locks a run holds.
+/// The host locks a run holds, and how long it waits for one another run holds
+/// (`--lock-timeout`; zero by default: refused at once).
 #[derive(Default)]
 pub struct HostLocks {
     held: tokio::sync::Mutex<BTreeMap<Target, Hold>>,
+    wait: Duration,
 }
 
 /// Whether `target` is locked: every host fabric reaches over SSH (a target without SSH access
@@ -52,6 +54,12 @@ fn locked_host(targets: &Targets, target: &Target) -> bool {
 }
 
 impl HostLocks {
+    /// No lock held yet; a lock another run holds is waited for up to `wait` each time one is
+    /// taken.
+    pub fn waiting(wait: Duration) -> HostLocks {
+        HostLocks { held: Default::default(), wait }
+    }
+
     /// Locks every host of `hosts` not locked yet: connects to all at once (a connect is several
     /// round trips no other host need wait for), then takes the locks one after the other in
     /// `hosts`' order, the same order in every run, then waits on all at once while another
@@ -78,7 +86,7 @@ impl HostLocks {
         for (target, s) in todo.into_iter().zip(sessions) {
             let s = s?;
             let vyos = targets.is_vyos(target);
-            let (holder, first) = take(&s, vyos, run).await?;
+            let (holder, first) = self.take_waiting(&s, vyos, run, progress).await?;
             self.held.lock().await.insert(target.clone(), Hold { on: Arc::downgrade(&s), holder });
             waits.push((s, vyos, first));
         }
@@ -86,6 +94,33 @@ impl HostLocks {
             waits.iter().map(|(s, vyos, first)| wait_for_other_reverts(s, *vyos, run, first.clone(), progress)),
         );
         waited.await.into_iter().collect()
+    }
+
+    /// [`take`], trying again while another run holds the lock, up to the run's wait from now:
+    /// the operator is told once per holder; past the wait, the refusal names the holder.
+    async fn take_waiting(
+        &self,
+        s: &Session,
+        vyos: bool,
+        run: &str,
+        progress: Progress<'_>,
+    ) -> Result<(Running, locks::Hold), ApplyError> {
+        let started = Instant::now();
+        let mut told = None;
+        loop {
+            match take(s, vyos, run).await {
+                Err(ApplyError::Locked { target, holder })
+                    if started.elapsed() < self.wait && !crate::apply::interrupt::requested() =>
+                {
+                    if told.as_ref() != Some(&holder) {
+                        progress(&crate::apply::waiting_for(&target, &holder, self.wait));
+                        told = Some(holder);
+                    }
+                    tokio::time::sleep(crate::apply::LOCK_RETRY.min(self.wait.saturating_sub(started.elapsed()))).await;
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Before the next change on `target` over `s`: when the run's lock there was taken on

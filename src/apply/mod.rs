@@ -8,6 +8,7 @@
 
 pub mod bootstrap;
 pub mod confirm;
+pub mod event;
 pub mod host;
 pub mod host_locks;
 pub mod interrupt;
@@ -45,9 +46,10 @@ impl From<&str> for Failed {
 }
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::apply::confirm::confirm;
+use crate::apply::event::Event;
 use crate::apply::journal::{Entry, Journal, Prior};
 use crate::apply::revert::{kube_identity, revert_all};
 use crate::desired::{Address, ProviderKind, Resource, Target};
@@ -125,7 +127,7 @@ impl ApplyError {
                 "check that the remote user can write /run/lock (as root or through sudo)".into()
             }
             ApplyError::Locked { .. } => {
-                "wait for the other apply to finish: a host's lock ends with that run's SSH session (a lost client's when sshd's keepalive drops it, docs/runbook.md \"Locks\"); `fabric lock status` shows the holder".into()
+                "wait for the other apply to finish (or give --lock-timeout DURATION, e.g. 5m, to wait for it): a host's lock ends with that run's SSH session (a lost client's when sshd's keepalive drops it, docs/runbook.md \"Locks\"); `fabric lock status` shows the holder".into()
             }
             ApplyError::Reverted { .. } => {
                 "the step is back at its rollback point; fix the cause and apply again (`fabric plan` shows the state)"
@@ -148,6 +150,76 @@ impl ApplyError {
 
 /// Progress, as plain lines (the command decides how to show them).
 pub type Progress<'a> = &'a (dyn Fn(&str) + Sync);
+
+/// How a run meets the operator and other runs: its progress lines, its typed events when a
+/// machine reads them (`apply --json`; without, they go to `progress` as their lines), and how
+/// long it waits for a lock another run holds (`--lock-timeout`; zero: refused at once).
+#[derive(Clone, Copy)]
+pub struct Hooks<'a> {
+    pub progress: Progress<'a>,
+    pub events: Option<event::Events<'a>>,
+    pub lock_timeout: Duration,
+}
+
+impl<'a> Hooks<'a> {
+    /// Progress lines only, no wait for locks.
+    pub fn lines(progress: Progress<'a>) -> Hooks<'a> {
+        Hooks { progress, events: None, lock_timeout: Duration::ZERO }
+    }
+
+    /// Reports `e`: to the machine that reads events, else as its progress line.
+    pub fn emit(&self, e: event::Event) {
+        match self.events {
+            Some(events) => events(&e),
+            None => {
+                if let Some(line) = e.line() {
+                    (self.progress)(&line);
+                }
+            }
+        }
+    }
+}
+
+/// How often a run waiting for another run's lock (`--lock-timeout`) tries it again.
+pub const LOCK_RETRY: Duration = Duration::from_secs(1);
+
+/// [`lease::take`], waiting while another run holds one of the Leases, up to `wait` from now
+/// (`--lock-timeout`; zero: refused at once, as [`lease::take`]). Each try is all or none: the Leases a
+/// refused try took are released before the run waits (held unrenewed, they would lapse), and
+/// the next try takes them again. The operator is told once per holder who holds it and that the
+/// run waits; past `wait`, the refusal is [`lease::take`]'s, naming the holder.
+pub async fn take_leases(
+    targets: &Targets,
+    clusters: &BTreeSet<Target>,
+    holder: &str,
+    times: lease::Times,
+    wait: Duration,
+    progress: Progress<'_>,
+) -> Result<lease::Held, ApplyError> {
+    let started = Instant::now();
+    let mut told = BTreeSet::new();
+    loop {
+        match lease::take(targets, clusters, holder, times, progress).await {
+            Err(ApplyError::Locked { target, holder: other })
+                if started.elapsed() < wait && !interrupt::requested() =>
+            {
+                if told.insert((target.clone(), other.clone())) {
+                    progress(&waiting_for(&target, &other, wait));
+                }
+                tokio::time::sleep(LOCK_RETRY.min(wait.saturating_sub(started.elapsed()))).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// The line that tells the operator, once per holder, that the run waits for a lock.
+pub fn waiting_for(target: &str, holder: &str, wait: Duration) -> String {
+    format!(
+        "{target} is locked by another apply: {holder}; waiting up to {} s for it (--lock-timeout)",
+        wait.as_secs_f32().ceil() as u64
+    )
+}
 
 /// The identity written into host locks: the run, who ran it, from where, its pid and since
 /// when. The same text for the whole run (a lock is released only by its exact holder).
@@ -263,7 +335,7 @@ pub async fn run(
     journal: &mut Journal,
     progress: Progress<'_>,
 ) -> Result<Vec<String>, ApplyError> {
-    run_over(t, steps, targets, live, observe::Kept::new(), opts, journal, progress).await
+    run_over(t, steps, targets, live, observe::Kept::new(), opts, journal, Hooks::lines(progress)).await
 }
 
 /// [`run`] over the connections the read kept open (`open`, `live::observe::observe_keeping`):
@@ -277,13 +349,16 @@ pub async fn run_over(
     open: observe::Kept,
     opts: &Options,
     journal: &mut Journal,
-    progress: Progress<'_>,
+    hooks: Hooks<'_>,
 ) -> Result<Vec<String>, ApplyError> {
+    let progress = hooks.progress;
     let path = journal.path.display().to_string();
     // The Leases of the clusters that guard these steps, before anything is touched.
     let guards: BTreeSet<Target> = steps.iter().map(|s| lease::guard_of(t, &s.key)).collect();
     let mut phase = timeline::Phase::start();
-    let leases = match lease::take(targets, &guards, &holder(&opts.run), opts.lease, progress).await {
+    let holder = holder(&opts.run);
+    let taken = take_leases(targets, &guards, &holder, opts.lease, hooks.lock_timeout, progress);
+    let leases = match taken.await {
         Ok(l) => l,
         Err(e) => {
             let _ = journal.write(&Entry::End { run: opts.run.clone(), ok: false });
@@ -295,11 +370,12 @@ pub async fn run_over(
         targets,
         opts,
         progress,
+        hooks,
         // The read's connections: locks and changes go over them (one connection per host).
         pool: Pool::with(open),
         journal: std::sync::Mutex::new(journal),
         journal_path: path.clone(),
-        locks: host_locks::HostLocks::default(),
+        locks: host_locks::HostLocks::waiting(hooks.lock_timeout),
         leases,
     };
     phase.end("leases");
@@ -325,6 +401,7 @@ struct Shared<'a> {
     targets: &'a Targets,
     opts: &'a Options,
     progress: Progress<'a>,
+    hooks: Hooks<'a>,
     pool: Pool,
     journal: std::sync::Mutex<&'a mut Journal>,
     journal_path: String,
@@ -448,6 +525,7 @@ async fn apply_step(
     }
     let mut phase = timeline::Phase::start();
     let phase_of = |what: &str| format!("{} {what}", step.key);
+    sh.hooks.emit(Event::StepStart { step: step.key.clone() });
     lock_hosts(sh, step).await?;
     phase.end(&phase_of("locks"));
     pause::at("locked").await;
@@ -458,7 +536,7 @@ async fn apply_step(
     phase.end(&phase_of("read again (rollback point)"));
     let bootstrap = live.bootstrap.clone();
     if changes.is_empty() {
-        (sh.progress)(&format!("{}: no changes", step.key));
+        sh.hooks.emit(Event::StepNoChanges { step: step.key.clone() });
         return Ok((false, live.keys));
     }
     // A stop asked for before anything changed: the step is not started at all.
@@ -549,7 +627,7 @@ async fn apply_step(
     if let Err(e) = sh.journal(&Entry::Done { run: sh.opts.run.clone(), step: step.key.clone() }) {
         return Err(revert_step(sh, step, &applied, format!("confirmed, but not recorded: {e}")).await);
     }
-    (sh.progress)(&format!("{}: done", step.key));
+    sh.hooks.emit(Event::StepDone { step: step.key.clone() });
     Ok((true, live.keys))
 }
 
@@ -703,7 +781,8 @@ async fn apply_round(sh: &Shared<'_>, step: &StepWork, round: Vec<PendingChange>
     let mut set = tokio::task::JoinSet::new();
     for (target, mut items) in by_target {
         for c in &items {
-            (sh.progress)(&format!("{}: applying {}", step.key, c.resource.address));
+            let (address, action) = (c.resource.address.to_string(), event::Action::of(c));
+            sh.hooks.emit(Event::ApplyStart { step: step.key.clone(), address, action });
         }
         if let Some(access) = targets.kube.get(&target).cloned() {
             let cx = crate::apply::kube::Context {
@@ -779,7 +858,7 @@ async fn run_check(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
     let check = crate::steps::get(&step.id).and_then(|s| s.check(&cx))?;
     match check.await {
         Ok(evidence) => {
-            (sh.progress)(&format!("{}: check passed: {evidence}", step.key));
+            sh.hooks.emit(Event::CheckPassed { step: step.key.clone(), evidence });
             None
         }
         Err(e) => Some(format!("check failed: {e}")),
@@ -788,7 +867,7 @@ async fn run_check(sh: &Shared<'_>, step: &StepWork) -> Option<String> {
 
 /// Puts a failed step back to its rollback point; the error that ends the run.
 async fn revert_step(sh: &Shared<'_>, step: &StepWork, applied: &[(Resource, Observed)], reason: String) -> ApplyError {
-    (sh.progress)(&format!("{}: {reason}; reverting", step.key));
+    sh.hooks.emit(Event::StepErrored { step: step.key.clone(), reason: reason.clone() });
     let leftover = revert_all(applied, &sh.opts.run, &sh.pool, sh.targets).await;
     let run = sh.opts.run.clone();
     // What happened is reported even when the journal cannot record it: a revert that is

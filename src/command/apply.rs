@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use miette::Report;
 
+use super::events::{self, Stream, Summary};
 use super::{Done, usage};
 use crate::command::args::Global;
 use crate::operation::apply::{self as apply_op, Request};
@@ -24,10 +25,16 @@ use crate::style::{Style, terminal_safe};
 /// new connection within --confirm-timeout. With PLANFILE (from `plan --out`), the topology is
 /// the one the plan records (unless -f), nothing is asked (the plan was reviewed), and the
 /// plan's steps are applied only if nothing it observed has changed since.
+///
+/// A lock another run holds (a cluster's Lease, a host's lock) refuses the run naming its holder,
+/// or with --lock-timeout is waited for. With --json (or --format json), stdout carries one JSON
+/// event per line (docs/errors.md, "Machine-readable output") and nothing is asked: it needs
+/// --auto-approve or a PLANFILE.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  fabric apply --step B.1\n  fabric plan --step B.1 --out b1.plan && fabric apply b1.plan\n  \
-                        fabric apply --phase B --site sp --auto-approve"
+                        fabric apply --phase B --site sp --auto-approve\n  \
+                        fabric apply --step D.1@sp --auto-approve --lock-timeout 5m --json   wait for a colleague's lock; JSON events"
 )]
 pub struct Opts {
     /// A plan written by `fabric plan --out`: applied without asking; refused when stale
@@ -49,10 +56,18 @@ pub struct Opts {
     /// served); past it the step fails and is reverted
     #[arg(long, value_name = "SECONDS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     pub wait_timeout: u64,
+    #[command(flatten)]
+    pub run: crate::command::args::RunArgs,
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
-    let (ws, req) = local_checks(g, &o)?;
+    events::streamed(o.run.json(), "apply", &super::topology_name(g), |stream| apply(g, &o, stream))
+}
+
+/// The apply itself; with `stream`, its events go there as JSON lines and nothing else is
+/// printed on stdout.
+fn apply(g: &Global, o: &Opts, stream: Option<&Stream>) -> Result<(Done, Summary), Report> {
+    let (ws, req) = local_checks(g, o)?;
     let reviewed = matches!(req, Request::Planfile(_));
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;
@@ -63,33 +78,39 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
     super::check_chart_pins(g, &ws, &ready.plan)?;
     super::print_read(g, &ready.observation.report, &ready.observation.live);
     let st = Style::stdout(g.no_color);
+    // The plan as people read it, on stdout (never with --json: stdout carries the events).
+    let show = |quiet: bool| {
+        if stream.is_none() && !quiet {
+            crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
+        }
+    };
     if let Some(blocked) = ready.blocked() {
-        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
+        show(false);
         return Err(blocked.into());
     }
     let pending = ready.pending_reverts();
     if !ready.plan.has_changes() && pending.is_empty() {
-        if !g.quiet {
-            crate::outln!("No changes. The live state matches the topology.");
+        let message = "No changes. The live state matches the topology.";
+        if !g.quiet && stream.is_none() {
+            crate::outln!("{message}");
         }
-        return Ok(Done::Ok);
+        return Ok((Done::Ok, Summary { outcome: "no-changes", run: None, steps: vec![], message: message.into() }));
     }
     if !ready.plan.has_changes() {
         // A killed run's change that its router is about to put back reads as "no change":
         // the run waits for the revert and reads again before deciding.
-        crate::outln!(
-            "{}",
-            terminal_safe(
-                &format!(
-                    "No changes now, but a self-revert of an earlier run is pending on {}: applying once it has fired.",
-                    pending.join(", ")
-                ),
-                st.color
-            )
+        let line = format!(
+            "No changes now, but a self-revert of an earlier run is pending on {}: applying once it has fired.",
+            pending.join(", ")
         );
+        match stream {
+            Some(s) => s.message(&line),
+            None => crate::outln!("{}", terminal_safe(&line, st.color)),
+        }
     }
-    if !g.quiet || !(o.auto_approve || reviewed) {
-        crate::out!("{}", terminal_safe(&view::human(&ready.plan, &st, view::Unchanged::Hidden), st.color));
+    show(g.quiet && (o.auto_approve || reviewed));
+    if let Some(s) = stream {
+        s.planned(&ready.plan);
     }
     // A planfile was reviewed when it was made: applied without asking again, as terraform's
     // `apply PLANFILE` (the read above refused it if live state moved since).
@@ -109,24 +130,27 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         force_conflicts: o.force_conflicts,
         wait_timeout: Duration::from_secs(o.wait_timeout),
     };
-    // A spinner on a terminal; plain lines otherwise (CI logs).
+    // A spinner on a terminal; plain lines otherwise (CI logs); JSON events with --json.
     let quiet = g.quiet;
-    let bar = (std::io::stderr().is_terminal() && !quiet).then(|| {
+    let bar = (stream.is_none() && std::io::stderr().is_terminal() && !quiet).then(|| {
         let b = indicatif::ProgressBar::new_spinner();
         b.set_style(indicatif::ProgressStyle::with_template("{spinner} {elapsed:>3} {msg}").expect("valid template"));
         b.enable_steady_tick(Duration::from_millis(120));
         b
     });
     let spinner = bar.clone();
-    let progress = move |line: &str| match &spinner {
+    let progress = move |line: &str| match (&spinner, stream) {
+        (_, Some(s)) => s.message(line),
         _ if line.chars().any(char::is_control) => println_progress(&spinner, quiet, &terminal_safe(line, false)),
-        Some(b) if line.contains("applying") => b.set_message(line.to_string()),
-        Some(b) => b.println(format!("fabric: {line}")),
-        None if !quiet => eprintln!("fabric: {line}"),
-        None => {}
+        (Some(b), _) if line.contains("applying") => b.set_message(line.to_string()),
+        (Some(b), _) => b.println(format!("fabric: {line}")),
+        (None, None) if !quiet => eprintln!("fabric: {line}"),
+        (None, None) => {}
     };
+    let sink = events::sink(stream);
+    let hooks = events::hooks(&progress, &sink, stream, o.run.lock_timeout);
     phase.end("show and approve");
-    let result = apply_op::run(&ws, ready, &opts, &targets, &progress, &rt);
+    let result = apply_op::run(&ws, ready, &opts, &targets, hooks, &rt);
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -137,15 +161,16 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
         }
     }
     let done = result?;
-    if !g.quiet {
-        crate::outln!(
-            "Apply complete: {} step(s) changed. Run {}; journal {}",
-            done.changed.len(),
-            done.run,
-            done.journal.display()
-        );
+    let message = format!(
+        "Apply complete: {} step(s) changed. Run {}; journal {}",
+        done.changed.len(),
+        done.run,
+        done.journal.display()
+    );
+    if !g.quiet && stream.is_none() {
+        crate::outln!("{message}");
     }
-    Ok(Done::Ok)
+    Ok((Done::Ok, Summary { outcome: "applied", run: Some(done.run), steps: done.changed, message }))
 }
 
 /// Every check this machine can make by itself, before any connection, in the order an operator
@@ -154,6 +179,13 @@ pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
 /// fabric from that topology, then the steps' decisions and the bundle's digests.
 fn local_checks(g: &Global, o: &Opts) -> Result<(crate::operation::Workspace, Request), Report> {
     let plan = o.planfile.as_deref().map(planfile::read).transpose().map_err(crate::operation::OpError::from)?;
+    if plan.is_none() && !o.auto_approve && o.run.json() {
+        return Err(usage(
+            "apply::approve",
+            "apply --json asks nothing (stdout carries its events), so it needs --auto-approve or a PLANFILE; nothing was read",
+            "add --auto-approve, or apply a reviewed plan (`fabric plan --out PLANFILE`, then `fabric apply PLANFILE --json`)",
+        ));
+    }
     if plan.is_none() && !o.auto_approve {
         needs_terminal()?;
     }

@@ -3,6 +3,7 @@
 //! importing each other.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
@@ -63,5 +64,94 @@ pub struct SelectionArgs {
 impl From<SelectionArgs> for crate::plan::select::Selection {
     fn from(a: SelectionArgs) -> Self {
         crate::plan::select::Selection { phases: a.phases, steps: a.steps, sites: a.sites, with_deps: a.with_deps }
+    }
+}
+
+/// How a run (apply, rollback) reports and meets other runs: flags both commands share.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Wait up to DURATION for a lock another run holds (a cluster's Lease, a host's lock)
+    /// instead of failing: `30s`, `5m`, `1h30m`; the operator is told once who holds it; `0`
+    /// fails at once, naming the holder
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = duration)]
+    pub lock_timeout: Duration,
+    /// How progress is reported: `human` lines on stderr, or `json`, one event per line on
+    /// stdout (docs/errors.md, "Machine-readable output"); json needs no terminal
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = EventFormat::Human)]
+    pub format: EventFormat,
+    /// Short for --format json (terraform's -json)
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl RunArgs {
+    /// Whether events go to stdout as JSON lines.
+    pub fn json(&self) -> bool {
+        self.json || self.format == EventFormat::Json
+    }
+}
+
+/// How a run's progress is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EventFormat {
+    /// Lines for people, on stderr (also spelled `text`)
+    #[value(alias = "text")]
+    Human,
+    /// One JSON object per line on stdout
+    Json,
+}
+
+/// A value of `--lock-timeout` that is no duration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is no duration: write it like 30s, 5m or 1h30m")]
+pub struct BadDuration(pub String);
+
+/// A duration as `--lock-timeout` takes it: numbers with a unit each (`ms`, `s`, `m`, `h`),
+/// one after the other (`1m30s`), or a bare number of seconds (`0`, `90`).
+pub fn duration(s: &str) -> Result<Duration, BadDuration> {
+    let bad = || BadDuration(s.to_string());
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let one = match &rest[..unit] {
+            "ms" => Duration::from_millis(1),
+            "s" => Duration::from_secs(1),
+            "m" => Duration::from_secs(60),
+            "h" => Duration::from_secs(3600),
+            _ => return Err(bad()),
+        };
+        total =
+            one.checked_mul(u32::try_from(n).map_err(|_| bad())?).and_then(|d| total.checked_add(d)).ok_or_else(bad)?;
+        rest = &rest[unit..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_as_terraform_writes_them() {
+        assert_eq!(duration("0"), Ok(Duration::ZERO));
+        assert_eq!(duration("0s"), Ok(Duration::ZERO));
+        assert_eq!(duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("1500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(duration("90"), Ok(Duration::from_secs(90)));
+        for bad in ["", "m", "5x", "-5s", "5 m", "1.5s"] {
+            assert!(duration(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -26,6 +26,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     Validate(crate::command::validate::Opts),
+    Fmt(crate::command::fmt::Opts),
     Graph(crate::command::graph::Opts),
     Plan(crate::command::plan::Opts),
     Render(crate::command::render::Opts),

@@ -5,6 +5,8 @@ pub mod args;
 pub mod causes;
 pub mod cli;
 pub mod completions;
+pub mod events;
+pub mod fmt;
 pub mod graph;
 pub mod lock;
 pub mod plan;
@@ -63,6 +65,7 @@ pub fn run(cli: Cli) -> Result<Done, Report> {
     crate::transport::retry::set_verbose(global.verbose > 0);
     match command {
         Command::Validate(o) => validate::run(&global, o),
+        Command::Fmt(o) => fmt::run(&global, o),
         Command::Graph(o) => graph::run(&global, o),
         Command::Plan(o) => plan::run(&global, o),
         Command::Render(o) => render::run(&global, o),
@@ -135,6 +138,12 @@ pub fn unread_outcome(code: &str, total: usize, unread: &[String], what: &str) -
 
 pub fn topology_path(g: &Global) -> PathBuf {
     g.topology.clone().unwrap_or_else(|| PathBuf::from("topology.yaml"))
+}
+
+/// The topology's name as messages give it: the file -f names (or ./topology.yaml), or the
+/// embedded example's.
+pub fn topology_name(g: &Global) -> String {
+    if g.example { EXAMPLE_NAME.to_string() } else { topology_path(g).display().to_string() }
 }
 
 /// Loads the topology the flags name, printing warnings (unless -q); on failure prints every

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::preflight::Reviewed;
 use super::{Observation, OpError, Workspace};
 use crate::apply::journal::{self, Entry, Journal};
-use crate::apply::{self as engine, Progress, StepWork};
+use crate::apply::{self as engine, Hooks, StepWork};
 use crate::desired::Resource;
 use crate::desired::k3s_install::{Source, Upload};
 use crate::live::observe::Targets;
@@ -120,7 +120,7 @@ pub fn run(
     ready: Ready,
     opts: &Options,
     targets: &Targets,
-    progress: Progress<'_>,
+    hooks: Hooks<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Applied, OpError> {
     bundle_preflight(ws, &ready, &Fetcher::new(&opts.state_dir))?;
@@ -150,7 +150,7 @@ pub fn run(
     };
     let result = rt.block_on(async {
         crate::apply::interrupt::listen();
-        engine::run_over(ws.topology(), &steps, targets, o.live, o.kept, &engine_opts, &mut j, progress).await
+        engine::run_over(ws.topology(), &steps, targets, o.live, o.kept, &engine_opts, &mut j, hooks).await
     });
     match result {
         Ok(changed) => Ok(Applied { run, changed, journal: j.path.clone() }),

@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 
 use super::{OpError, Workspace};
 use crate::addr::Target;
+use crate::apply::event::Event;
 use crate::apply::journal::{self, Entry, Journal};
-use crate::apply::{lease, revert};
+use crate::apply::{Hooks, lease, revert};
 use crate::live::observe::Targets;
 use crate::live::pool::Pool;
 
@@ -33,15 +34,17 @@ pub fn choose_run(state_dir: &Path, run: Option<String>) -> Result<String, OpErr
 
 /// Reverts every step of `run` that is still applied. Each step put back is journaled before
 /// the next is touched; a journal that cannot be written stops the rollback (and says so), since
-/// the journal is what a later rollback or apply trusts.
+/// the journal is what a later rollback or apply trusts. A lock another run holds is waited for
+/// as `hooks` says (`--lock-timeout`).
 pub fn run(
     ws: &Workspace,
     state_dir: &Path,
     run: &str,
     targets: &Targets,
-    progress: &(dyn Fn(&str) + Sync),
+    hooks: Hooks<'_>,
     rt: &tokio::runtime::Runtime,
 ) -> Result<RolledBack, OpError> {
+    let progress = hooks.progress;
     ws.live_allowed("it holds production addresses: roll back runs of a topology of your own")?;
     let path = journal::runs_dir(state_dir).join(format!("{run}.jsonl"));
     let entries =
@@ -60,14 +63,14 @@ pub fn run(
     let holder_run = format!("{run} (rollback)");
     let result: Result<(), OpError> = rt.block_on(async {
         let pool = Pool::default();
-        let locks = crate::apply::HostLocks::default();
+        let locks = crate::apply::HostLocks::waiting(hooks.lock_timeout);
         // The same Leases as an apply of these steps would take, then the host locks.
         let guards: BTreeSet<Target> = steps.iter().map(|(k, _)| lease::guard_of(ws.topology(), k)).collect();
         let mut leases = None;
-        let mut result =
-            match lease::take(targets, &guards, &crate::apply::holder(&holder_run), lease::Times::default(), progress)
-                .await
-            {
+        let holder = crate::apply::holder(&holder_run);
+        let taken =
+            crate::apply::take_leases(targets, &guards, &holder, lease::Times::default(), hooks.lock_timeout, progress);
+        let mut result = match taken.await {
                 Ok(held) => {
                     leases = Some(held);
                     match locks.take_all(&pool, targets, &hosts, &holder_run, progress).await {
@@ -97,7 +100,7 @@ pub fn run(
                     ));
                 }
             }
-            progress(&format!("{step}: rolled back"));
+            hooks.emit(Event::StepRolledBack { step: step.clone() });
             done.push(step.clone());
         }
         locks.release_all().await;

@@ -66,6 +66,11 @@ pub const MAX_TOPOLOGY_BYTES: u64 = 1 << 20;
 /// Reads a topology file: a regular file of at most [`MAX_TOPOLOGY_BYTES`], read with that
 /// bound (a file that grows while read is refused too), then [`load_str`].
 pub fn load_file(path: &FsPath) -> Result<Loaded, LoadError> {
+    load_str(&path.display().to_string(), read_file(path)?)
+}
+
+/// The text of a topology file, read as [`load_file`] reads it (`fabric fmt` reads it so).
+pub fn read_file(path: &FsPath) -> Result<String, LoadError> {
     use std::io::Read;
     let file = path.display().to_string();
     let io = |source| LoadError::Io { file: file.clone(), source };
@@ -83,9 +88,7 @@ pub fn load_file(path: &FsPath) -> Result<Loaded, LoadError> {
     if bytes.len() as u64 > MAX_TOPOLOGY_BYTES {
         return Err(too_large(bytes.len() as u64));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))?;
-    load_str(&file, text)
+    String::from_utf8(bytes).map_err(|e| io(std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error())))
 }
 
 /// Parses and checks a topology. Never panics, whatever the input.
@@ -172,7 +175,7 @@ fn walk_strings(node: &Node, path: Path, f: &mut dyn FnMut(Path, &str)) {
 /// Deepest nesting accepted in a topology file.
 pub const MAX_DEPTH: usize = 32;
 
-fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
+pub(crate) fn parse_tree(text: &str) -> Result<Node, Box<Problem>> {
     if text.trim().is_empty() || text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
         return Err(Box::new(
             Problem::error("topology::syntax", Path::root(), "the topology file is empty")

@@ -17,6 +17,7 @@ pub mod wgkey;
 
 mod load;
 
-pub use load::{LoadError, Loaded, MAX_TOPOLOGY_BYTES, is_hidden, load_file, load_str, schema};
+pub use load::{LoadError, Loaded, MAX_TOPOLOGY_BYTES, is_hidden, load_file, load_str, read_file, schema};
 pub use model::Topology;
+pub mod fmt;
 pub mod schema_doc;

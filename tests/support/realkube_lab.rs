@@ -47,8 +47,9 @@ fn lab_topology(dir: &Path, ports: (u16, u16)) -> String {
             &format!("kubeconfig: {{ path: {}, context: {site} }}\n      api_port: {port}", kubeconfig.display()),
         );
     }
-    // No Karmada API here: its kubeconfig names a file that does not exist.
-    t.replace("~/.kube/karmada.yaml", &dir.join("no-karmada.yaml").display().to_string())
+    // Karmada's kubeconfig where `fabric_testkit::realkube::Karmada::start(dir/karmada)` writes
+    // it: a file that does not exist unless a test starts Karmada (tests/realkube_karmada.rs).
+    t.replace("~/.kube/karmada.yaml", &dir.join("karmada").join("kubeconfig").display().to_string())
 }
 
 /// The Nodes a site's kubelets register: the topology's nodes with their GPUs (here from the
@@ -73,6 +74,12 @@ fn nodes(t: &Topology, site: &str, kubelet: &str) -> Vec<Value> {
 impl Lab {
     /// Starts both sites in a fresh folder named after `name`, with the topology's nodes Ready.
     pub fn start(name: &str) -> Lab {
+        Lab::start_with(name, true)
+    }
+
+    /// [`Lab::start`], the sites running K3s's helm-controller and the charts' stand-ins only
+    /// with `helm`.
+    pub fn start_with(name: &str, helm: bool) -> Lab {
         let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (fa, sa) = ("127.0.10.10", "127.0.12.10");
@@ -82,7 +89,7 @@ impl Lab {
         let start = |name: &str, address: &str, port: u16| {
             let s = t.sites.iter().find(|s| s.name == name).unwrap();
             let opts = SiteOptions {
-                helm: true,
+                helm,
                 address: Some(address.into()),
                 port: Some(port),
                 service_cidr: Some(s.cluster.service_cidr.to_string()),

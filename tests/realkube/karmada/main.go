@@ -21,8 +21,8 @@ import (
 
 	aggregatedapiserver "github.com/karmada-io/karmada/cmd/aggregated-apiserver/app"
 	controllermanager "github.com/karmada-io/karmada/cmd/controller-manager/app"
-	scheduler "github.com/karmada-io/karmada/cmd/scheduler/app"
 	estimator "github.com/karmada-io/karmada/cmd/scheduler-estimator/app"
+	scheduler "github.com/karmada-io/karmada/cmd/scheduler/app"
 	webhook "github.com/karmada-io/karmada/cmd/webhook/app"
 )
 

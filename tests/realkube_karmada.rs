@@ -1,5 +1,5 @@
 //! Issue 35, item 1 (first milestone): the real Karmada, out of cluster on loopback, federating the
-//! lab's two real sites (`fabric_testkit::realkube`), with fabric's C.2 and C.5 applied to it
+//! lab's two real sites (`fabric_testkit::realkube`), with fabric's C.2, C.5 and C.6 applied to it
 //! through fabric's apply engine.
 //!
 //! What runs, and what stands in for what:
@@ -22,8 +22,9 @@
 //!   Secrets; the real cluster status controller then reports each Cluster Ready.
 //! - The services' workloads are created in karmada-apiserver by the test, as ArgoCD's sync of
 //!   the repository's `services/` would (C.3, not here yet); the namespaces as its
-//!   `CreateNamespace` would. fabric's C.5 PropagationPolicies place them, and the real scheduler
-//!   and controllers write them into the members.
+//!   `CreateNamespace` would. fabric's C.5 PropagationPolicies place them, its C.6
+//!   OverridePolicies change them per member, and the real scheduler and controllers write them
+//!   into the members.
 
 use std::collections::BTreeMap;
 
@@ -87,7 +88,7 @@ fn replicas(site: &Site, kind: &str, ns: &str, name: &str) -> Option<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_c5() {
+async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_by_c5_and_c6() {
     let lab = Lab::start_with("karmada", false);
     let t = fabric::topology::load_str("lab.yaml", lab.text.clone()).unwrap().topology;
     let values = fabric::desired::karmada::karmada_values(&t);
@@ -109,10 +110,10 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_c5() {
 
     // C.2 through fabric's apply engine: identities and tokens in the members, the Clusters
     // and their Secrets in Karmada.
+    let joined = std::time::Instant::now();
     apply_step::apply_step(&t, &lab.dir, "C.2", "20261206T000001Z-1")
         .await
         .unwrap_or_else(|e| panic!("C.2 on the real Karmada: {e}\n{}", karmada.log("karmada-controller-manager")));
-    let joined = std::time::Instant::now();
     karmada.wait_until(180, "both members' Clusters Ready (karmada-controller-manager's cluster status)", |k| {
         let out = k.kubectl_ok(&[
             "get",
@@ -124,7 +125,7 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_c5() {
         ready.sort();
         ready == ["franca=True", "sp=True"]
     });
-    eprintln!("karmada: members Ready {:.1} s after C.2", joined.elapsed().as_secs_f64());
+    eprintln!("karmada: C.2 applied and both members Ready in {:.1} s", joined.elapsed().as_secs_f64());
     // The status is the real controller's, read from the members: their kwok nodes are counted.
     let franca = karmada.get("clusters.cluster.karmada.io", "franca", None).expect("Cluster franca");
     assert_eq!(franca["spec"]["syncMode"], "Push", "{franca}");
@@ -139,6 +140,9 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_c5() {
     apply_step::apply_step(&t, &lab.dir, "C.5", "20261206T000002Z-1")
         .await
         .unwrap_or_else(|e| panic!("C.5 on the real Karmada: {e}\n{}", karmada.log("karmada-webhook")));
+    apply_step::apply_step(&t, &lab.dir, "C.6", "20261206T000003Z-1")
+        .await
+        .unwrap_or_else(|e| panic!("C.6 on the real Karmada: {e}\n{}", karmada.log("karmada-webhook")));
     karmada.apply(
         &[
             workload("Deployment", "web", "open-webui", 1),
@@ -161,6 +165,21 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_c5() {
     // gpu-services: 2 replicas divided by the static weights 1:1.
     for site in [&lab.franca, &lab.sp] {
         site.wait_until(180, "vllm divided by weight", |s| replicas(s, "deployment", "ai", "vllm") == Some(1));
+    }
+    // C.6: at each member, vllm's pod template carries that site's GPU model (the real
+    // override manager applied fabric's OverridePolicies: a5500 at Franca, a5000 at SP).
+    for site in [&lab.franca, &lab.sp] {
+        let s = t.sites.iter().find(|s| s.name == site.name).unwrap();
+        let model = fabric::desired::gpu_model(s).expect("a GPU site");
+        let vllm = site.get("deployment", "vllm", Some("ai")).unwrap();
+        let pod = &vllm["spec"]["template"];
+        assert_eq!(
+            pod["spec"]["nodeSelector"][fabric::desired::objects::GPU_MODEL_LABEL],
+            model,
+            "{}: {pod}",
+            site.name
+        );
+        assert_eq!(pod["metadata"]["labels"]["fabric.io/site"], site.name.as_str(), "{}: {pod}", site.name);
     }
     // data-services: the StatefulSet in Franca only; its Service at both (global).
     lab.franca.wait_until(180, "qdrant in Franca", |s| replicas(s, "statefulset", "data", "qdrant") == Some(1));

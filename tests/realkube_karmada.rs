@@ -143,17 +143,16 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_by_c5_and_c6()
     apply_step::apply_step(&t, &lab.dir, "C.6", "20261206T000003Z-1")
         .await
         .unwrap_or_else(|e| panic!("C.6 on the real Karmada: {e}\n{}", karmada.log("karmada-webhook")));
-    karmada.apply(
-        &[
-            workload("Deployment", "web", "open-webui", 1),
-            service("web", "open-webui", 8080),
-            workload("Deployment", "ai", "vllm", 2),
-            service("ai", "vllm", 8000),
-            workload("StatefulSet", "data", "qdrant", 1),
-            service("data", "qdrant", 6333),
-        ],
-        "argocd-controller",
-    );
+    // Every service of the topology, as the repository's `services/` would hold it.
+    let objects: Vec<Value> = t
+        .services
+        .iter()
+        .flat_map(|svc| {
+            let kind = svc.workload.kind();
+            [workload(kind, &svc.namespace, &svc.name, svc.replicas), service(&svc.namespace, &svc.name, svc.port.0)]
+        })
+        .collect();
+    karmada.apply(&objects, "argocd-controller");
     let propagated = std::time::Instant::now();
     // web-services: replicas at both sites (Duplicated).
     for site in [&lab.franca, &lab.sp] {
@@ -188,6 +187,17 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_by_c5_and_c6()
     let svc = lab.sp.get("service", "qdrant", Some("data")).unwrap();
     assert_eq!(svc["metadata"]["annotations"]["service.cilium.io/global"], "true", "{svc}");
     eprintln!("karmada: workloads propagated in {:.1} s", propagated.elapsed().as_secs_f64());
+
+    // fabric verify reads C.2's and C.6's checks from the real objects: the Clusters' Ready
+    // condition in Karmada, each member's GPU model on the GPU services there.
+    let out = realkube_lab::fabric(&lab, &["verify", "--step", "C.2", "--step", "C.6"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}");
+    assert!(
+        stdout.contains("PASS") && !stdout.contains("FAIL"),
+        "verify C.2, C.6:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // The bindings Karmada's scheduler wrote say the same.
     let rb = karmada.get("resourcebindings.work.karmada.io", "vllm-deployment", Some("ai")).expect("vllm's binding");

@@ -21,7 +21,7 @@ CHARTS=$(cd .. && pwd)/shared/specs/charts
 KUBE_VERSION=v1.33.5
 # Each part is one Go module under tests/realkube/; a part whose go.mod names a `tool` is that
 # upstream main package, built as it is.
-PARTS=(kube kine kwok kueue helmcontroller helm)
+PARTS=(kube kine kwok kueue helmcontroller helm karmada)
 # The binary each part builds.
 binary() {
 	case "$1" in
@@ -36,8 +36,15 @@ ldflags() {
 	kube) echo "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=33 -X k8s.io/component-base/version.gitTreeState=clean" ;;
 	kueue) echo "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(tool_version kueue)" ;;
 	helmcontroller) echo "-s -w -X github.com/k3s-io/helm-controller/pkg/version.Version=$(tool_version helmcontroller)" ;;
+	# As Karmada's hack/util.sh stamps it (util::version_ldflags).
+	karmada) echo "-s -w -X github.com/karmada-io/karmada/pkg/version.gitVersion=$(module_version karmada github.com/karmada-io/karmada) -X github.com/karmada-io/karmada/pkg/version.gitTreeState=clean" ;;
 	*) echo "-s -w" ;;
 	esac
+}
+
+# The version of module $2 that part $1 pins, from its go.mod.
+module_version() {
+	awk -v m="$2" '$1 == m { print $2 }' "tests/realkube/$1/go.mod" | head -1
 }
 
 # The version a tool part pins, from its go.mod.
@@ -72,7 +79,22 @@ build() {
 	hc=$(cd tests/realkube/helmcontroller && go list -m -f '{{.Dir}}' github.com/k3s-io/helm-controller)
 	mkdir -p "$OUT/crds"
 	cp "$hc"/pkg/crds/yaml/generated/*.yaml "$OUT/crds/"
+	karmada_assets
 	chart_deps
+}
+
+# What `kube karmada` applies to karmada-apiserver, from the Karmada module the karmada part pins
+# (v1.16.0): its chart's CRDs with their conversion-webhook patches (charts/karmada/_crds), the
+# aggregated API's APIService and Service and the webhook configurations (artifacts/deploy).
+karmada_assets() {
+	local km
+	km=$(cd tests/realkube/karmada && go list -m -f '{{.Dir}}' github.com/karmada-io/karmada)
+	rm -rf "$OUT/karmada-assets"
+	mkdir -p "$OUT/karmada-assets"
+	cp -r "$km/charts/karmada/_crds" "$OUT/karmada-assets/crds"
+	cp "$km/artifacts/deploy/karmada-aggregated-apiserver-apiservice.yaml" "$km/artifacts/deploy/webhook-configuration.yaml" \
+		"$OUT/karmada-assets/"
+	chmod -R u+w "$OUT/karmada-assets"
 }
 
 # Karmada's chart declares Bitnami's `common` 2.x, which its published release packs in and the

@@ -32,7 +32,7 @@ async fn lab() -> (MutexGuard<'static, ()>, &'static Lab, &'static Site, Topolog
     static APPLY: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
     static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let turn = TURN.lock().await;
-    let l = LAB.get_or_init(|| Lab::start_from("multikueue-vm", include_str!("data/multikueue-vm.yaml")));
+    let l = LAB.get_or_init(|| Lab::start_from("multikueue-vm", include_str!("data/multikueue-vm.yaml"), true));
     // C.1 would install K3s on the VM over SSH: the VM's K3s is running already.
     APPLY.get_or_init(|| apply_steps(l, &["D.1@franca", "D.1@sp", "D.2", "D.3", "D.4"])).await;
     clear_jobs(l, &["batch", "ai"]);

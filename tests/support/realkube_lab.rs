@@ -53,9 +53,10 @@ fn lab_topology(example: &str, dir: &Path, ports: (u16, u16)) -> String {
         );
     }
     let vm = dir.join("karmada-vm").join("kubeconfig");
-    // No Karmada API here: its kubeconfig names a file that does not exist.
+    // Karmada's kubeconfig where `fabric_testkit::realkube::Karmada::start(dir/karmada)` writes
+    // it: a file that does not exist unless a test starts Karmada (tests/realkube_karmada.rs).
     t.replace("~/.kube/karmada-vm.yaml", &vm.display().to_string())
-        .replace("~/.kube/karmada.yaml", &dir.join("no-karmada.yaml").display().to_string())
+        .replace("~/.kube/karmada.yaml", &dir.join("karmada").join("kubeconfig").display().to_string())
 }
 
 /// The Nodes a site's kubelets register: the topology's nodes with their GPUs (here from the
@@ -98,12 +99,18 @@ impl Lab {
     /// Starts both sites of the example in a fresh folder named after `name`, with the
     /// topology's nodes Ready.
     pub fn start(name: &str) -> Lab {
-        Lab::start_from(name, EXAMPLE)
+        Lab::start_from(name, EXAMPLE, true)
     }
 
-    /// [`Lab::start`] for `example`, a variant of the example; when its MultiKueue manager is
-    /// Karmada's VM, that VM's single-node K3s is started too (at the VM's address).
-    pub fn start_from(name: &str, example: &str) -> Lab {
+    /// [`Lab::start`], the sites running K3s's helm-controller and the charts' stand-ins only
+    /// with `helm`.
+    pub fn start_with(name: &str, helm: bool) -> Lab {
+        Lab::start_from(name, EXAMPLE, helm)
+    }
+
+    /// [`Lab::start_with`] for `example`, a variant of the example; when its MultiKueue manager
+    /// is Karmada's VM, that VM's single-node K3s is started too (at the VM's address).
+    pub fn start_from(name: &str, example: &str, helm: bool) -> Lab {
         let dir = std::env::temp_dir().join(format!("fabric-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (fa, sa) = ("127.0.10.10", "127.0.12.10");
@@ -112,7 +119,7 @@ impl Lab {
         let t = fabric::topology::load_str("lab.yaml", text.clone()).expect("the lab topology is valid").topology;
         let start = |name: &str, address: &str, port: u16, cidrs: (String, String)| {
             let opts = SiteOptions {
-                helm: true,
+                helm,
                 address: Some(address.into()),
                 port: Some(port),
                 service_cidr: Some(cidrs.0),

@@ -6,6 +6,8 @@
 //! are built by `scripts/realkube.sh build`, which `scripts/test.sh` runs first; a test that
 //! finds them missing fails and says so (never a silent skip).
 //!
+//! [`Karmada`] is Karmada's control plane beside them (`kube karmada`, `tests/realkube/kube/karmada.go`).
+//!
 //! Each [`Site`] is a child process holding its parts as its own children (they die with it);
 //! dropping the `Site` stops it. Sites are started once per test binary (a `OnceLock` in the
 //! test), not per test: an API server takes seconds to start.
@@ -90,24 +92,7 @@ impl Site {
         } else {
             binary("kwok");
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap_or_else(|e| panic!("start site {name}: {e}"));
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut first = String::new();
-        let _ = BufReader::new(stdout).read_line(&mut first);
-        let Some(kubeconfig) = first.trim().strip_prefix("ready ") else {
-            let _ = child.kill();
-            let logs = std::fs::read_dir(dir.join("logs"))
-                .map(|d| d.flatten().map(|e| e.path().display().to_string()).collect::<Vec<_>>().join(", "))
-                .unwrap_or_default();
-            panic!("site {name} did not start (its logs: {logs})");
-        };
-        let lifeline = child.stdin.take().expect("piped stdin");
-        Site { name: name.into(), dir: dir.into(), kubeconfig: kubeconfig.into(), child, _lifeline: lifeline }
+        spawn(cmd, name, dir)
     }
 
     /// Runs the site's own kubectl (Kubernetes v1.33.5) with `args`.
@@ -173,6 +158,89 @@ impl Site {
     /// A part's log (`apiserver`, `kwok`, `helm-controller`, `klipper`, ...).
     pub fn log(&self, part: &str) -> String {
         std::fs::read_to_string(self.dir.join("logs").join(format!("{part}.log"))).unwrap_or_default()
+    }
+}
+
+/// Runs a control plane's `cmd` (`kube site` or `kube karmada`, with `--stdin-lifeline`) and
+/// waits for its `ready <kubeconfig>` line.
+fn spawn(mut cmd: Command, name: &str, dir: &Path) -> Site {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut first = String::new();
+    let _ = BufReader::new(stdout).read_line(&mut first);
+    let Some(kubeconfig) = first.trim().strip_prefix("ready ") else {
+        let _ = child.kill();
+        let logs = std::fs::read_dir(dir.join("logs"))
+            .map(|d| d.flatten().map(|e| e.path().display().to_string()).collect::<Vec<_>>().join(", "))
+            .unwrap_or_default();
+        panic!("{name} did not start (its logs: {logs})");
+    };
+    let lifeline = child.stdin.take().expect("piped stdin");
+    Site { name: name.into(), dir: dir.into(), kubeconfig: kubeconfig.into(), child, _lifeline: lifeline }
+}
+
+/// How Karmada's control plane starts.
+#[derive(Debug, Clone, Default)]
+pub struct KarmadaOptions {
+    /// karmada-apiserver's address (a loopback one; default 127.0.0.1) and port (default: a free one).
+    pub address: Option<String>,
+    pub port: Option<u16>,
+    /// Flags for karmada-controller-manager after the harness's own, e.g. the `--feature-gates`
+    /// the chart renders from fabric's values.
+    pub controller_manager_args: Vec<String>,
+    /// Flags for karmada-scheduler after the harness's own.
+    pub scheduler_args: Vec<String>,
+    /// A karmada-scheduler-estimator per member: (Karmada's name of the cluster, its kubeconfig).
+    pub estimators: Vec<(String, PathBuf)>,
+}
+
+/// Karmada's control plane, started by `target/realkube/kube karmada`
+/// (`tests/realkube/kube/karmada.go`): karmada-apiserver (the kube-apiserver of Kubernetes
+/// v1.33.5 with Karmada's flags, on a kine datastore of its own) with a kube-controller-manager,
+/// and Karmada v1.16.0's aggregated API server, webhook, controller manager, scheduler and
+/// estimators (`target/realkube/karmada`, `tests/realkube/karmada`), out of cluster on loopback
+/// where Karmada's chart runs them as pods in the host cluster. Its kubeconfig's context is
+/// `karmada-apiserver`. Everything a [`Site`] offers (kubectl, get, logs) works on it.
+pub struct Karmada(pub Site);
+
+impl Karmada {
+    /// Starts Karmada with its data in `dir` (made if missing) and waits until its API, the
+    /// aggregated API and the webhook answer.
+    pub fn start(dir: &Path, opts: &KarmadaOptions) -> Karmada {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        binary("karmada");
+        binary("kine");
+        let assets = bin_dir().join("karmada-assets");
+        assert!(assets.is_dir(), "{} is missing: run `bash scripts/realkube.sh build`", assets.display());
+        let mut cmd = Command::new(binary("kube"));
+        cmd.args(["karmada", "--stdin-lifeline", "--dir"]).arg(dir).arg("--assets").arg(assets);
+        for (flag, value) in [("--address", opts.address.clone()), ("--port", opts.port.map(|p| p.to_string()))] {
+            if let Some(v) = value {
+                cmd.arg(flag).arg(v);
+            }
+        }
+        for a in &opts.controller_manager_args {
+            cmd.arg(format!("--controller-manager-arg={a}"));
+        }
+        for a in &opts.scheduler_args {
+            cmd.arg(format!("--scheduler-arg={a}"));
+        }
+        for (cluster, kubeconfig) in &opts.estimators {
+            cmd.arg(format!("--estimator={cluster}={}", kubeconfig.display()));
+        }
+        Karmada(spawn(cmd, "karmada", dir))
+    }
+}
+
+impl std::ops::Deref for Karmada {
+    type Target = Site;
+    fn deref(&self) -> &Site {
+        &self.0
     }
 }
 

@@ -1,6 +1,8 @@
 // Command kube is the real Kubernetes control plane of the test suite, one multi-call binary so
 // that the four programs share one build: `kube apiserver|controller-manager|scheduler|kubectl
-// [flags]`, and `kube site` starts one site's control plane of them (site.go). Each subcommand is upstream's own cobra command, as its cmd/<name>/main.go builds it at
+// [flags]`; `kube site` starts one site's control plane of them (site.go), and `kube karmada`
+// Karmada's control plane of them and of the karmada binary (karmada.go, tests/realkube/karmada).
+// Each subcommand is upstream's own cobra command, as its cmd/<name>/main.go builds it at
 // k8s.io/kubernetes v1.33.5 (the minor K3s v1.33 embeds); nothing here changes what they do.
 package main
 
@@ -30,8 +32,11 @@ func main() {
 	if len(os.Args) >= 2 && os.Args[1] == "site" {
 		os.Exit(runSite(os.Args[2:]))
 	}
+	if len(os.Args) >= 2 && os.Args[1] == "karmada" {
+		os.Exit(runKarmada(os.Args[2:]))
+	}
 	if len(os.Args) < 2 || commands[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: kube apiserver|controller-manager|scheduler|kubectl|site [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kube apiserver|controller-manager|scheduler|kubectl|site|karmada [flags]")
 		os.Exit(2)
 	}
 	name := os.Args[1]

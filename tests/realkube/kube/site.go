@@ -61,77 +61,51 @@ func runSite(args []string) int {
 		fmt.Fprintln(os.Stderr, "usage: kube site --dir DIR --name NAME [--port N] [--no-kwok] [--stdin-lifeline]")
 		return 2
 	}
+	s, err := newSite(*dir, *name, *address, *port)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	s.serviceCIDR, s.clusterCIDR = *serviceCIDR, *clusterCIDR
+	return s.serve(func() error { return s.up(!*noKwok, *crds, *charts) }, *lifeline)
+}
+
+// newSite is a control plane named name (its CA's and kubeconfig context's name) with its data
+// in dir, its parts' binaries beside this one.
+func newSite(dir, name, address string, port int) (*site, error) {
 	self, err := os.Executable()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	abs, err := filepath.Abs(*dir)
+	abs, err := filepath.Abs(dir)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	s := &site{dir: abs, name: *name, bin: filepath.Dir(self), port: *port, exited: make(chan string, 8),
-		address: *address, serviceCIDR: *serviceCIDR, clusterCIDR: *clusterCIDR}
+	return &site{dir: abs, name: name, bin: filepath.Dir(self), port: port, exited: make(chan string, 16), address: address}, nil
+}
+
+// serve is the life of `kube site` and `kube karmada`: up, the ready line, the wait for the end,
+// then the parts stopped; the exit code.
+func (s *site) serve(up func() error, lifeline bool) int {
 	// Pdeathsig is tied to the thread that started the child: keep one thread for all of them.
 	runtime.LockOSThread()
-	err = s.up(!*noKwok, *crds, *charts)
+	err := up()
 	if err == nil {
 		fmt.Printf("ready %s\n", filepath.Join(s.dir, "kubeconfig"))
-		s.wait(*lifeline)
+		s.wait(lifeline)
 	}
 	s.stop()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "site %s: %v\n", s.name, err)
+		fmt.Fprintf(os.Stderr, "%s: %v\n", s.name, err)
 		return 1
 	}
 	return 0
 }
 
 func (s *site) up(kwok bool, crds, charts string) error {
-	for _, d := range []string{"db", "logs"} {
-		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o700); err != nil {
-			return err
-		}
-	}
-	apiService, err := firstAddress(s.serviceCIDR)
+	kubeconfig, client, base, err := s.startAPI(s.apiserverFlags)
 	if err != nil {
 		return err
-	}
-	if err := ensurePKI(s.dir, s.name, []net.IP{net.ParseIP(s.address), apiService}); err != nil {
-		return fmt.Errorf("pki: %w", err)
-	}
-	if s.port == 0 {
-		p, err := freePort(s.address)
-		if err != nil {
-			return err
-		}
-		s.port = p
-	}
-	kubeconfig, err := s.writeKubeconfig()
-	if err != nil {
-		return err
-	}
-	sock := filepath.Join(s.dir, "kine.sock")
-	_ = os.Remove(sock)
-	// SQLite in WAL mode, the datastore of a K3s server without --cluster-init.
-	dsn := "sqlite://" + filepath.Join(s.dir, "db", "state.db") + "?_journal=WAL&cache=shared&_busy_timeout=30000&_txlock=immediate"
-	if err := s.start("kine", filepath.Join(s.bin, "kine"), "--endpoint", dsn, "--listen-address", "unix://"+sock, "--metrics-bind-address=0"); err != nil {
-		return err
-	}
-	if err := s.waitFor(20*time.Second, func() error { _, err := os.Stat(sock); return err }); err != nil {
-		return fmt.Errorf("kine did not listen on %s: %w (logs/kine.log)", sock, err)
-	}
-	if err := s.start("apiserver", filepath.Join(s.bin, "kube"), append([]string{"apiserver"}, s.apiserverFlags(sock)...)...); err != nil {
-		return err
-	}
-	client, err := s.adminClient()
-	if err != nil {
-		return err
-	}
-	base := fmt.Sprintf("https://%s", net.JoinHostPort(s.address, strconv.Itoa(s.port)))
-	if err := s.waitFor(90*time.Second, func() error { return get(client, base+"/readyz") }); err != nil {
-		return fmt.Errorf("the API server was not ready: %w (logs/apiserver.log)", err)
 	}
 	common := []string{"--kubeconfig", kubeconfig, "--leader-elect=false", "--profiling=false", "--secure-port=0"}
 	pki := filepath.Join(s.dir, "pki")
@@ -221,6 +195,56 @@ func (s *site) kubectlInput(kubeconfig, input string, args ...string) error {
 		return fmt.Errorf("kubectl %v: %w: %s", args, err, out)
 	}
 	return nil
+}
+
+// startAPI starts a control plane's datastore and API server (a site's, or Karmada's with its
+// flags): the data folders, the PKI (made the first time), the admin's kubeconfig, kine with
+// SQLite on a unix socket and the API server with flags(socket); it waits until /readyz answers.
+// It returns the kubeconfig, an admin client and the API's base URL.
+func (s *site) startAPI(flags func(sock string) []string) (string, *http.Client, string, error) {
+	for _, d := range []string{"db", "logs"} {
+		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o700); err != nil {
+			return "", nil, "", err
+		}
+	}
+	apiService, err := firstAddress(s.serviceCIDR)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if err := ensurePKI(s.dir, s.name, []net.IP{net.ParseIP(s.address), apiService}); err != nil {
+		return "", nil, "", fmt.Errorf("pki: %w", err)
+	}
+	if s.port == 0 {
+		if s.port, err = freePort(s.address); err != nil {
+			return "", nil, "", err
+		}
+	}
+	kubeconfig, err := s.writeKubeconfig()
+	if err != nil {
+		return "", nil, "", err
+	}
+	sock := filepath.Join(s.dir, "kine.sock")
+	_ = os.Remove(sock)
+	// SQLite in WAL mode, the datastore of a K3s server without --cluster-init.
+	dsn := "sqlite://" + filepath.Join(s.dir, "db", "state.db") + "?_journal=WAL&cache=shared&_busy_timeout=30000&_txlock=immediate"
+	if err := s.start("kine", filepath.Join(s.bin, "kine"), "--endpoint", dsn, "--listen-address", "unix://"+sock, "--metrics-bind-address=0"); err != nil {
+		return "", nil, "", err
+	}
+	if err := s.waitFor(20*time.Second, func() error { _, err := os.Stat(sock); return err }); err != nil {
+		return "", nil, "", fmt.Errorf("kine did not listen on %s: %w (logs/kine.log)", sock, err)
+	}
+	if err := s.start("apiserver", filepath.Join(s.bin, "kube"), append([]string{"apiserver"}, flags(sock)...)...); err != nil {
+		return "", nil, "", err
+	}
+	client, err := s.adminClient()
+	if err != nil {
+		return "", nil, "", err
+	}
+	base := fmt.Sprintf("https://%s", net.JoinHostPort(s.address, strconv.Itoa(s.port)))
+	if err := s.waitFor(90*time.Second, func() error { return get(client, base+"/readyz") }); err != nil {
+		return "", nil, "", fmt.Errorf("the API server was not ready: %w (logs/apiserver.log)", err)
+	}
+	return kubeconfig, client, base, nil
 }
 
 // applyCRDs applies the CRDs of a folder with the site's own kubectl and waits until they are

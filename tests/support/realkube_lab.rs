@@ -103,7 +103,8 @@ impl Lab {
     }
 
     /// [`Lab::start`], the sites running K3s's helm-controller and the charts' stand-ins only
-    /// with `helm`.
+    /// with `helm`. (Used by `realkube_karmada.rs` only.)
+    #[allow(dead_code)]
     pub fn start_with(name: &str, helm: bool) -> Lab {
         Lab::start_from(name, EXAMPLE, helm)
     }

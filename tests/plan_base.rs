@@ -111,7 +111,7 @@ fn a_comment_only_change_changes_nothing() {
 fn what_the_head_drops_is_planned_for_deletion() {
     // The head no longer has the web services: their policy goes, nothing else changes.
     let head = EXAMPLE
-        .replace("  - name: web-services          # Open WebUI, Backstage: replicas at both sites\n    strategy: replicas\n    sites: [franca, sp]\n    failover_after_seconds: 300\n", "")
+        .replace("  - name: web-services          # Open WebUI, Backstage: replicas at both sites\n    strategy: replicas\n    sites: [franca, sp]\n    failover_after_seconds: 120\n", "")
         .replace("  - { name: open-webui, namespace: web, class: web-services, port: 8080 }\n", "")
         .replace("  - { name: backstage, namespace: web, class: web-services, port: 7007 }\n", "");
     let pr = Pr::new("drop", &head);

@@ -158,14 +158,22 @@ pub async fn for_cluster<F: std::future::Future>(target: &Target, fut: F) -> F::
 /// * a 503 or 504 (kube-client `client/retry.rs` `is_retryable_status`), and a 500 whose Status
 ///   says when to come back (client-go's `checkWait`: any 5xx with a Retry-After);
 /// * a connection refused, reset or closed before the answer (client-go `rest/request.go`
-///   `isErrRetryableFunc`: `IsConnectionReset`, `IsProbableEOF`).
+///   `isErrRetryableFunc`: `IsConnectionReset`, `IsProbableEOF`);
+/// * an admission webhook that cannot be reached yet: kube-apiserver's 500 "failed calling
+///   webhook" when the webhook's server refuses the connection or its Service has no endpoints
+///   (apiserver `pkg/admission/plugin/webhook/errors`, `CallErr`). A chart fabric has just
+///   installed registers its webhooks before its pod serves them: Kueue's did, at a real API
+///   server (`tests/multikueue_vm.rs`), for the ResourceFlavor applied in the same step.
 ///
 /// A timeout is not retried: it is how an unreachable cluster shows, and it is named at once.
 pub fn transient(e: &kube::Error) -> Option<Transient> {
     match e {
         kube::Error::Api(s) => {
             let hint = s.details.as_ref().map(|d| d.retry_after_seconds).filter(|&n| n > 0);
-            let retryable = matches!(s.code, 429 | 503 | 504) || (s.code >= 500 && hint.is_some());
+            let webhook_down = s.code == 500
+                && s.message.contains("failed calling webhook")
+                && ["connection refused", "no endpoints available for service"].iter().any(|m| s.message.contains(m));
+            let retryable = matches!(s.code, 429 | 503 | 504) || (s.code >= 500 && hint.is_some()) || webhook_down;
             retryable.then(|| Transient {
                 why: KubeError::from(e).to_string(),
                 server_hint: hint.map(|n| std::time::Duration::from_secs(u64::from(n))),
@@ -846,6 +854,31 @@ mod tests {
         // A 500 only when the server says when to come back (client-go `checkWait`).
         assert_eq!(hint(&status_error(500, "InternalError", Some(1))), Some(Some(std::time::Duration::from_secs(1))));
         assert_eq!(hint(&status_error(500, "InternalError", None)), None);
+        // A webhook whose server is not up yet (a chart just installed), as kube-apiserver says it.
+        let webhook = |why: &str| {
+            api_error(
+                500,
+                "InternalError",
+                &format!(
+                    "Internal error occurred: failed calling webhook \"mresourceflavor.kb.io\": failed to call webhook: Post \"https://kueue-webhook-service.kueue-system.svc:443/mutate\": {why}"
+                ),
+            )
+        };
+        for why in [
+            "dial tcp 10.43.0.7:443: connect: connection refused",
+            "no endpoints available for service \"kueue-webhook-service\"",
+        ] {
+            assert_eq!(hint(&webhook(why)), Some(None), "{why}");
+        }
+        // A webhook that answered and refused is the webhook's verdict, not retried.
+        assert_eq!(
+            hint(&api_error(
+                500,
+                "InternalError",
+                "Internal error occurred: failed calling webhook \"x\": the server rejected our request"
+            )),
+            None
+        );
         for code in [400, 403, 404, 409, 422] {
             assert_eq!(hint(&status_error(code, "x", None)), None, "{code}");
         }

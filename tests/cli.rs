@@ -919,6 +919,25 @@ fn apply_checks_everything_local_before_any_connection() {
     assert_eq!(net.connections(), 0, "nothing was contacted");
 }
 
+/// Issue 36, item 3, for the rotations too: without --auto-approve and no terminal to ask at,
+/// `rotate wireguard` and `rotate credentials` refuse at once, as apply does, before reading any
+/// router or cluster (the loopback listener counts every connection attempt).
+#[test]
+fn rotations_refuse_without_a_terminal_before_any_connection() {
+    let net = Loopback::start();
+    let (topology, _plan) = planned(true);
+    let dir = topology.0.parent().unwrap().to_path_buf();
+    for rotation in ["wireguard", "credentials"] {
+        let o = net.fabric(&dir, &["rotate", rotation]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let says = format!("rotate {rotation} needs approval and stdin is not a terminal; nothing was read");
+        assert!(stderr(&o).contains(&says), "{}", stderr(&o));
+        assert!(stderr(&o).contains("--auto-approve"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "nothing shown before the refusal: {}", String::from_utf8_lossy(&o.stdout));
+    }
+    assert_eq!(net.connections(), 0, "nothing was contacted");
+}
+
 /// `apply PLANFILE` needs no -f (the plan names its topology) and asks nothing (it was
 /// reviewed): it goes on to read, here finds the targets unreachable and refuses.
 #[test]

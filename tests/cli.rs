@@ -919,6 +919,64 @@ fn apply_checks_everything_local_before_any_connection() {
     assert_eq!(net.connections(), 0, "nothing was contacted");
 }
 
+/// Issue 36, item 3, for the rotations too: without --auto-approve and no terminal to ask at,
+/// `rotate wireguard` and `rotate credentials` refuse at once, as apply does, before reading any
+/// router or cluster (the loopback listener counts every connection attempt).
+#[test]
+fn rotations_refuse_without_a_terminal_before_any_connection() {
+    let net = Loopback::start();
+    let (topology, _plan) = planned(true);
+    let dir = topology.0.parent().unwrap().to_path_buf();
+    for rotation in ["wireguard", "credentials"] {
+        let o = net.fabric(&dir, &["rotate", rotation]);
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let says = format!("rotate {rotation} needs approval and stdin is not a terminal; nothing was read");
+        assert!(stderr(&o).contains(&says), "{}", stderr(&o));
+        assert!(stderr(&o).contains("--auto-approve"), "{}", stderr(&o));
+        assert!(o.stdout.is_empty(), "nothing shown before the refusal: {}", String::from_utf8_lossy(&o.stdout));
+    }
+    assert_eq!(net.connections(), 0, "nothing was contacted");
+}
+
+/// Issue 36, item 5, for the ssh config: what a `Host *` block asks that fabric does not do is
+/// one warning per cause (its file and line), naming every target it applies to, not one per
+/// host. The targets are a loopback port nobody listens on (the plan finds them unreachable).
+#[test]
+fn ssh_config_warnings_once_per_cause_with_the_targets() {
+    let (topology, _plan) = planned(true);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let config = TempFile::new(
+        "ssh_config_warn",
+        &format!(
+            "Host *\n  HostName 127.0.0.1\n  Port {port}\n  HostKeyAlias everywhere\n  \
+             ProxyCommand nc %h %p\n  StrictHostKeyChecking accept-new\n"
+        ),
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_fabric"))
+        .args(["-f", topology.path(), "--ssh-config", config.path(), "plan", "--step", "B.1"])
+        .env("NO_COLOR", "1")
+        .env("FABRIC_CHART_INDEXES", "off")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run fabric");
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ssh config: ")).collect();
+    let at = |line: usize| format!("warning: ssh config: {}:{line}: ", config.path());
+    for (line, says) in [
+        (4, "`hostkeyalias` is not supported by fabric and is ignored (for "),
+        (5, "ProxyCommand is not supported by fabric: it connects directly (use ProxyJump for a jump host) (for "),
+        (6, "StrictHostKeyChecking accept-new: fabric always checks host keys strictly and never adds one (for "),
+    ] {
+        let cause: Vec<&&str> = warnings.iter().filter(|w| w.starts_with(&at(line))).collect();
+        assert_eq!(cause.len(), 1, "line {line} warned once:\n{err}");
+        assert!(cause[0].contains(says), "{err}");
+        for target in ["router.franca", "router.sp", "host.franca-lan", "host.sp-lan"] {
+            assert!(cause[0].contains(target), "line {line} names {target}:\n{err}");
+        }
+    }
+    assert_eq!(warnings.len(), 3, "one warning per cause:\n{err}");
+}
+
 /// `apply PLANFILE` needs no -f (the plan names its topology) and asks nothing (it was
 /// reviewed): it goes on to read, here finds the targets unreachable and refuses.
 #[test]

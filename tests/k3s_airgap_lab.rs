@@ -382,6 +382,11 @@ impl UpgradeLab {
         run::fabric_in(&self.dir, &self.dir.join("topology.yaml"), &self.lab.ssh_config(), args)
     }
 
+    /// [`Self::fabric`] at a terminal (`run::fabric_at_terminal`), `answer` typed at its prompt.
+    fn fabric_at_terminal(&self, args: &[&str], answer: &str) -> Output {
+        run::fabric_at_terminal(&self.dir, &self.dir.join("topology.yaml"), &self.lab.ssh_config(), args, answer)
+    }
+
     fn on(&self, host: &str, cmd: &str) -> String {
         String::from_utf8_lossy(&self.lab.exec(host, cmd).stdout).to_string()
     }
@@ -769,16 +774,16 @@ fn k3s_join_token_rotated_on_the_first_server() {
     assert!(old_agent.starts_with("K10standin::server:"), "copied at install: {old_agent}");
 
     // Shown first: what is renewed, where; nothing changes before approval.
-    let o = u.fabric(&["rotate", "credentials", "--site", "sp", "--k3s-token"]);
+    let o = u.fabric_at_terminal(&["rotate", "credentials", "--site", "sp", "--k3s-token"], "no");
     let plan = out(&o);
-    assert!(!o.status.success(), "approval is asked and stdin is no terminal:\n{plan}");
+    assert!(!o.status.success(), "approval is asked and refused at the terminal:\n{plan}");
     assert!(
         plan.contains("~ the K3s join token of `sp` (A.1): a new one generated on host.sp-lan and `k3s token rotate` run there; 1 other server(s) restarted one at a time, Ready between; 1 agent token file(s) written again"),
         "{plan}"
     );
     assert!(plan.contains("      host.sp-cp2\n") && plan.contains("      host.sp-vm\n"), "{plan}");
     // Without --site, every cluster fabric installed, one without agents too.
-    let all = out(&u.fabric(&["rotate", "credentials", "--k3s-token"]));
+    let all = out(&u.fabric_at_terminal(&["rotate", "credentials", "--k3s-token"], "no"));
     assert!(all.contains("~ the K3s join token of `franca` (A.1): a new one generated on host.franca-lan and `k3s token rotate` run there; 0 other server(s)"), "{all}");
     assert_eq!((server_token(), agent_token()), (old_server.clone(), old_agent.clone()), "nothing before approval");
 

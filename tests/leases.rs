@@ -197,3 +197,68 @@ async fn apply_step_with(
     let mut j = fabric::apply::journal::Journal::create(&opts.state_dir, run).unwrap();
     fabric::apply::run(t, std::slice::from_ref(&step), &targets, live, &opts, &mut j, &|_| {}).await
 }
+
+/// Issue 36, item 1, for `fabric runs`: a runs folder it cannot read is never "No runs." No
+/// folder is no runs (exit 0); a journal found that cannot be read is listed with its path and
+/// the command exits 3 (partial), the runs it read still listed; a folder that cannot be listed
+/// is an error (exit 1) naming it. The test runs as root, which file permissions do not stop, so
+/// the unreadable things are made of what no permission changes: a directory and a dangling
+/// symbolic link where a journal file goes, a journal whose line is not JSON, and a regular file
+/// where the runs folder goes.
+#[test]
+fn runs_names_what_it_cannot_read() {
+    let f = kube_api::ExampleFabric::start("runs-unreadable");
+    let dir = &f.dir;
+    let fabric = |args: &[&str]| run::fabric_in(dir, &dir.join("topology.yaml"), &dir.join("ssh_config"), args);
+    let o = fabric(&["runs"]);
+    assert_eq!(o.status.code(), Some(0), "{}", run::out(&o));
+    assert_eq!(run::stdout(&o).trim(), "No runs.", "{}", run::out(&o));
+
+    // Named as fabric names them: under the state directory as given (`.fabric`, relative).
+    let runs = std::path::PathBuf::from(".fabric").join("runs");
+    std::fs::create_dir_all(dir.join(&runs)).unwrap();
+    let good = "20261201T090000Z-1";
+    std::fs::write(
+        dir.join(&runs).join(format!("{good}.jsonl")),
+        format!(
+            "{}\n{}\n",
+            json!({"event": "start", "run": good, "fabric": "0", "topology_digest": "0", "user": "ops@laptop"}),
+            json!({"event": "end", "run": good, "ok": true})
+        ),
+    )
+    .unwrap();
+    let a_dir = runs.join("20261201T090000Z-2.jsonl");
+    std::fs::create_dir(dir.join(&a_dir)).unwrap();
+    let dangling = runs.join("20261201T090000Z-3.jsonl");
+    std::os::unix::fs::symlink(dir.join("nowhere.jsonl"), dir.join(&dangling)).unwrap();
+    let corrupt = runs.join("20261201T090000Z-4.jsonl");
+    std::fs::write(dir.join(&corrupt), "{\"event\": \"start\", not json\n").unwrap();
+    std::fs::write(dir.join(&runs).join("notes.txt"), "not a journal: not looked at\n").unwrap();
+
+    let o = fabric(&["runs"]);
+    let text = run::out(&o);
+    assert_eq!(o.status.code(), Some(3), "partial:\n{text}");
+    let out = run::stdout(&o);
+    assert!(out.contains(&format!("{good}  ok")) && out.contains("by ops@laptop"), "what was read is listed:\n{text}");
+    for p in [&a_dir, &dangling, &corrupt] {
+        assert!(out.contains(&format!("?  unreadable: {}: ", p.display())), "{} listed:\n{text}", p.display());
+    }
+    assert!(out.contains(&format!("{}: line 1: ", corrupt.display())), "{text}");
+    assert!(!text.contains("notes.txt"), "{text}");
+    assert!(run::stderr(&o).contains("3 run journal(s) could not be read: those runs are unknown"), "{text}");
+
+    let o = fabric(&["runs", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(3), "{}", run::out(&o));
+    let v: Value = serde_json::from_str(&run::stdout(&o)).unwrap();
+    assert_eq!(v["runs"][0]["run"], good, "{v}");
+    assert_eq!(v["unreadable"].as_array().map(Vec::len), Some(3), "{v}");
+
+    // A runs "folder" that is a file: nothing can be listed, an error naming it.
+    std::fs::remove_dir_all(dir.join(&runs)).unwrap();
+    std::fs::write(dir.join(&runs), "").unwrap();
+    let o = fabric(&["runs"]);
+    let text = run::out(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(run::stdout(&o).is_empty(), "not \"No runs.\":\n{text}");
+    assert!(text.contains(&format!("cannot read the runs folder {}: ", runs.display())), "{text}");
+}

@@ -95,8 +95,17 @@ async fn copied_secrets_are_copied_again_from_their_source_never_shown_and_rolle
     let mut renewed = source();
     renewed["data"]["token"] = json!(b64(b"sp-token-renewed-0123456789"));
     replace(&f.sp, renewed, "kube-controller-manager");
-    let (ok, plan) = fabric(&f, &["rotate", "credentials", "--site", "sp"]);
-    assert!(!ok, "approval is asked and stdin is no terminal:\n{plan}");
+    // At a terminal: shown, then asked; answered `no`.
+    let o = run::fabric_at_terminal(
+        &f.dir,
+        &f.dir.join("topology.yaml"),
+        &f.dir.join("ssh_config"),
+        &["rotate", "credentials", "--site", "sp"],
+        "no",
+    );
+    let plan = run::out(&o);
+    assert_eq!(o.status.code(), Some(1), "approval is asked and refused:\n{plan}");
+    assert!(plan.contains("Do you want to perform these actions?") && plan.contains("Apply cancelled."), "{plan}");
     assert!(plan.contains("~ karmada/karmada-cluster/Secret/sp (C.2), from cluster.sp/karmada-cluster/karmada-member-token: copied again: it differs from its source now"), "{plan}");
     assert!(plan.contains("the Cluster Mesh CA (B.2): refused: it is shared by every site"), "{plan}");
     assert!(plan.contains("= the K3s join token of `sp` (A.1): not renewed without --k3s-token"), "{plan}");

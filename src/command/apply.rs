@@ -215,14 +215,23 @@ fn println_progress(spinner: &Option<indicatif::ProgressBar>, quiet: bool, line:
 
 /// Approval needs a terminal to ask at (checked before anything is read).
 fn needs_terminal() -> Result<(), Report> {
+    needs_terminal_for(
+        "apply",
+        "add --auto-approve (CI), apply a reviewed plan (`fabric plan --out PLANFILE`, then `fabric apply PLANFILE`), \
+         or run it at a terminal",
+    )
+}
+
+/// [`needs_terminal`] for `command` (`apply`, `rotate wireguard`): its first check, before any
+/// file or connection, when it would ask for `yes`; `help` says what to do instead.
+pub(super) fn needs_terminal_for(command: &str, help: &str) -> Result<(), Report> {
     if std::io::stdin().is_terminal() {
         return Ok(());
     }
     Err(usage(
         "apply::approve",
-        "apply needs approval and stdin is not a terminal; nothing was read",
-        "add --auto-approve (CI), apply a reviewed plan (`fabric plan --out PLANFILE`, then `fabric apply PLANFILE`), \
-         or run it at a terminal",
+        format!("{command} needs approval and stdin is not a terminal; nothing was read"),
+        help,
     ))
 }
 

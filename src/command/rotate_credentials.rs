@@ -21,7 +21,8 @@ use crate::style::terminal_safe;
 /// between), the agents' token files written again (they join with it when they restart); the
 /// old token kept on each host (docs/runbook.md, "Rotating credentials").
 ///
-/// Shows what will be renewed (never a value) and asks for `yes` (unless --auto-approve). The
+/// Shows what will be renewed (never a value) and asks for `yes` (unless --auto-approve; with
+/// no terminal to ask at, it refuses before reading anything, as apply does). The
 /// old data of every Secret is kept beside it (`<name>.prior-<run>`) until the next rotation;
 /// `fabric rollback RUN-ID` puts it back. The journal never holds a secret.
 #[derive(Debug, Args)]
@@ -45,6 +46,13 @@ pub struct Opts {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    // As apply: no terminal to ask at is found before anything is read or connected to.
+    if !o.auto_approve {
+        super::apply::needs_terminal_for(
+            "rotate credentials",
+            "add --auto-approve (CI), or run it at a terminal (it shows what it will change, then asks)",
+        )?;
+    }
     let ws = super::workspace(g)?;
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;

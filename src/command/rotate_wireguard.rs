@@ -18,7 +18,8 @@ use crate::style::terminal_safe;
 /// confirmed over a new connection within --confirm-timeout, or every router goes back to its
 /// old key (a Linux router at once, a VyOS router when its commit-confirm timer fires). Pings
 /// across the tunnel measure how long it carried nothing, and the command prints it. B.1 must be
-/// in sync first (`fabric plan --step B.1`).
+/// in sync first (`fabric plan --step B.1`). It shows the routers and asks for `yes` (unless
+/// --auto-approve; with no terminal to ask at, it refuses before reading anything, as apply does).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  fabric rotate wireguard\n  fabric rotate wireguard --site sp --auto-approve\n  \
                         fabric rotate wireguard --confirm-timeout 300")]
@@ -46,6 +47,13 @@ fn report(e: RotateError) -> Report {
 }
 
 pub fn run(g: &Global, o: Opts) -> Result<Done, Report> {
+    // As apply: no terminal to ask at is found before anything is read or connected to.
+    if !o.auto_approve {
+        super::apply::needs_terminal_for(
+            "rotate wireguard",
+            "add --auto-approve (CI), or run it at a terminal (it shows what it will change, then asks)",
+        )?;
+    }
     let ws = super::workspace(g)?;
     let targets = super::targets(g, &ws)?;
     let rt = crate::operation::runtime()?;

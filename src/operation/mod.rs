@@ -89,6 +89,9 @@ pub enum OpError {
     NotARunId(String),
     #[error("cannot read {path}: {source}")]
     ReadJournal { path: String, source: std::io::Error },
+    /// The state directory's runs folder exists but cannot be listed (`fabric runs`).
+    #[error("cannot read the runs folder {path}: {source}")]
+    RunsDir { path: String, source: std::io::Error },
     #[error("rollback of run {run} is incomplete: {}", .failed.join(" | "))]
     RollbackIncomplete { run: String, failed: Vec<String> },
     /// `fabric rotate credentials` stopped at a step (never with secret data in `reason`).
@@ -118,6 +121,7 @@ impl Diagnostic for OpError {
             OpError::NoRun(_) => "rollback::none",
             OpError::NotARunId(_) => "rollback::run-id",
             OpError::ReadJournal { .. } => "rollback::journal",
+            OpError::RunsDir { .. } => "runs::folder",
             OpError::RollbackIncomplete { .. } => "rollback::failed",
             OpError::Rotate { .. } => "rotate::failed",
         };
@@ -163,6 +167,9 @@ impl Diagnostic for OpError {
             OpError::NoRun(_) => "apply first, or give --state-dir".into(),
             OpError::NotARunId(_) => "give a run id as listed in .fabric/runs (like 20261130T061502Z-4242)".into(),
             OpError::ReadJournal { .. } => "give a run id listed in .fabric/runs".into(),
+            OpError::RunsDir { .. } => {
+                "fabric keeps each run's journal there: make it a directory this user can read, or name the state directory with --state-dir".into()
+            }
             OpError::RollbackIncomplete { .. } => "fix the named targets and run rollback again".into(),
             OpError::Rotate { .. } => {
                 "the step named was put back from the old data the run kept; fix the cause and rotate again (`fabric rollback RUN-ID` undoes the steps renewed before it)".into()

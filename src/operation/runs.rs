@@ -91,31 +91,83 @@ fn summarize(run: &str, entries: &[Entry]) -> RunSummary {
     s
 }
 
-/// Every run, newest first, and the clusters that could not be read.
+/// What [`list`] found.
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// Every run read, newest first.
+    pub runs: Vec<RunSummary>,
+    /// The clusters that could not be read (`target: reason`).
+    pub unread: Vec<String>,
+    /// The journals found that could not be read (`path: reason`, or `cluster: ConfigMap:
+    /// reason` for a shared one): runs that exist but are unknown, never left out silently.
+    pub unreadable: Vec<String>,
+}
+
+/// Run id → its journal's entries.
+type Journals = BTreeMap<String, Vec<Entry>>;
+
+/// The journals of this machine's runs folder, and those that cannot be read (`path: reason`).
+/// No folder is no runs; a folder that exists but cannot be listed is an error.
+fn local(state_dir: &Path) -> Result<(Journals, Vec<String>), OpError> {
+    let dir = journal::runs_dir(state_dir);
+    let (mut runs, mut unreadable) = (BTreeMap::new(), Vec::new());
+    let listing = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((runs, unreadable)),
+        Err(source) => return Err(OpError::RunsDir { path: dir.display().to_string(), source }),
+        Ok(listing) => listing,
+    };
+    for entry in listing {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(e) => {
+                unreadable.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let name = entry.file_name().to_string_lossy().to_string();
+        let Some(run) = name.strip_suffix(".jsonl").filter(|r| journal::is_run_id(r)) else { continue };
+        // A directory, a dangling link, a file this user cannot read, a line that is not a
+        // journal entry: the run exists and is unknown.
+        match Journal::read(&entry.path()) {
+            Ok(entries) => {
+                runs.insert(run.to_string(), entries);
+            }
+            Err(e) => unreadable.push(format!("{}: {e}", entry.path().display())),
+        }
+    }
+    unreadable.sort();
+    Ok((runs, unreadable))
+}
+
+/// Every run, newest first, the clusters that could not be read, and the journals that could
+/// not be.
 pub fn list(
     ws: &Workspace,
     targets: &Targets,
     state_dir: &Path,
     rt: &tokio::runtime::Runtime,
-) -> Result<(Vec<RunSummary>, Vec<String>), OpError> {
+) -> Result<Listed, OpError> {
     ws.live_allowed("it holds production addresses: list the runs of a topology of your own")?;
+    let (local, mut unreadable) = local(state_dir)?;
     let mut runs: BTreeMap<String, RunSummary> = BTreeMap::new();
-    for entry in std::fs::read_dir(journal::runs_dir(state_dir)).into_iter().flatten().flatten() {
-        let name = entry.file_name().to_string_lossy().to_string();
-        let Some(run) = name.strip_suffix(".jsonl").filter(|r| journal::is_run_id(r)) else { continue };
-        if let Ok(entries) = Journal::read(&entry.path()) {
-            let mut s = summarize(run, &entries);
-            s.seen_in.push("local".into());
-            runs.insert(run.into(), s);
-        }
+    for (run, entries) in local {
+        let mut s = summarize(&run, &entries);
+        s.seen_in.push("local".into());
+        runs.insert(run, s);
     }
     let (shared, unread) = rt.block_on(shared(targets));
     for (run, (cluster, text)) in shared {
-        let Ok(entries) = Journal::parse(&text) else { continue };
+        let entries = match Journal::parse(&text) {
+            Ok(entries) => entries,
+            Err(e) => {
+                unreadable.push(format!("{cluster}: {}/fabric-run-{run}: {e}", lease::NAMESPACE));
+                continue;
+            }
+        };
         let s = runs.entry(run.clone()).or_insert_with(|| summarize(&run, &entries));
         s.seen_in.push(cluster.to_string());
     }
-    Ok((runs.into_values().rev().collect(), unread))
+    Ok(Listed { runs: runs.into_values().rev().collect(), unread, unreadable })
 }
 
 /// Makes the journal of `run` local when only a cluster has it (another operator's run).

@@ -44,6 +44,20 @@ fn home() -> PathBuf {
     std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"))
 }
 
+/// Adds `cause` (a warning of the ssh config, naming its file and line: `Host *` may ask the same
+/// of every target) as it applies to `target`: once per cause, with every target it applies to.
+fn warn_once(warnings: &mut Vec<String>, cause: &str, target: &str) {
+    let opened = format!("{cause} (for ");
+    match warnings.iter_mut().find(|w| w.starts_with(&opened)) {
+        Some(w) if w[opened.len()..].trim_end_matches(')').split(", ").any(|t| t == target) => {}
+        Some(w) => {
+            w.pop();
+            w.push_str(&format!(", {target})"));
+        }
+        None => warnings.push(format!("{opened}{target})")),
+    }
+}
+
 impl Endpoint {
     /// Resolves an endpoint as `ssh` resolves `access.host`: the topology's values win (as `-l`,
     /// `-p`, `-i` and `-J` do), then the ssh config, then OpenSSH's defaults. Each jump host is
@@ -76,9 +90,7 @@ impl Endpoint {
     ) -> Result<Endpoint, ConfigError> {
         let c = config.resolve_as(q, local)?;
         for w in &c.warnings {
-            if !warnings.contains(w) {
-                warnings.push(w.clone());
-            }
+            warn_once(warnings, w, target);
         }
         let proxy_jump = match &c.proxy_jump {
             None => None,

@@ -493,9 +493,8 @@ impl Resolver<'_> {
                     g.proxy_command = Some(w.rest.clone());
                     if !w.rest.eq_ignore_ascii_case("none") {
                         self.warnings.push(format!(
-                            "{at}: ProxyCommand is not supported by fabric: it connects to {} directly \
-                             (use ProxyJump for a jump host)",
-                            self.query.host
+                            "{at}: ProxyCommand is not supported by fabric: it connects directly \
+                             (use ProxyJump for a jump host)"
                         ));
                     }
                 }
@@ -517,9 +516,7 @@ impl Resolver<'_> {
                 first()
             )),
             k if NO_BEARING.iter().any(|(n, _)| *n == k) => {}
-            k => self
-                .warnings
-                .push(format!("{at}: `{k}` is not supported by fabric and is ignored for {}", self.query.host)),
+            k => self.warnings.push(format!("{at}: `{k}` is not supported by fabric and is ignored")),
         }
         Ok(())
     }

@@ -48,6 +48,34 @@ pub fn fabric_spawn(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str
         .expect("run fabric")
 }
 
+/// `fabric` (see [`command`]) at a terminal, as an operator runs it: its stdin, stdout and stderr
+/// a pseudo-terminal made by util-linux's `script`, `answer` typed at its prompt. The output is
+/// the terminal's (stdout and stderr together, the typed answer echoed), its `\r\n` made `\n`.
+pub fn fabric_at_terminal(dir: &Path, topology: &Path, ssh_config: &Path, args: &[&str], answer: &str) -> Output {
+    use std::io::Write as _;
+    let inner = command(dir, topology, ssh_config, args);
+    let quote = |a: &std::ffi::OsStr| format!("'{}'", a.to_string_lossy().replace('\'', r"'\''"));
+    let line: Vec<String> = std::iter::once(inner.get_program()).chain(inner.get_args()).map(quote).collect();
+    let mut c = Command::new("script");
+    c.args(["-qec", &line.join(" "), "/dev/null"]).current_dir(dir);
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run fabric under script(1) (util-linux)");
+    child.stdin.take().expect("piped").write_all(format!("{answer}\n").as_bytes()).expect("type the answer");
+    let mut o = child.wait_with_output().expect("run fabric under script(1)");
+    o.stdout = String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n").into_bytes();
+    o
+}
+
 /// stdout, as text.
 pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -159,7 +159,10 @@ async fn real_karmada_joins_the_sites_as_c2_writes_and_propagates_by_c5_and_c6()
         site.wait_until(180, "open-webui propagated by Karmada", |s| {
             replicas(s, "deployment", "web", "open-webui") == Some(1)
         });
-        assert!(site.get("service", "open-webui", Some("web")).is_some(), "{}: Service web/open-webui", site.name);
+        // (The Service is a Work of its own: it may arrive after the Deployment.)
+        site.wait_until(60, "Service web/open-webui propagated by Karmada", |s| {
+            s.get("service", "open-webui", Some("web")).is_some()
+        });
     }
     // gpu-services: 2 replicas divided by the static weights 1:1.
     for site in [&lab.franca, &lab.sp] {

@@ -107,9 +107,13 @@ fn rendered(topology: &str) -> Vec<(String, Value)> {
 fn dry_run(s: &Site, objects: &[Value]) -> Result<String, String> {
     let namespaces: std::collections::BTreeSet<&str> =
         objects.iter().filter_map(|o| o["metadata"]["namespace"].as_str()).collect();
-    for ns in namespaces {
-        let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-        s.apply(&[obj], "test");
+    // One kubectl for all of them (an apply of an empty list would be refused).
+    let namespaces: Vec<Value> = namespaces
+        .into_iter()
+        .map(|ns| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+        .collect();
+    if !namespaces.is_empty() {
+        s.apply(&namespaces, "test");
     }
     let list = json!({"apiVersion": "v1", "kind": "List", "items": objects});
     let out = s.kubectl_with_input(
